@@ -1,0 +1,9 @@
+"""A middleware: upper-cases whatever the wrapped body returns."""
+
+frontmatter = {"metadata": {"params": {"type": "object"}}}
+
+
+async def main(ctx):
+    target = ctx.target
+    result = await target.manager.next()
+    return str(result).upper() + "!" * ctx.args.get("times", 1)

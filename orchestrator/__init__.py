@@ -1,0 +1,48 @@
+"""toolcascade: tools and prompts as Markdown files, run through one composable pipeline."""
+
+from .authorities import Authority
+from .context import Context, ctx_target
+from .errors import (
+    ArgsValidationError,
+    ConfigurationError,
+    InterpolationError,
+    InvocationError,
+    InvocationTimeout,
+    OrchestratorError,
+    OrderCycleError,
+    ReturnsValidationError,
+    SecurityError,
+    ToolDefinitionError,
+    ToolNotFoundError,
+    ValidationError,
+)
+from .explain import EntryExplanation, Explanation, KeyExplanation
+from .manager import Manager
+from .ordering import Entry
+from .tool import Tool
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArgsValidationError",
+    "Authority",
+    "ConfigurationError",
+    "Context",
+    "Entry",
+    "EntryExplanation",
+    "Explanation",
+    "InterpolationError",
+    "InvocationError",
+    "InvocationTimeout",
+    "KeyExplanation",
+    "Manager",
+    "OrchestratorError",
+    "OrderCycleError",
+    "ReturnsValidationError",
+    "SecurityError",
+    "Tool",
+    "ToolDefinitionError",
+    "ToolNotFoundError",
+    "ValidationError",
+    "ctx_target",
+]

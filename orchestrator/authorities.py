@@ -1,0 +1,227 @@
+"""Authorities: the files that give tools their base metadata and pipeline.
+
+``find_authority`` picks a tool's nearest authority: its explicit
+``authority:`` name, else the nearest ``AUTHORITY.md`` walking up to its
+search-path root, else the built-in ``default``. ``authority_chain`` then
+follows ``inherit`` to list every authority that contributes, root-most first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigurationError, ToolDefinitionError
+from .loader import read_text, split_frontmatter
+from .registry import Registry, SearchPath, builtin_folder
+from .tool import Tool
+
+DEFAULT_PHASES = ("$configure", "$post-configure", "$pre-execute", "$execute", "$post-execute")
+FOLDER_FILE = "AUTHORITY.md"
+
+
+@dataclass(frozen=True, slots=True)
+class Authority:
+    """An authority file: base metadata, optional phases, and what it inherits.
+
+    ``inherit`` is None for the default rule (the next ``AUTHORITY.md`` up,
+    else ``default``), an empty tuple for ``inherit: false``, else the names.
+    """
+
+    name: str
+    path: Path
+    metadata: Mapping[str, Any]
+    phases: tuple[str, ...] | None = None
+    inherit: tuple[str, ...] | None = None
+    folder: bool = False
+    lines: Mapping[str, int] = field(default_factory=dict)
+
+
+def load_authority(path: Path, root: Path | None = None) -> Authority:
+    """Load an authority file (named ``authorities/NAME.md`` or a folder ``AUTHORITY.md``).
+
+    Raises:
+        ToolDefinitionError: malformed YAML or fields of the wrong shape.
+    """
+    data, lines, _body, _line = split_frontmatter(read_text(path), path)
+    folder = path.name == FOLDER_FILE
+    default_name = path.relative_to(root).as_posix() if folder and root else path.stem
+    name = data.get("name", default_name)
+    if not isinstance(name, str) or not name:
+        raise ToolDefinitionError("authority 'name' must be a non-empty string", path=path, line=lines.get("name"))
+    metadata = data.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise ToolDefinitionError("authority 'metadata' must be a mapping", path=path, line=lines.get("metadata"))
+    phases = data.get("phases")
+    if phases is not None and (
+        not isinstance(phases, list) or not all(isinstance(p, str) and p.startswith("$") for p in phases)
+    ):
+        raise ToolDefinitionError(
+            "authority 'phases' must be a list of '$name' sentinels", path=path, line=lines.get("phases")
+        )
+    inherit = data.get("inherit")
+    if inherit is False:
+        parents: tuple[str, ...] | None = ()
+    elif inherit is None:
+        parents = None
+    elif isinstance(inherit, str):
+        parents = (inherit,)
+    elif isinstance(inherit, list) and all(isinstance(i, str) for i in inherit):
+        parents = tuple(inherit)
+    else:
+        raise ToolDefinitionError(
+            "authority 'inherit' must be a name, a list of names, or false", path=path, line=lines.get("inherit")
+        )
+    return Authority(
+        name=name,
+        path=path,
+        metadata=metadata,
+        phases=tuple(phases) if phases is not None else None,
+        inherit=parents,
+        folder=folder,
+        lines=lines,
+    )
+
+
+class Authorities:
+    """Looks authorities up for tools, with caches that follow file edits."""
+
+    def __init__(self, registry: Registry, builtin: Path | None = None) -> None:
+        self.registry = registry
+        self.builtin = builtin or builtin_folder("authorities")
+
+    def _load(self, path: Path, root: Path | None, checked: set[str] | None) -> Authority:
+        return self.registry.load(path, lambda p: load_authority(p, root), checked)
+
+    def folders(self, paths: tuple[SearchPath, ...]) -> list[Path]:
+        """Where named authorities live: each search path's sibling ``authorities/``, then the built-in one."""
+        found = [sp.root.parent / "authorities" for sp in paths]
+        found.append(self.builtin)
+        return list(dict.fromkeys(found))
+
+    def named(
+        self,
+        name: str,
+        paths: tuple[SearchPath, ...],
+        checked: set[str] | None = None,
+        skip: Path | None = None,
+    ) -> Authority | None:
+        """The named authority ``name``, or None. ``skip`` lets ``default.md`` inherit a later ``default``."""
+        if "/" in name or "\\" in name or ".." in name or not name:
+            return None
+        for folder in self.folders(paths):
+            candidate = folder / f"{name}.md"
+            self.registry.watch((candidate,), checked)
+            if candidate != skip and candidate.is_file():
+                return self._load(candidate, None, checked)
+        return None
+
+    def find(self, tool: Tool, paths: tuple[SearchPath, ...], checked: set[str] | None = None) -> Authority:
+        """The tool's nearest authority (R-AUTH-2).
+
+        Raises:
+            ConfigurationError: the tool names an authority that does not exist.
+        """
+        if tool.authority:
+            found = self.named(tool.authority, paths, checked)
+            if found is None:
+                raise ConfigurationError(
+                    f"unknown authority {tool.authority!r}; looked in "
+                    + ", ".join(str(f) for f in self.folders(paths)),
+                    tool=tool.name,
+                    path=tool.path,
+                    line=tool.line_of("authority"),
+                )
+            return found
+        if tool.path is not None and tool.root is not None:
+            nearest = self._folder_above(tool.path.parent, tool.root, checked)
+            if nearest is not None:
+                return nearest
+        return self._default(paths, checked)
+
+    def _folder_above(self, folder: Path, root: Path, checked: set[str] | None) -> Authority | None:
+        while True:
+            candidate = folder / FOLDER_FILE
+            self.registry.watch((candidate,), checked)
+            if candidate.is_file():
+                return self._load(candidate, root, checked)
+            if folder == root or root not in folder.parents:
+                return None
+            folder = folder.parent
+
+    def _default(self, paths: tuple[SearchPath, ...], checked: set[str] | None) -> Authority:
+        found = self.named("default", paths, checked)
+        if found is None:
+            raise ConfigurationError(f"no 'default' authority in {self.builtin}")
+        return found
+
+    def parents(
+        self, authority: Authority, paths: tuple[SearchPath, ...], checked: set[str] | None = None
+    ) -> list[Authority]:
+        """The authorities ``authority`` inherits directly (R-AUTH-3).
+
+        Raises:
+            ConfigurationError: an inherited name does not exist.
+        """
+        if authority.inherit is not None:
+            names = authority.inherit
+        elif authority.folder:
+            root = self._root_of(authority.path, paths)
+            if root is not None and authority.path.parent != root:
+                above = self._folder_above(authority.path.parent.parent, root, checked)
+                if above is not None:
+                    return [above]
+            names = ("default",)
+        else:
+            names = () if authority.name == "default" else ("default",)
+        found = []
+        for name in names:
+            parent = self.named(name, paths, checked, skip=authority.path)
+            if parent is None:
+                raise ConfigurationError(
+                    f"authority {authority.name!r} inherits unknown authority {name!r}",
+                    path=authority.path,
+                    line=authority.lines.get("inherit"),
+                )
+            found.append(parent)
+        return found
+
+    @staticmethod
+    def _root_of(path: Path, paths: tuple[SearchPath, ...]) -> Path | None:
+        for sp in paths:
+            if sp.root in path.parents:
+                return sp.root
+        return None
+
+    def chain(
+        self, authority: Authority, paths: tuple[SearchPath, ...], checked: set[str] | None = None
+    ) -> tuple[Authority, ...]:
+        """Every authority that contributes to ``authority``, root-most first, itself last.
+
+        Raises:
+            ConfigurationError: the inheritance forms a cycle (named in the message).
+        """
+        order: list[Authority] = []
+        placed: set[str] = set()
+
+        def visit(current: Authority, stack: list[Authority]) -> None:
+            if any(a.path == current.path for a in stack):
+                names = [a.name for a in stack[[a.path for a in stack].index(current.path) :]]
+                raise ConfigurationError(
+                    "authority inheritance forms a cycle: " + " -> ".join([*names, current.name]),
+                    path=current.path,
+                    line=current.lines.get("inherit"),
+                )
+            if current.path in placed:
+                return
+            stack.append(current)
+            for parent in self.parents(current, paths, checked):
+                visit(parent, stack)
+            stack.pop()
+            placed.add(current.path)
+            order.append(current)
+
+        visit(authority, [])
+        return tuple(order)

@@ -1,0 +1,344 @@
+"""The metadata cascade: levels, merge policies, ``$remove``, ``$private``, provenance.
+
+Levels, lowest precedence first (R-CAS-1): the authority chain, the tool's
+``$inherit`` chain, the tool's own metadata, overrides. Each level is split
+once into data keys and ``$`` annotations (cached in a ``Plan``); per
+invocation only levels that hold templates are rendered and merged again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .authorities import Authority
+from .errors import ConfigurationError
+from .interpolate import has_templates, render_value
+from .tool import Tool
+
+MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
+"""Sentinel for "no value yet", distinct from an explicit ``null``."""
+
+ANNOTATIONS = frozenset(
+    {"$inherit", "$private", "$merge", "$remove", "$static", "$dynamic", "$order", "$locked"}
+)
+
+
+# -- merge policies: one function each, chosen from POLICIES -----------------
+
+
+def _need(kind: type, value: Any, policy: str) -> None:
+    if not isinstance(value, kind):
+        raise ConfigurationError(f"merge policy {policy!r} needs a {kind.__name__}, got {type(value).__name__}")
+
+
+def merge_default(old: Any, new: Any) -> Any:
+    """Mapping onto mapping merges deeply; anything else replaces."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        merged = dict(old)
+        for key, value in new.items():
+            merged[key] = merge_default(old.get(key, MISSING), value) if key in old else value
+        return merged
+    return new
+
+
+def merge_replace(old: Any, new: Any) -> Any:
+    """The new value wins as it is."""
+    return new
+
+
+def merge_deep(old: Any, new: Any) -> Any:
+    """Deep merge of mappings; refuses anything else."""
+    _need(Mapping, new, "deep")
+    if old is MISSING:
+        return new
+    _need(Mapping, old, "deep")
+    return merge_default(old, new)
+
+
+def merge_append(old: Any, new: Any) -> Any:
+    """List concatenation, accumulated value first."""
+    _need(list, new, "append")
+    if old is MISSING:
+        return new
+    _need(list, old, "append")
+    return [*old, *new]
+
+
+def merge_prepend(old: Any, new: Any) -> Any:
+    """List concatenation, new value first."""
+    _need(list, new, "prepend")
+    if old is MISSING:
+        return new
+    _need(list, old, "prepend")
+    return [*new, *old]
+
+
+def merge_union(old: Any, new: Any) -> Any:
+    """Accumulated list plus the new items it does not hold yet."""
+    _need(list, new, "union")
+    if old is MISSING:
+        return new
+    _need(list, old, "union")
+    return [*old, *(item for item in new if item not in old)]
+
+
+POLICIES: dict[str, Callable[[Any, Any], Any]] = {
+    "default": merge_default,
+    "replace": merge_replace,
+    "deep": merge_deep,
+    "append": merge_append,
+    "prepend": merge_prepend,
+    "union": merge_union,
+}
+
+
+# -- levels and plans ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    """One level of the cascade, split into data and annotations."""
+
+    name: str
+    kind: str  # 'authority' | 'inherit' | 'tool' | 'override'
+    data: Mapping[str, Any]
+    annotations: Mapping[str, Any]
+    templated: bool
+    path: Path | None = None
+    lines: Mapping[str, int] = field(default_factory=dict)
+
+
+def _names(value: Any, what: str, **where: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ConfigurationError(f"{what} must be a name or a list of names", **where)
+
+
+def make_level(
+    name: str,
+    kind: str,
+    metadata: Mapping[str, Any],
+    *,
+    hide_private: bool,
+    path: Path | None = None,
+    lines: Mapping[str, int] | None = None,
+) -> Level:
+    """Split metadata into a Level; ``hide_private`` drops the keys its ``$private`` lists.
+
+    Raises:
+        ConfigurationError: a malformed annotation.
+    """
+    lines = lines or {}
+    where = {"level": name, "path": path}
+    annotations = {k: v for k, v in metadata.items() if k.startswith("$")}
+    private = set(_names(annotations.get("$private"), "$private", key="$private", line=lines.get("$private"), **where))
+    for key in ("$remove", "$static", "$dynamic", "$locked"):
+        _names(annotations.get(key), key, key=key, line=lines.get(key), **where)
+    policies = annotations.get("$merge", {})
+    if not isinstance(policies, Mapping) or any(p not in POLICIES for p in policies.values()):
+        raise ConfigurationError(
+            f"$merge must map keys to one of {', '.join(sorted(POLICIES))}", key="$merge", line=lines.get("$merge"), **where
+        )
+    order = annotations.get("$order", {})
+    if not isinstance(order, Mapping) or not all(isinstance(v, Mapping) for v in order.values()):
+        raise ConfigurationError(
+            "$order must map entry names to {before: [...], after: [...]}", key="$order", line=lines.get("$order"), **where
+        )
+    data = {k: v for k, v in metadata.items() if not k.startswith("$") and not (hide_private and k in private)}
+    return Level(name, kind, data, annotations, has_templates(data), path, lines)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The args-independent part of a tool's cascade, computed once per tool."""
+
+    tool: Tool
+    levels: tuple[Level, ...]
+    phases: tuple[str, ...]
+    deps: frozenset[str]
+    templated: bool
+    static: Merged | None  # the whole merge when no level holds a template
+    keys: tuple[str, ...]  # the static key set of R-CAS-8
+    authorities: tuple[str, ...]
+    env: bool  # whether templates may see environment variables
+
+
+def inherit_levels(
+    tool: Tool, find: Callable[[str], Tool], stack: tuple[str, ...] = ()
+) -> list[Level]:
+    """Level 2 for ``tool``: each ``$inherit``-ed tool's own inherit chain, then its public keys.
+
+    Raises:
+        ConfigurationError: an inherit cycle, or an inherited name that is not a tool.
+    """
+    names = tool.metadata.get("$inherit")
+    if names is False or names is None:
+        return []
+    where = {"tool": tool.name, "path": tool.path, "line": tool.line_of("$inherit"), "key": "$inherit"}
+    levels: list[Level] = []
+    for name in _names(names, "$inherit", **where):
+        if name in stack or name == tool.name:
+            raise ConfigurationError("$inherit forms a cycle: " + " -> ".join([*stack, tool.name, name]), **where)
+        parent = find(name)
+        levels.extend(inherit_levels(parent, find, (*stack, tool.name)))
+        levels.append(
+            make_level(parent.name, "inherit", parent.metadata, hide_private=True, path=parent.path, lines=parent.lines)
+        )
+    unique: dict[tuple[str, Path | None], Level] = {}
+    for level in levels:
+        unique.setdefault((level.name, level.path), level)
+    return list(unique.values())
+
+
+def tool_levels(tool: Tool, authorities: Sequence[Authority], find: Callable[[str], Tool]) -> list[Level]:
+    """Levels 1-3 for ``tool``; ``authorities`` is its authority chain, root-most first, nearest last."""
+    if tool.metadata.get("$inherit") is False:
+        return [make_level(tool.name, "tool", tool.metadata, hide_private=False, path=tool.path, lines=tool.lines)]
+    levels = [
+        make_level(a.name, "authority", a.metadata, hide_private=i < len(authorities) - 1, path=a.path, lines=a.lines)
+        for i, a in enumerate(authorities)
+    ]
+    levels.extend(inherit_levels(tool, find))
+    levels.append(make_level(tool.name, "tool", tool.metadata, hide_private=False, path=tool.path, lines=tool.lines))
+    return levels
+
+
+# -- merging ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a merged key's value came from."""
+
+    level: str
+    kind: str
+    policy: str
+    levels: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Merged:
+    """The outcome of a cascade: values, provenance, and the merged annotations."""
+
+    values: Mapping[str, Any]
+    sources: Mapping[str, Source]
+    order: Mapping[str, Mapping[str, Any]]
+    static: frozenset[str]
+    dynamic: frozenset[str]
+    locked: frozenset[str]
+    removed: Mapping[str, str]
+
+
+class Merger:
+    """Accumulates levels one by one (R-CAS-5, R-CAS-6), recording provenance."""
+
+    __slots__ = ("values", "sources", "policies", "order", "static", "dynamic", "locked", "removed")
+
+    def __init__(self, start: Merged | None = None) -> None:
+        self.values: dict[str, Any] = dict(start.values) if start else {}
+        self.sources: dict[str, Source] = dict(start.sources) if start else {}
+        self.policies: dict[str, str] = {}
+        self.order: dict[str, Mapping[str, Any]] = dict(start.order) if start else {}
+        self.static: set[str] = set(start.static) if start else set()
+        self.dynamic: set[str] = set(start.dynamic) if start else set()
+        self.locked: set[str] = set(start.locked) if start else set()
+        self.removed: dict[str, str] = dict(start.removed) if start else {}
+
+    def add(self, level: Level, data: Mapping[str, Any] | None = None) -> None:
+        """Merge one level; ``data`` is its rendered data when it held templates.
+
+        Raises:
+            ConfigurationError: a merge policy that does not fit the values.
+        """
+        notes = level.annotations
+        self.policies.update(notes.get("$merge", {}))
+        for key in _names(notes.get("$remove"), "$remove"):
+            if self.values.pop(key, MISSING) is not MISSING:
+                self.sources.pop(key, None)
+                self.removed[key] = level.name
+        for key in _names(notes.get("$static"), "$static"):
+            self.static.add(key)
+            self.dynamic.discard(key)
+        for key in _names(notes.get("$dynamic"), "$dynamic"):
+            self.dynamic.add(key)
+            self.static.discard(key)
+        self.locked.update(_names(notes.get("$locked"), "$locked"))
+        self.order.update(notes.get("$order", {}))
+        for key, value in (level.data if data is None else data).items():
+            policy = self.policies.get(key, "default")
+            old = self.values.get(key, MISSING)
+            try:
+                self.values[key] = POLICIES[policy](old, value)
+            except ConfigurationError as exc:
+                raise ConfigurationError(
+                    exc.detail, level=level.name, key=key, path=level.path, line=level.lines.get(key)
+                ) from None
+            previous = self.sources.get(key)
+            chain = (*previous.levels, level.name) if previous and old is not MISSING else (level.name,)
+            self.sources[key] = Source(level.name, level.kind, policy, chain)
+            self.removed.pop(key, None)
+
+    def result(self) -> Merged:
+        return Merged(
+            self.values,
+            self.sources,
+            self.order,
+            frozenset(self.static),
+            frozenset(self.dynamic),
+            frozenset(self.locked),
+            self.removed,
+        )
+
+
+def static_keys(levels: Iterable[Level]) -> list[str]:
+    """Keys of levels 1-3 after ``$remove``, before overrides, minus ``$static`` (R-CAS-8)."""
+    keys: dict[str, None] = {}
+    static: set[str] = set()
+    for level in levels:
+        for key in _names(level.annotations.get("$remove"), "$remove"):
+            keys.pop(key, None)
+        static.update(_names(level.annotations.get("$static"), "$static"))
+        static.difference_update(_names(level.annotations.get("$dynamic"), "$dynamic"))
+        keys.update(dict.fromkeys(level.data))
+    return [k for k in keys if k not in static]
+
+
+def merge_levels(
+    levels: Sequence[Level],
+    variables: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
+    tool: str,
+    start: Merged | None = None,
+) -> Merged:
+    """Merge ``levels`` in order, rendering templated levels with ``variables(meta_so_far)``.
+
+    Raises:
+        InterpolationError, SecurityError: a template failed or broke the sandbox.
+        ConfigurationError: a merge policy that does not fit.
+    """
+    merger = Merger(start)
+    for level in levels:
+        data = None
+        if level.templated and variables is not None:
+            scope = variables(merger.values)
+            data = {}
+            for key, value in level.data.items():
+                data[key] = render_value(
+                    value,
+                    scope,
+                    lambda key=key: {"tool": tool, "level": level.name, "key": key, "path": level.path, "line": level.lines.get(key)},
+                )
+        merger.add(level, data)
+    return merger.result()
+
+
+def override_level(overrides: Mapping[str, Any]) -> Level:
+    """Level 4: caller overrides, taken as data (never rendered, R-CAS-4)."""
+    level = make_level("overrides", "override", overrides, hide_private=False)
+    return Level(level.name, level.kind, level.data, level.annotations, False)

@@ -1,0 +1,138 @@
+"""The exception tree of toolcascade.
+
+Every error the engine raises on purpose derives from ``OrchestratorError``::
+
+    OrchestratorError
+    ├── ToolNotFoundError
+    ├── ToolDefinitionError
+    ├── ConfigurationError
+    │   └── OrderCycleError
+    ├── InterpolationError
+    ├── ValidationError
+    │   ├── ArgsValidationError
+    │   └── ReturnsValidationError
+    ├── InvocationError
+    ├── InvocationTimeout
+    └── SecurityError
+
+Each class carries structured fields (``tool``, ``path``, ``line``, ``level``,
+``key`` ...) and builds its one-line message from them, so a caller can print
+``str(error)`` to a user or read the fields in code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+
+class OrchestratorError(Exception):
+    """Raised when the engine reports any failure on purpose: the base of every other error.
+
+    ``where`` renders as ``file:line`` (or just ``file``) in front of the
+    message; ``tool``, ``level`` and ``key`` are named inside it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tool: str | None = None,
+        path: str | Path | None = None,
+        line: int | None = None,
+        level: str | None = None,
+        key: str | None = None,
+    ) -> None:
+        self.detail = message
+        self.tool = tool
+        self.path = str(path) if path is not None else None
+        self.line = line
+        self.level = level
+        self.key = key
+        super().__init__(self._render())
+
+    @property
+    def where(self) -> str | None:
+        """``file:line`` where the problem is, when known."""
+        if self.path is None:
+            return None
+        return f"{self.path}:{self.line}" if self.line else self.path
+
+    def _render(self) -> str:
+        parts = []
+        if self.tool:
+            parts.append(f"tool {self.tool!r}")
+        if self.level:
+            parts.append(f"level {self.level!r}")
+        if self.key:
+            parts.append(f"key {self.key!r}")
+        context = f" ({', '.join(parts)})" if parts else ""
+        prefix = f"{self.where}: " if self.where else ""
+        return f"{prefix}{self.detail}{context}"
+
+
+class ToolNotFoundError(OrchestratorError):
+    """Raised when a ref names no tool in the search paths, or may not be read."""
+
+    def __init__(self, ref: str, searched: Sequence[str | Path] = (), reason: str = "") -> None:
+        self.ref = ref
+        self.searched = [str(p) for p in searched]
+        where = f" in {', '.join(self.searched)}" if self.searched else ""
+        why = f": {reason}" if reason else ""
+        super().__init__(f"no tool {ref!r}{where}{why}")
+
+
+class ToolDefinitionError(OrchestratorError):
+    """Raised when a tool or authority file is malformed (bad YAML, wrong shape, import failure)."""
+
+
+class ConfigurationError(OrchestratorError):
+    """Raised when metadata, authorities or the chain are configured inconsistently."""
+
+
+class OrderCycleError(ConfigurationError):
+    """Raised when ``$order`` constraints form a cycle; ``cycle`` lists its nodes in order."""
+
+    def __init__(self, cycle: Iterable[str], *, tool: str | None = None) -> None:
+        self.cycle = list(cycle)
+        loop = " -> ".join([*self.cycle, self.cycle[0]]) if self.cycle else "?"
+        super().__init__(f"$order constraints form a cycle: {loop}", tool=tool)
+
+
+class InterpolationError(OrchestratorError):
+    """Raised when a metadata or prompt template fails to compile or render."""
+
+
+class ValidationError(OrchestratorError):
+    """Raised when a value does not match its JSON Schema; ``errors`` holds (pointer, message) pairs."""
+
+    what = "value"
+
+    def __init__(self, errors: Sequence[tuple[str, str]], *, tool: str | None = None) -> None:
+        self.errors = list(errors)
+        listed = "; ".join(f"{pointer or '/'}: {message}" for pointer, message in self.errors)
+        super().__init__(f"invalid {self.what}: {listed}", tool=tool)
+
+
+class ArgsValidationError(ValidationError):
+    """Raised when args do not match the tool's ``params`` schema."""
+
+    what = "args"
+
+
+class ReturnsValidationError(ValidationError):
+    """Raised when a result does not match the tool's ``returns`` schema."""
+
+    what = "result"
+
+
+class InvocationError(OrchestratorError):
+    """Raised when an invocation is malformed or exceeds a limit (unknown ``$`` option, depth)."""
+
+
+class InvocationTimeout(OrchestratorError):
+    """Raised when an invocation runs past its ``timeout``."""
+
+
+class SecurityError(OrchestratorError):
+    """Raised when something tries what its trust or a lock forbids."""

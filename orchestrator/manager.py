@@ -1,0 +1,624 @@
+"""Manager: finds tools, runs the cascade, builds and runs the chain (SPEC section 5).
+
+``await manager.invoke(ref, args)`` runs, with no shortcuts: ``$NAME``
+extraction, ref resolution, a child context, the context seed, origin and
+history, the authority, the cascade, and the sorted chain. Everything that
+does not depend on args (plans, toolKeys, SCCs, sorted chains) is cached in
+the registry and follows file edits.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import os
+import secrets
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from . import chain
+from .authorities import DEFAULT_PHASES, Authorities, Authority
+from .cascade import Merged, Plan, merge_levels, override_level, static_keys, tool_levels
+from .context import Context, Run
+from .errors import (
+    ConfigurationError,
+    InvocationError,
+    InvocationTimeout,
+    SecurityError,
+    ToolDefinitionError,
+    ToolNotFoundError,
+)
+from .explain import EntryExplanation, Explanation, KeyExplanation
+from .graph import reachable_components
+from .interpolate import is_template, render
+from .loader import check_name
+from .ordering import Entry, constraints, entry_from_spec, sort_entries
+from .registry import Registry, SearchPath, builtin_folder
+from .tool import Tool
+
+log = logging.getLogger("orchestrator")
+
+OPTIONS = ("context", "middleware", "overrides", "timeout")
+SEED_KEYS = frozenset({"locals", "nonlocals", "envelope", "parent", "target", "paths", "cwd"})
+
+# Frames of Python stack one nested invocation may take, at most; the
+# recursion limit is raised to fit ``max_stack`` of them (R-INV-5).
+_FRAMES_PER_INVOCATION = 12
+_stack: contextvars.ContextVar[int] = contextvars.ContextVar("toolcascade_stack", default=0)
+
+
+class Manager:
+    """Runs tools through the pipeline.
+
+    ``paths`` are searched in order, the built-in ``tools/`` last; they are
+    trusted (may hold python tools). ``trusted_paths`` marks folders that
+    ``paths`` metadata may add with python tools allowed.
+    """
+
+    def __init__(
+        self,
+        paths: Iterable[str | os.PathLike[str]] = (),
+        *,
+        trusted_paths: Iterable[str | os.PathLike[str]] = (),
+        max_depth: int = 64,
+        max_stack: int = 1000,
+        cwd: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.paths = (*(SearchPath.of(p) for p in paths), SearchPath.of(builtin_folder("tools")))
+        self.trusted = frozenset(Path(p).resolve() for p in trusted_paths)
+        self.registry = Registry(self.paths)
+        self.authorities = Authorities(self.registry)
+        self.max_depth = max_depth
+        self.max_stack = max_stack
+        self.cwd = Path(cwd).resolve() if cwd is not None else Path.cwd()
+        limit = max_stack * _FRAMES_PER_INVOCATION + 1000
+        if sys.getrecursionlimit() < limit:
+            sys.setrecursionlimit(limit)
+
+    # -- tools and authorities -----------------------------------------------
+
+    def search_path(self, folder: str | os.PathLike[str]) -> SearchPath:
+        """A search path for ``folder``: trusted when the program marked it (or it is a base path)."""
+        root = Path(folder).resolve()
+        trusted = root in self.trusted or any(sp.root == root for sp in self.paths)
+        return SearchPath(root, trusted)
+
+    def register(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        prompt: str | None = None,
+        description: str | None = None,
+        authority: str | None = None,
+    ) -> Tool:
+        """Register a function tool; ``fn(ctx)`` is its body. Registered tools shadow files.
+
+        Raises:
+            ToolDefinitionError: a bad name, a non-callable, or metadata that is not a mapping.
+        """
+        check_name(name)
+        if not callable(fn):
+            raise ToolDefinitionError(f"register({name!r}): fn must be callable", tool=name)
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise ToolDefinitionError(f"register({name!r}): metadata must be a mapping", tool=name)
+        frontmatter = {"name": name, "description": description, "authority": authority, "metadata": dict(metadata or {})}
+        tool = Tool(
+            name=name,
+            uri=f"function:{name}",
+            kind="function",
+            frontmatter=frontmatter,
+            metadata=frontmatter["metadata"],
+            prompt=prompt,
+            fn=fn,
+            authority=authority,
+            description=description,
+        )
+        self.registry.functions[name] = tool
+        self.registry.changed()
+        return tool
+
+    def find_tool(self, ref: str, paths: Iterable[str | os.PathLike[str]] | None = None) -> Tool:
+        """Resolve ``ref`` against ``paths`` (default: the manager's), first match wins (R-FIND-1).
+
+        Raises:
+            ToolNotFoundError: no match, or a ref that would leave its search path.
+            ToolDefinitionError: the matching file is malformed.
+        """
+        return self.registry.find(ref, self._paths(paths), None)
+
+    def find_authority(self, tool: Tool | str) -> Authority:
+        """The nearest authority of ``tool`` (R-AUTH-2).
+
+        Raises:
+            ConfigurationError: an unknown explicit authority.
+        """
+        if isinstance(tool, str):
+            tool = self.find_tool(tool)
+        return self.authorities.find(tool, self.paths, None)
+
+    def authority_chain(self, tool: Tool | str) -> tuple[Authority, ...]:
+        """Every authority that contributes to ``tool``, root-most first (R-AUTH-3)."""
+        if isinstance(tool, str):
+            tool = self.find_tool(tool)
+        return self.authorities.chain(self.find_authority(tool), self.paths, None)
+
+    def clear_cache(self) -> None:
+        """Forget every parsed file and every derived cache."""
+        self.registry.clear()
+
+    def _paths(self, paths: Iterable[str | os.PathLike[str]] | None) -> tuple[SearchPath, ...]:
+        if paths is None:
+            return self.paths
+        return (*(self.search_path(p) for p in paths), self.paths[-1])
+
+    # -- plans, SCCs and toolKeys (cached, args-independent) -----------------
+
+    def plan(self, tool: Tool, paths: tuple[SearchPath, ...], checked: set[str] | None = None) -> Plan:
+        """The cached, args-independent part of ``tool``'s cascade."""
+        return self.registry.memo("plans", (tool.uri, paths), lambda deps: self._make_plan(tool, paths, deps), checked)
+
+    def _make_plan(self, tool: Tool, paths: tuple[SearchPath, ...], deps: set[str]) -> Plan:
+        if tool.path is not None:
+            deps.add(str(tool.path))
+        nearest = self.authorities.find(tool, paths, deps)
+        authorities = self.authorities.chain(nearest, paths, deps)
+
+        def find(name: str) -> Tool:
+            try:
+                return self.registry.find(name, paths, deps)
+            except ToolNotFoundError as exc:
+                raise ConfigurationError(
+                    f"$inherit names {name!r}, which is not a tool",
+                    tool=tool.name,
+                    path=tool.path,
+                    line=tool.line_of("$inherit"),
+                    key="$inherit",
+                ) from exc
+
+        levels = tuple(tool_levels(tool, authorities, find))
+        phases = next((a.phases for a in reversed(authorities) if a.phases is not None), DEFAULT_PHASES)
+        templated = any(level.templated for level in levels)
+        raw = merge_levels(levels, None, tool.name)
+        trust = raw.values.get("trust")
+        env = tool.trusted and isinstance(trust, Mapping) and trust.get("env") is True
+        return Plan(
+            tool=tool,
+            levels=levels,
+            phases=phases,
+            deps=frozenset(deps),
+            templated=templated,
+            static=None if templated else raw,
+            keys=tuple(static_keys(levels)),
+            authorities=tuple(a.name for a in authorities),
+            env=env,
+        )
+
+    def _component(self, tool: Tool, paths: tuple[SearchPath, ...], checked: set[str] | None) -> frozenset[str]:
+        def compute(deps: set[str]) -> frozenset[str]:
+            def find(key: str) -> Tool | None:
+                try:
+                    return self.registry.find(key, paths, deps)
+                except (ToolNotFoundError, ToolDefinitionError):
+                    return None
+
+            components = reachable_components(tool, lambda t: self.plan(t, paths, deps).keys, find)
+            return components[tool.uri]
+
+        return self.registry.memo("scc", (tool.uri, paths), compute, checked)
+
+    def _target_uri(self, key: str, paths: tuple[SearchPath, ...], checked: set[str]) -> str | None:
+        if key in self.registry.functions:
+            return self.registry.functions[key].uri
+        try:
+            hit = self.registry.locate(key, paths, checked)
+        except ToolNotFoundError:
+            return None
+        return hit[0].as_uri() if hit else None
+
+    def toolkeys(
+        self, tool: Tool, merged: Merged, paths: tuple[SearchPath, ...], checked: set[str] | None = None
+    ) -> tuple[tuple[str, bool, str], ...]:
+        """Classify every merged key as middleware or data, with the reason (R-CAS-7, R-CAS-8).
+
+        Raises:
+            ConfigurationError: a ``$dynamic`` key that names no tool.
+        """
+        key = (tool.uri, paths, tuple(merged.values), merged.static, merged.dynamic)
+
+        def compute(deps: set[str]) -> tuple[tuple[str, bool, str], ...]:
+            component: frozenset[str] | None = None
+            verdicts = []
+            for name in merged.values:
+                if name in merged.static:
+                    verdicts.append((name, False, "listed in $static"))
+                    continue
+                if name == tool.name:
+                    verdicts.append((name, False, "self-reference"))
+                    continue
+                uri = self._target_uri(name, paths, deps)
+                if name in merged.dynamic:
+                    if uri is None:
+                        raise ConfigurationError(
+                            "listed in $dynamic but names no tool", tool=tool.name, key=name, path=tool.path
+                        )
+                    verdicts.append((name, True, "listed in $dynamic"))
+                elif uri is None:
+                    verdicts.append((name, False, "names no tool"))
+                else:
+                    if component is None:
+                        component = self._component(tool, paths, deps)
+                    if uri in component:
+                        verdicts.append((name, False, f"auto-static: {name} is in a dependency cycle with {tool.name}"))
+                    else:
+                        verdicts.append((name, True, "names a tool"))
+            return tuple(verdicts)
+
+        return self.registry.memo("toolkeys", key, compute, checked)
+
+    # -- invocation ------------------------------------------------------------
+
+    async def invoke(
+        self,
+        ref: str | Tool,
+        args: Any = None,
+        *,
+        context: Mapping[str, Any] | None = None,
+        middleware: Any = None,
+        overrides: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Invoke ``ref`` with ``args`` through the full pipeline and return its result.
+
+        Raises:
+            OrchestratorError: any of the typed errors of SPEC section 7.
+        """
+        return await self._invoke(
+            ref, args, parent=None, context=context, middleware=middleware, overrides=overrides, timeout=timeout
+        )
+
+    def invoke_sync(self, ref: str | Tool, args: Any = None, *, backend: str = "asyncio", **options: Any) -> Any:
+        """``invoke`` for plain scripts: runs its own event loop.
+
+        Raises:
+            InvocationError: called from inside a running event loop.
+        """
+        try:
+            anyio.get_current_task()
+        except RuntimeError:
+            return anyio.run(partial(self.invoke, ref, args, **options), backend=backend)
+        raise InvocationError("invoke_sync() cannot run inside an event loop; use 'await manager.invoke(...)'")
+
+    async def _invoke(
+        self,
+        ref: str | Tool,
+        args: Any,
+        *,
+        parent: Context | None,
+        target: Context | None = None,
+        context: Mapping[str, Any] | None = None,
+        middleware: Any = None,
+        overrides: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        entry: bool = False,
+    ) -> Any:
+        depth = parent.depth + 1 if parent is not None else 0
+        name = ref.name if isinstance(ref, Tool) else ref
+        if depth > self.max_depth:
+            raise InvocationError(f"invocation depth limit ({self.max_depth}) reached", tool=str(name))
+        height = _stack.get() + 1
+        if height > self.max_stack:
+            raise InvocationError(f"nested invocation limit ({self.max_stack}) reached", tool=str(name))
+        token = _stack.set(height)
+        try:
+            if entry:  # an entry's args are a metadata value: data, never options
+                options = {"context": None, "middleware": None, "overrides": None, "timeout": None}
+            else:
+                args, options = extract_options(args, name, context, middleware, overrides, timeout)
+            seconds = options["timeout"]
+            if seconds is None:
+                ctx = self._prepare(ref, args, parent, target, options)[0]
+                return await chain.advance(ctx)
+            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
+                raise InvocationError(f"timeout must be a positive number of seconds, not {seconds!r}", tool=str(name))
+            with anyio.move_on_after(seconds):
+                ctx = self._prepare(ref, args, parent, target, options)[0]
+                return await chain.advance(ctx)
+            raise InvocationTimeout(f"timed out after {seconds} s", tool=str(name))
+        finally:
+            _stack.reset(token)
+
+    def _prepare(
+        self,
+        ref: str | Tool,
+        args: Any,
+        parent: Context | None,
+        target: Context | None,
+        options: Mapping[str, Any],
+    ) -> tuple[Context, Merged, tuple[tuple[str, bool, str], ...], dict[str, str]]:
+        """Steps 2-8 of R-INV-2 up to a sorted chain; returns the context and what explain needs."""
+        seed = options["context"] or {}
+        unknown = set(seed) - SEED_KEYS
+        if unknown:
+            raise InvocationError(
+                f"unknown context key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(SEED_KEYS))}",
+                tool=str(ref if isinstance(ref, str) else ref.name),
+            )
+        if parent is None:
+            parent = seed.get("parent")
+        if target is None:
+            target = seed.get("target")
+        if parent is not None:
+            run = Run(parent.run.id, parent.run.history, parent.run.checked)
+            paths, cwd, envelope = parent.paths, parent.cwd, parent.envelope
+        else:
+            run = Run(secrets.token_hex(8), [], set())
+            paths, cwd, envelope = self.paths, self.cwd, None
+        if "paths" in seed:
+            paths = (*(self.search_path(p) for p in _list(seed["paths"], "context paths")), *paths)
+        if "cwd" in seed:
+            cwd = (cwd / str(seed["cwd"])).resolve()
+        if "envelope" in seed:
+            envelope = seed["envelope"]
+        tool = ref if isinstance(ref, Tool) else self.registry.find(ref, paths, run.checked)
+        ctx = Context(self, tool, args, run, parent=parent, target=target, envelope=envelope, paths=paths, cwd=cwd)
+        if "locals" in seed:
+            ctx.locals.update(_mapping(seed["locals"], "context locals", tool.name))
+        if "nonlocals" in seed:
+            ctx.nonlocals = _mapping(seed["nonlocals"], "context nonlocals", tool.name)
+        run.origin = {"uri": tool.uri, "frontmatter": tool.frontmatter}
+        run.tool = {"name": tool.name, "uri": tool.uri, "kind": tool.kind, "description": tool.description}
+        ctx.locals["prompt"] = tool.prompt
+        run.history.append({"tool": tool.name, "args": args, "timestamp": time.time()})
+
+        plan = self.plan(tool, paths, run.checked)
+        ctx.phases = plan.phases
+        ctx.trust = {"env": plan.env}
+        over = options["overrides"]
+        if plan.static is not None and not over:
+            merged = plan.static
+        else:
+            levels = plan.levels if plan.static is None else ()
+            start = plan.static
+            if over:
+                levels = (*levels, override_level(_mapping(over, "overrides", tool.name)))
+            merged = merge_levels(levels, partial(self._variables, ctx), tool.name, start)
+        ctx.meta = dict(merged.values)
+        ctx.locked = merged.locked
+        verdicts = self.toolkeys(tool, merged, paths, run.checked)
+        extra = [*_specs(ctx.locals.get("middleware"), "context locals.middleware"), *_specs(options["middleware"], "middleware")]
+        origins: dict[str, str] = {}
+        if plan.static is not None and not over and not extra:
+            ctx.chain = list(
+                self.registry.memo(
+                    "chains",
+                    (tool.uri, paths),
+                    lambda deps: self._sorted(tool, merged, verdicts, [], plan.phases, {}),
+                    run.checked,
+                )
+            )
+        else:
+            ctx.chain = self._sorted(tool, merged, verdicts, extra, plan.phases, origins)
+        return ctx, merged, verdicts, origins
+
+    def _sorted(
+        self,
+        tool: Tool,
+        merged: Merged,
+        verdicts: Iterable[tuple[str, bool, str]],
+        extra: list[tuple[str, Mapping[str, Any], str]],
+        phases: tuple[str, ...],
+        origins: dict[str, str],
+    ) -> list[Entry]:
+        entries: dict[str, Entry] = {}
+        for key, middleware, _reason in verdicts:
+            if middleware:
+                before, after = constraints(merged.order.get(key), key)
+                entries[key] = Entry(key, merged.values[key], before, after)
+                origins[key] = "metadata"
+        for name, spec, source in extra:
+            current = entries.get(name)
+            if spec.get("remove"):
+                if current is not None:
+                    if name in merged.locked:
+                        raise SecurityError(f"middleware {name!r} is locked and cannot be removed", tool=tool.name, key=name)
+                    del entries[name]
+                continue
+            made = entry_from_spec(name, spec, source)
+            if current is None:
+                entries[name] = made
+                origins[name] = "extra"
+                continue
+            if name in merged.locked:
+                raise SecurityError(f"middleware {name!r} is locked and cannot be overridden", tool=tool.name, key=name)
+            entries[name] = replace(
+                current,
+                args=made.args if "args" in spec else current.args,
+                fn=made.fn if made.fn is not None else current.fn,
+                before=made.before if made.constrained else current.before,
+                after=made.after if made.constrained else current.after,
+            )
+            origins[name] = "override"
+        return sort_entries(list(entries.values()), phases, tool.name)
+
+    def _variables(self, ctx: Context, meta: Mapping[str, Any]) -> dict[str, Any]:
+        """Template variables for ctx (R-CAS-3); ``meta`` is what the levels below merged."""
+        tool = ctx.tool
+        return {
+            "args": ctx.args,
+            "meta": meta,
+            "tool": {"name": tool.name, "uri": tool.uri, "description": tool.description},
+            "locals": ctx.locals,
+            "cwd": str(ctx.cwd),
+            "env": dict(os.environ) if ctx.trust.get("env") else {},
+        }
+
+    async def _invoke_entry(self, ctx: Context, entry: Entry) -> Any:
+        """Invoke a chain entry through the full pipeline, or skip it as an invocation cycle (R-CHAIN-10)."""
+        tool = self.registry.find(entry.name, ctx.paths, ctx.run.checked)
+        ancestor: Context | None = ctx
+        while ancestor is not None:
+            if ancestor.tool.uri == tool.uri:
+                log.warning(
+                    "skipping middleware %r in the chain of %r: it is already running in this pipeline",
+                    entry.name,
+                    ctx.tool.name,
+                )
+                return chain.SKIPPED
+            if not ancestor.entry:
+                break
+            ancestor = ancestor.parent
+        return await self._invoke(tool, entry.args, parent=ctx, target=ctx, entry=True)
+
+    def _body(self, ctx: Context) -> Any:
+        """A tool's own body: a code tool's ``main(ctx)``, a markdown tool's rendered prompt (R-CHAIN-8)."""
+        tool = ctx.tool
+        if tool.fn is not None:
+            return tool.fn(ctx)
+        prompt = ctx.locals.get("prompt")
+        if isinstance(prompt, str) and is_template(prompt):
+            return render(
+                prompt,
+                self._variables(ctx, ctx.meta),
+                tool=tool.name,
+                level="prompt",
+                path=tool.path,
+                line=tool.prompt_line,
+            )
+        return prompt
+
+    # -- explain ---------------------------------------------------------------
+
+    def explain(self, ref: str, args: Any = None, *, overrides: Mapping[str, Any] | None = None, middleware: Any = None) -> Explanation:
+        """Why every key of ``ref`` has its value and how its chain is ordered (R-CAS-9).
+
+        Raises:
+            OrchestratorError: the same errors an invocation would raise before running the chain.
+        """
+        args, options = extract_options(args, ref, None, middleware, overrides, None)
+        ctx, merged, verdicts, origins = self._prepare(ref, args, None, None, options)
+        tool = ctx.tool
+        plan = self.plan(tool, ctx.paths, ctx.run.checked)
+        keys = tuple(
+            KeyExplanation(
+                key=key,
+                value=merged.values[key],
+                level=merged.sources[key].level,
+                level_kind=merged.sources[key].kind,
+                policy=merged.sources[key].policy,
+                levels=merged.sources[key].levels,
+                verdict="middleware" if middleware_ else "data",
+                reason=reason,
+            )
+            for key, middleware_, reason in verdicts
+        )
+        rank = {phase: i for i, phase in enumerate(plan.phases)}
+        entries = tuple(
+            EntryExplanation(
+                name=e.name,
+                args=e.args,
+                before=e.before,
+                after=e.after,
+                phase=max((s for s in (e.after if e.constrained else ("$configure",)) if s in rank), key=rank.__getitem__, default="$configure"),
+                origin=origins.get(e.name, "metadata"),
+                locked=e.name in merged.locked,
+            )
+            for e in ctx.chain
+        )
+        annotations = {
+            "$order": dict(merged.order),
+            "$static": sorted(merged.static),
+            "$dynamic": sorted(merged.dynamic),
+            "$locked": sorted(merged.locked),
+        }
+        return Explanation(
+            tool=tool.name,
+            uri=tool.uri,
+            kind=tool.kind,
+            frontmatter=dict(tool.frontmatter),
+            authorities=plan.authorities,
+            levels=tuple((level.name, level.kind) for level in plan.levels),
+            phases=plan.phases,
+            keys=keys,
+            removed=dict(merged.removed),
+            annotations=annotations,
+            chain=entries,
+        )
+
+
+def extract_options(
+    args: Any,
+    tool: Any,
+    context: Mapping[str, Any] | None,
+    middleware: Any,
+    overrides: Mapping[str, Any] | None,
+    timeout: float | None,
+) -> tuple[Any, dict[str, Any]]:
+    """Split ``$NAME`` keys out of mapping args (R-INV-1); explicit options win, ``$`` values fill gaps.
+
+    Raises:
+        InvocationError: an unknown ``$`` key.
+    """
+    options: dict[str, Any] = {"context": context, "middleware": middleware, "overrides": overrides, "timeout": timeout}
+    if args is None:
+        return {}, options
+    if not isinstance(args, Mapping) or not any(isinstance(k, str) and k.startswith("$") for k in args):
+        return args, options
+    cleaned = {}
+    for key, value in args.items():
+        if not (isinstance(key, str) and key.startswith("$")):
+            cleaned[key] = value
+            continue
+        option = key[1:]
+        if option not in OPTIONS:
+            raise InvocationError(
+                f"unknown option {key!r} in args; allowed: {', '.join('$' + o for o in OPTIONS)}", tool=str(tool), key=key
+            )
+        explicit = options[option]
+        if explicit is None:
+            options[option] = value
+        elif isinstance(explicit, Mapping) and isinstance(value, Mapping):
+            options[option] = {**value, **explicit}
+    return cleaned, options
+
+
+def _mapping(value: Any, what: str, tool: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvocationError(f"{what} must be a mapping, not {type(value).__name__}", tool=tool)
+    return dict(value)
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if isinstance(value, (str, os.PathLike)):
+        return [value]
+    if not isinstance(value, list):
+        raise InvocationError(f"{what} must be a list of folders")
+    return value
+
+
+def _specs(value: Any, source: str) -> list[tuple[str, Mapping[str, Any], str]]:
+    """Extra middleware in either form (mapping name -> spec, or list of specs with ``name``)."""
+    if value is None:
+        return []
+    found = []
+    if isinstance(value, Mapping):
+        for name, spec in value.items():
+            if not isinstance(spec, Mapping):
+                raise ConfigurationError(f"middleware {name!r} from {source}: spec must be a mapping, not {spec!r}")
+            found.append((name, spec, source))
+    elif isinstance(value, list):
+        for spec in value:
+            if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str):
+                raise ConfigurationError(f"middleware from {source}: each list item needs a 'name'")
+            found.append((spec["name"], spec, source))
+    else:
+        raise ConfigurationError(f"middleware from {source} must be a mapping or a list, not {type(value).__name__}")
+    return found

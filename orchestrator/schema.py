@@ -1,0 +1,72 @@
+"""JSON Schema checks for ``params`` and ``returns``, with validators compiled once per schema."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import SchemaError
+
+from .errors import ConfigurationError, ValidationError
+
+_VALIDATORS: dict[int, tuple[Any, Any]] = {}
+_LIMIT = 1024
+
+
+def validator_for(schema: Any, tool: str | None = None) -> Any:
+    """The compiled validator for ``schema``, cached by identity (cached metadata keeps its identity).
+
+    Raises:
+        ConfigurationError: the schema itself is invalid.
+    """
+    hit = _VALIDATORS.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    if not isinstance(schema, (Mapping, bool)):
+        raise ConfigurationError(f"a JSON schema must be a mapping, not {type(schema).__name__}", tool=tool)
+    cls = jsonschema.validators.validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except SchemaError as exc:
+        raise ConfigurationError(f"invalid JSON schema: {exc.message}", tool=tool) from exc
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    if len(_VALIDATORS) >= _LIMIT:
+        _VALIDATORS.clear()
+    _VALIDATORS[id(schema)] = (schema, validator)
+    return validator
+
+
+def pointer(path: Any) -> str:
+    """A JSON pointer (RFC 6901) for a jsonschema error path."""
+    return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
+
+
+def check(schema: Any, value: Any, error: type[ValidationError], tool: str | None = None) -> None:
+    """Validate ``value``; raise ``error`` listing every failing JSON pointer.
+
+    Raises:
+        ValidationError: (the given subclass) one or more failures.
+        ConfigurationError: the schema itself is invalid.
+    """
+    failures = sorted(validator_for(schema, tool).iter_errors(value), key=lambda e: list(map(str, e.absolute_path)))
+    if failures:
+        raise error([(pointer(f.absolute_path), f.message) for f in failures], tool=tool)
+
+
+def fill_defaults(schema: Any, value: Any) -> Any:
+    """``value`` with the defaults of ``schema``'s object properties filled in (a new object)."""
+    if not isinstance(schema, Mapping):
+        return value
+    if value is None and "default" in schema:
+        return schema["default"]
+    properties = schema.get("properties")
+    if not isinstance(value, Mapping) or not isinstance(properties, Mapping):
+        return value
+    filled = dict(value)
+    for name, sub in properties.items():
+        if name in filled:
+            filled[name] = fill_defaults(sub, filled[name])
+        elif isinstance(sub, Mapping) and "default" in sub:
+            filled[name] = sub["default"]
+    return filled

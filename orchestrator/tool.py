@@ -1,0 +1,43 @@
+"""Tool: the frozen value object every loader produces."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A tool as loaded: a markdown file, a python module, or a registered function.
+
+    ``metadata`` and ``frontmatter`` are the author's raw data; treat them as
+    read-only (they are shared by every invocation through the cache).
+    ``root`` is the search path the tool was found in, ``trusted`` whether
+    that path was marked trusted by the program.
+    """
+
+    name: str
+    uri: str
+    kind: str  # 'markdown' | 'python' | 'function'
+    frontmatter: Mapping[str, Any]
+    metadata: Mapping[str, Any]
+    prompt: str | None = None
+    fn: Callable[..., Any] | None = None
+    authority: str | None = None
+    description: str | None = None
+    path: Path | None = None
+    root: Path | None = None
+    trusted: bool = True
+    prompt_line: int = 1
+    lines: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def hidden(self) -> bool:
+        """True when ``visibility: hidden`` keeps the tool out of listings."""
+        return self.metadata.get("visibility") == "hidden"
+
+    def line_of(self, key: str) -> int | None:
+        """The line of a top-level metadata key in the tool's file, when known."""
+        return self.lines.get(key)

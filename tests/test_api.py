@@ -1,0 +1,45 @@
+"""The public API is exactly what the README documents."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import orchestrator
+
+DOCUMENTED = {
+    "ArgsValidationError",
+    "Authority",
+    "ConfigurationError",
+    "Context",
+    "Entry",
+    "EntryExplanation",
+    "Explanation",
+    "InterpolationError",
+    "InvocationError",
+    "InvocationTimeout",
+    "KeyExplanation",
+    "Manager",
+    "OrchestratorError",
+    "OrderCycleError",
+    "ReturnsValidationError",
+    "SecurityError",
+    "Tool",
+    "ToolDefinitionError",
+    "ToolNotFoundError",
+    "ValidationError",
+    "ctx_target",
+}
+
+
+def test_all_is_exactly_the_documented_api():
+    assert set(orchestrator.__all__) == DOCUMENTED
+    assert orchestrator.__all__ == sorted(orchestrator.__all__)
+    for name in orchestrator.__all__:
+        assert getattr(orchestrator, name) is not None
+
+
+def test_import_stays_light():
+    code = "import sys, orchestrator; print(sorted(m for m in ('mcp', 'openai', 'rich') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,52 @@
+"""The error tree and its messages (SPEC section 7)."""
+
+from __future__ import annotations
+
+import pytest
+
+import orchestrator
+from orchestrator import errors
+
+
+def test_errors_form_the_documented_tree():
+    base = errors.OrchestratorError
+    for name in (
+        "ToolNotFoundError",
+        "ToolDefinitionError",
+        "ConfigurationError",
+        "InterpolationError",
+        "ValidationError",
+        "InvocationError",
+        "InvocationTimeout",
+        "SecurityError",
+    ):
+        assert issubclass(getattr(errors, name), base)
+        assert name in errors.__doc__
+    assert issubclass(errors.OrderCycleError, errors.ConfigurationError)
+    assert issubclass(errors.ArgsValidationError, errors.ValidationError)
+    assert issubclass(errors.ReturnsValidationError, errors.ValidationError)
+
+
+def test_errors_name_tool_file_line_level_and_key():
+    error = errors.ConfigurationError("bad policy", tool="greet", path="tools/greet.md", line=7, level="default", key="tags")
+    assert str(error) == "tools/greet.md:7: bad policy (tool 'greet', level 'default', key 'tags')"
+    assert (error.tool, error.path, error.line, error.level, error.key) == ("greet", "tools/greet.md", 7, "default", "tags")
+    assert error.where == "tools/greet.md:7"
+
+
+def test_errors_structured_fields_on_special_errors():
+    cycle = errors.OrderCycleError(["a", "b"], tool="t")
+    assert cycle.cycle == ["a", "b"]
+    assert "a -> b -> a" in str(cycle)
+    invalid = errors.ArgsValidationError([("/name", "is required"), ("", "bad")], tool="t")
+    assert invalid.errors == [("/name", "is required"), ("", "bad")]
+    assert "/name: is required" in str(invalid) and "/: bad" in str(invalid)
+    missing = errors.ToolNotFoundError("x", ["/a", "/b"])
+    assert missing.ref == "x" and missing.searched == ["/a", "/b"]
+
+
+@pytest.mark.parametrize("name", [n for n in dir(errors) if n.endswith(("Error", "Timeout"))])
+def test_every_error_has_a_raised_when_docstring(name):
+    doc = getattr(errors, name).__doc__
+    assert doc and doc.startswith("Raised when")
+    assert getattr(orchestrator, name) is getattr(errors, name)

@@ -1,0 +1,179 @@
+"""Loading tool files (R-TOOL-1..5)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator import Manager, ToolDefinitionError, ToolNotFoundError
+
+
+def test_r_tool_1_markdown_tool_fields(write, tools):
+    write(
+        "tools/summarize.md",
+        """
+        ---
+        description: Summarizes text.
+        metadata:
+          model: scripted
+          tags: [a, b]
+        extra-key: kept
+        ---
+
+        Summarize {{ args.text }}.
+        """,
+    )
+    tool = Manager([tools]).find_tool("summarize")
+    assert tool.name == "summarize"
+    assert tool.kind == "markdown"
+    assert tool.description == "Summarizes text."
+    assert tool.metadata == {"model": "scripted", "tags": ["a", "b"]}
+    assert tool.prompt == "Summarize {{ args.text }}."
+    assert tool.frontmatter["extra-key"] == "kept"
+    assert tool.authority is None
+    assert tool.uri == (tools / "summarize.md").as_uri()
+    assert tool.prompt_line == 9
+
+
+def test_r_tool_1_explicit_name_and_empty_metadata(write, tools):
+    write("tools/file.md", "---\nname: other\n---\nbody\n")
+    tool = Manager([tools]).find_tool("file")
+    assert tool.name == "other"
+    assert tool.metadata == {}
+
+
+def test_r_tool_1_markdown_without_frontmatter_is_a_prompt(write, tools):
+    write("tools/plain.md", "Just a prompt.\n")
+    tool = Manager([tools]).find_tool("plain")
+    assert tool.prompt == "Just a prompt."
+    assert tool.metadata == {}
+
+
+def test_r_tool_2_python_tool(write, tools):
+    write(
+        "tools/add.py",
+        """
+        frontmatter = {"description": "Adds.", "metadata": {"params": {"type": "object"}}}
+
+        def main(ctx):
+            return ctx.args["a"] + ctx.args["b"]
+        """,
+    )
+    tool = Manager([tools]).find_tool("add")
+    assert tool.kind == "python"
+    assert tool.description == "Adds."
+    assert callable(tool.fn)
+    assert tool.prompt is None
+
+
+def test_r_tool_2_python_tools_are_isolated_modules(write, tools):
+    write("tools/a/helper.py", "frontmatter = {'name': 'helper-a'}\nVALUE = 'a'\ndef main(ctx):\n    return VALUE\n")
+    write("tools/b/helper.py", "frontmatter = {'name': 'helper-b'}\nVALUE = 'b'\ndef main(ctx):\n    return VALUE\n")
+    before = list(sys.path)
+    manager = Manager([tools])
+    a = manager.find_tool("a/helper")
+    b = manager.find_tool("b/helper")
+    assert (a.fn.__globals__["VALUE"], b.fn.__globals__["VALUE"]) == ("a", "b")
+    assert sys.path == before
+    assert "helper" not in sys.modules
+
+
+def test_r_tool_2_register_function_tool():
+    manager = Manager()
+    tool = manager.register("double", lambda ctx: ctx.args["n"] * 2, metadata={"visibility": "hidden"}, description="x2")
+    assert tool.kind == "function"
+    assert manager.find_tool("double") is tool
+    assert manager.invoke_sync("double", {"n": 21}) == 42
+
+
+def test_r_tool_3_tool_is_frozen(write, tools):
+    write("tools/t.md", "---\ndescription: d\n---\nx\n")
+    tool = Manager([tools]).find_tool("t")
+    for field in ("name", "uri", "kind", "frontmatter", "metadata", "prompt", "fn", "authority", "description"):
+        assert hasattr(tool, field)
+    with pytest.raises(AttributeError):
+        tool.name = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "line", "needle"),
+    [
+        ("bad-yaml.md", "---\ndescription: ok\nmetadata: {a: [1, 2}\n---\nx\n", 3, "invalid YAML"),
+        ("list.md", "---\n- a\n- b\n---\nx\n", 2, "must be a mapping"),
+        ("scalar.md", "---\njust text\n---\nx\n", 2, "must be a mapping"),
+        ("meta-list.md", "---\nmetadata: [a, b]\n---\nx\n", 2, "'metadata' must be a mapping"),
+        ("slash.md", "---\nname: a/b\n---\nx\n", None, "may not contain"),
+        ("backslash.md", "---\nname: 'a\\\\b'\n---\nx\n", None, "may not contain"),
+        ("dots.md", "---\nname: a..b\n---\nx\n", None, "may not contain"),
+        ("empty-name.md", "---\nname: ''\n---\nx\n", None, "non-empty"),
+        ("empty.md", "", None, "file is empty"),
+        ("unclosed.md", "---\ndescription: never closed\nbody\n", 1, "never closed"),
+        ("onkey.md", "---\nmetadata:\n  on: push\n---\nx\n", 3, "not a string"),
+        ("intkey.md", "---\nmetadata:\n  nested:\n    1: one\n---\nx\n", 4, "not a string"),
+    ],
+)
+def test_r_tool_5_malformed_markdown(write, tools, name, text, line, needle):
+    path = write(f"tools/{name}", text)
+    write("tools/good.md", "---\ndescription: fine\n---\nok\n")
+    manager = Manager([tools])
+    with pytest.raises(ToolDefinitionError) as info:
+        manager.find_tool(name[:-3])
+    error = info.value
+    assert needle in str(error)
+    assert error.path == str(path)
+    assert error.line == line
+    assert str(path) in str(error)
+    assert manager.find_tool("good").description == "fine"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "line", "needle"),
+    [
+        ("nomain.py", "frontmatter = {}\n", None, "main(ctx)"),
+        ("raises.py", "frontmatter = {}\n\nraise RuntimeError('boom')\n", 3, "RuntimeError: boom"),
+        ("syntax.py", "frontmatter = {}\ndef main(ctx)\n    return 1\n", 2, "syntax error"),
+        ("badfm.py", "frontmatter = ['x']\ndef main(ctx):\n    return 1\n", None, "must be a mapping"),
+        ("badmeta.py", "frontmatter = {'metadata': 3}\ndef main(ctx):\n    return 1\n", None, "'metadata' must be a mapping"),
+    ],
+)
+def test_r_tool_5_malformed_python(write, tools, name, text, line, needle):
+    path = write(f"tools/{name}", text)
+    write("tools/good.py", "def main(ctx):\n    return 'ok'\n")
+    manager = Manager([tools])
+    with pytest.raises(ToolDefinitionError) as info:
+        manager.find_tool(name[:-3])
+    assert needle in str(info.value)
+    assert info.value.path == str(path)
+    assert info.value.line == line
+    assert manager.invoke_sync("good") == "ok"
+
+
+def test_r_tool_5_yaml_error_line_is_the_file_line(write, tools):
+    write("tools/deep.md", "---\ndescription: a\nmetadata:\n  x: 1\n  y: [unclosed\n---\nbody\n")
+    with pytest.raises(ToolDefinitionError) as info:
+        Manager([tools]).find_tool("deep")
+    assert info.value.line is not None and info.value.line >= 5
+    assert f"deep.md:{info.value.line}:" in str(info.value)
+
+
+def test_r_tool_5_python_tool_yaml_is_never_unsafe(write, tools):
+    write("tools/unsafe.md", "---\nmetadata: !!python/object/apply:os.system ['echo pwned']\n---\nx\n")
+    with pytest.raises(ToolDefinitionError) as info:
+        Manager([tools]).find_tool("unsafe")
+    assert "invalid YAML" in str(info.value)
+
+
+def test_r_tool_5_bad_register_name():
+    with pytest.raises(ToolDefinitionError):
+        Manager().register("a/b", lambda ctx: 1)
+    with pytest.raises(ToolNotFoundError):
+        Manager().find_tool("never-registered")
+
+
+def test_r_tool_5_unreadable_bytes(tools: Path):
+    (tools / "binary.md").write_bytes(b"---\nx: \xff\xfe\n---\n")
+    with pytest.raises(ToolDefinitionError) as info:
+        Manager([tools]).find_tool("binary")
+    assert "cannot read" in str(info.value)

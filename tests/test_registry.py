@@ -1,0 +1,150 @@
+"""Finding tools and the caches that follow edits (R-FIND-1..3)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from orchestrator import Manager, ToolDefinitionError, ToolNotFoundError
+from orchestrator.registry import builtin_folder
+
+
+def bump(path: Path, text: str) -> None:
+    """Rewrite a file so that its mtime surely changes."""
+    stat = path.stat()
+    path.write_text(text, encoding="utf-8")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10_000_000))
+
+
+def test_r_find_1_first_match_wins(write, tmp_path):
+    write("one/t.md", "---\ndescription: one\n---\nx\n")
+    write("two/t.md", "---\ndescription: two\n---\nx\n")
+    write("two/only.md", "---\ndescription: only two\n---\nx\n")
+    manager = Manager([tmp_path / "one", tmp_path / "two"])
+    assert manager.find_tool("t").description == "one"
+    assert manager.find_tool("only").description == "only two"
+    assert manager.find_tool("t", paths=[tmp_path / "two"]).description == "two"
+
+
+def test_r_find_1_nested_refs(write, tools):
+    write("tools/team/summarize.md", "---\ndescription: team\n---\nx\n")
+    manager = Manager([tools])
+    assert manager.find_tool("team/summarize").description == "team"
+    with pytest.raises(ToolNotFoundError):
+        manager.find_tool("summarize")
+
+
+def test_r_find_1_builtins_are_searched_last(write, tools):
+    assert Manager([tools]).find_tool("execute").path.parent == builtin_folder("tools")
+    write("tools/execute.md", "---\ndescription: mine\n---\nx\n")
+    assert Manager([tools]).find_tool("execute").description == "mine"
+
+
+def test_r_find_1_not_found_lists_searched_paths(tools):
+    with pytest.raises(ToolNotFoundError) as info:
+        Manager([tools]).find_tool("nope")
+    assert info.value.ref == "nope"
+    assert str(tools.resolve()) in info.value.searched
+    assert str(builtin_folder("tools").resolve()) in info.value.searched
+    assert "nope" in str(info.value)
+
+
+@pytest.mark.parametrize("ref", ["../secret", "/etc/passwd", "a/../../secret", "./x", "a//b", "", "a\\b", "team/.."])
+def test_r_find_2_escaping_refs_are_refused(write, tools, ref):
+    write("secret.md", "---\ndescription: outside\n---\nx\n")
+    with pytest.raises(ToolNotFoundError):
+        Manager([tools]).find_tool(ref)
+
+
+def test_r_find_2_symlink_out_of_the_path_is_refused(write, tools, tmp_path):
+    outside = write("outside/secret.md", "---\ndescription: secret\n---\nx\n")
+    (tools / "link.md").symlink_to(outside)
+    (tools / "dir").symlink_to(outside.parent, target_is_directory=True)
+    manager = Manager([tools])
+    with pytest.raises(ToolNotFoundError) as info:
+        manager.find_tool("link")
+    assert "outside its search path" in str(info.value)
+    with pytest.raises(ToolNotFoundError):
+        manager.find_tool("dir/secret")
+
+
+def test_r_find_2_symlink_inside_the_path_is_fine(write, tools):
+    real = write("tools/real.md", "---\ndescription: real\n---\nx\n")
+    (tools / "alias.md").symlink_to(real)
+    assert Manager([tools]).find_tool("alias").description == "real"
+
+
+def test_r_find_3_parsed_tools_are_cached(write, tools):
+    write("tools/t.md", "---\ndescription: a\n---\nx\n")
+    manager = Manager([tools])
+    assert manager.find_tool("t") is manager.find_tool("t")
+
+
+def test_r_find_3_edit_invalidates(write, tools):
+    path = write("tools/t.md", "---\ndescription: a\n---\nx\n")
+    manager = Manager([tools])
+    assert manager.find_tool("t").description == "a"
+    bump(path, "---\ndescription: b\n---\nx\n")
+    assert manager.find_tool("t").description == "b"
+
+
+def test_r_find_3_new_file_earlier_in_the_path_is_seen(write, tmp_path):
+    write("two/t.md", "---\ndescription: two\n---\nx\n")
+    (tmp_path / "one").mkdir()
+    manager = Manager([tmp_path / "one", tmp_path / "two"])
+    assert manager.find_tool("t").description == "two"
+    write("one/t.md", "---\ndescription: one\n---\nx\n")
+    os.utime(tmp_path / "one", ns=(0, (tmp_path / "one").stat().st_mtime_ns + 10_000_000))
+    assert manager.find_tool("t").description == "one"
+
+
+def test_r_find_3_clear_cache(write, tools):
+    write("tools/t.md", "---\ndescription: a\n---\nx\n")
+    manager = Manager([tools])
+    first = manager.find_tool("t")
+    manager.clear_cache()
+    assert manager.find_tool("t") is not first
+
+
+def test_r_find_3_python_tool_is_really_reimported(write, tools):
+    path = write("tools/v.py", "def main(ctx):\n    return 1\n")
+    manager = Manager([tools])
+    assert manager.invoke_sync("v") == 1
+    bump(path, "def main(ctx):\n    return 2\n")
+    assert manager.invoke_sync("v") == 2
+
+
+def test_r_find_3_fixing_a_broken_file_recovers(write, tools):
+    path = write("tools/t.md", "---\nmetadata: [\n---\nx\n")
+    manager = Manager([tools])
+    with pytest.raises(ToolDefinitionError):
+        manager.find_tool("t")
+    bump(path, "---\ndescription: fixed\n---\nx\n")
+    assert manager.find_tool("t").description == "fixed"
+
+
+def test_r_find_3_discovery_parses_nothing(write, tools, monkeypatch):
+    write("tools/broken.md", "---\nmetadata: [\n---\n")
+    write("tools/fine.md", "---\ndescription: fine\n---\nx\n")
+    write("tools/team/deep.py", "def main(ctx):\n    return 1\n")
+    write("tools/README.md", "# not a tool\n")
+    write("tools/AUTHORITY.md", "---\nmetadata: {}\n---\n")
+    manager = Manager([tools])
+    loaded = []
+    monkeypatch.setattr("orchestrator.registry.load_tool", lambda *a: loaded.append(a) or None)
+    refs = [ref for ref, _path, _sp in manager.registry.discover((manager.paths[0],))]
+    assert refs == ["broken", "fine", "team/deep"]
+    assert loaded == []
+
+
+def test_r_find_3_untrusted_paths_hold_no_python(write, tmp_path):
+    write("extra/code.py", "def main(ctx):\n    return 'ran'\n")
+    write("extra/text.md", "---\ndescription: md\n---\nx\n")
+    manager = Manager()
+    with pytest.raises(ToolNotFoundError):
+        manager.find_tool("code", paths=[tmp_path / "extra"])
+    assert manager.find_tool("text", paths=[tmp_path / "extra"]).description == "md"
+    trusting = Manager(trusted_paths=[tmp_path / "extra"])
+    assert trusting.find_tool("code", paths=[tmp_path / "extra"]).kind == "python"

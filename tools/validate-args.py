@@ -1,0 +1,17 @@
+"""validate-args: check the target's args against its `params` JSON schema."""
+
+from orchestrator.errors import ArgsValidationError
+from orchestrator.schema import check
+
+frontmatter = {
+    "description": "Checks args against the tool's params schema, listing every failing JSON pointer.",
+    "metadata": {"visibility": "hidden", "params": {"type": "object"}},
+}
+
+
+async def main(ctx):
+    target = ctx.target
+    schema = target.meta.get("params")
+    if schema is not None:
+        check(schema, target.args, ArgsValidationError, target.tool.name)
+    return await target.manager.next()

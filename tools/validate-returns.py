@@ -1,0 +1,18 @@
+"""validate-returns: after the body, check the result against the `returns` JSON schema."""
+
+from orchestrator.errors import ReturnsValidationError
+from orchestrator.schema import check
+
+frontmatter = {
+    "description": "Checks the result against the tool's returns schema.",
+    "metadata": {"visibility": "hidden", "params": {"type": "object"}},
+}
+
+
+async def main(ctx):
+    target = ctx.target
+    result = await target.manager.next()
+    schema = target.meta.get("returns")
+    if schema is not None:
+        check(schema, result, ReturnsValidationError, target.tool.name)
+    return result
