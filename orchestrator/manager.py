@@ -294,8 +294,10 @@ class Manager:
         try:
             anyio.get_current_task()
         except RuntimeError:
-            return anyio.run(partial(self.invoke, ref, args, **options), backend=backend)
-        raise InvocationError("invoke_sync() cannot run inside an event loop; use 'await manager.invoke(...)'")
+            pass  # no loop running: the normal case
+        else:
+            raise InvocationError("invoke_sync() cannot run inside an event loop; use 'await manager.invoke(...)'")
+        return anyio.run(partial(self.invoke, ref, args, **options), backend=backend)
 
     async def _invoke(
         self,
@@ -312,11 +314,15 @@ class Manager:
     ) -> Any:
         depth = parent.depth + 1 if parent is not None else 0
         name = ref.name if isinstance(ref, Tool) else ref
-        if depth > self.max_depth:
-            raise InvocationError(f"invocation depth limit ({self.max_depth}) reached", tool=str(name))
+        if depth > self.max_depth or _stack.get() >= self.max_stack:
+            limit = (
+                f"invocation depth limit ({self.max_depth})"
+                if depth > self.max_depth
+                else f"nested invocation limit ({self.max_stack})"
+            )
+            caller = parent.tool.name if parent is not None else str(name)
+            raise InvocationError(f"{limit} reached invoking {str(name)!r}; does {caller!r} recurse?", tool=caller)
         height = _stack.get() + 1
-        if height > self.max_stack:
-            raise InvocationError(f"nested invocation limit ({self.max_stack}) reached", tool=str(name))
         token = _stack.set(height)
         try:
             if entry:  # an entry's args are a metadata value: data, never options
@@ -345,35 +351,37 @@ class Manager:
         options: Mapping[str, Any],
     ) -> tuple[Context, Merged, tuple[tuple[str, bool, str], ...], dict[str, str]]:
         """Steps 2-8 of R-INV-2 up to a sorted chain; returns the context and what explain needs."""
-        seed = options["context"] or {}
-        unknown = set(seed) - SEED_KEYS
-        if unknown:
-            raise InvocationError(
-                f"unknown context key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(SEED_KEYS))}",
-                tool=str(ref if isinstance(ref, str) else ref.name),
-            )
-        if parent is None:
-            parent = seed.get("parent")
-        if target is None:
-            target = seed.get("target")
+        seed = options["context"]
+        if seed:
+            unknown = set(seed) - SEED_KEYS
+            if unknown:
+                raise InvocationError(
+                    f"unknown context key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(SEED_KEYS))}",
+                    tool=str(ref if isinstance(ref, str) else ref.name),
+                )
+            parent = parent or seed.get("parent")
+            target = target or seed.get("target")
         if parent is not None:
             run = Run(parent.run.id, parent.run.history, parent.run.checked)
             paths, cwd, envelope = parent.paths, parent.cwd, parent.envelope
         else:
             run = Run(secrets.token_hex(8), [], set())
             paths, cwd, envelope = self.paths, self.cwd, None
-        if "paths" in seed:
-            paths = (*(self.search_path(p) for p in _list(seed["paths"], "context paths")), *paths)
-        if "cwd" in seed:
-            cwd = (cwd / str(seed["cwd"])).resolve()
-        if "envelope" in seed:
-            envelope = seed["envelope"]
+        if seed:
+            if "paths" in seed:
+                paths = (*(self.search_path(p) for p in _list(seed["paths"], "context paths")), *paths)
+            if "cwd" in seed:
+                cwd = (cwd / str(seed["cwd"])).resolve()
+            envelope = seed.get("envelope", envelope)
         tool = ref if isinstance(ref, Tool) else self.registry.find(ref, paths, run.checked)
         ctx = Context(self, tool, args, run, parent=parent, target=target, envelope=envelope, paths=paths, cwd=cwd)
-        if "locals" in seed:
-            ctx.locals.update(_mapping(seed["locals"], "context locals", tool.name))
-        if "nonlocals" in seed:
-            ctx.nonlocals = _mapping(seed["nonlocals"], "context nonlocals", tool.name)
+        if seed:
+            if "locals" in seed:
+                ctx.locals.update(_mapping(seed["locals"], "context locals", tool.name))
+            if "nonlocals" in seed:
+                if not isinstance(seed["nonlocals"], dict):
+                    raise InvocationError("context nonlocals must be a mapping", tool=tool.name)
+                ctx.nonlocals = seed["nonlocals"]  # by reference: the seeder shares it
         run.origin = {"uri": tool.uri, "frontmatter": tool.frontmatter}
         run.tool = {"name": tool.name, "uri": tool.uri, "kind": tool.kind, "description": tool.description}
         ctx.locals["prompt"] = tool.prompt
@@ -383,31 +391,36 @@ class Manager:
         ctx.phases = plan.phases
         ctx.trust = {"env": plan.env}
         over = options["overrides"]
+        extra = _specs(ctx.locals.get("middleware"), "context locals.middleware")
+        if options["middleware"] is not None:
+            extra += _specs(options["middleware"], "middleware")
+        origins: dict[str, str] = {}
         if plan.static is not None and not over:
+            # Nothing depends on args: verdicts and the sorted chain come from one cache entry.
             merged = plan.static
+            verdicts, chain_ = self.registry.memo(
+                "static-chains",
+                (tool.uri, paths),
+                lambda deps: self._static_chain(tool, merged, paths, plan.phases, deps),
+                run.checked,
+            )
+            ctx.chain = list(chain_) if not extra else self._sorted(tool, merged, verdicts, extra, plan.phases, origins)
         else:
             levels = plan.levels if plan.static is None else ()
-            start = plan.static
             if over:
                 levels = (*levels, override_level(_mapping(over, "overrides", tool.name)))
-            merged = merge_levels(levels, partial(self._variables, ctx), tool.name, start)
+            merged = merge_levels(levels, partial(self._variables, ctx), tool.name, plan.static)
+            verdicts = self.toolkeys(tool, merged, paths, run.checked)
+            ctx.chain = self._sorted(tool, merged, verdicts, extra, plan.phases, origins)
         ctx.meta = dict(merged.values)
         ctx.locked = merged.locked
-        verdicts = self.toolkeys(tool, merged, paths, run.checked)
-        extra = [*_specs(ctx.locals.get("middleware"), "context locals.middleware"), *_specs(options["middleware"], "middleware")]
-        origins: dict[str, str] = {}
-        if plan.static is not None and not over and not extra:
-            ctx.chain = list(
-                self.registry.memo(
-                    "chains",
-                    (tool.uri, paths),
-                    lambda deps: self._sorted(tool, merged, verdicts, [], plan.phases, {}),
-                    run.checked,
-                )
-            )
-        else:
-            ctx.chain = self._sorted(tool, merged, verdicts, extra, plan.phases, origins)
         return ctx, merged, verdicts, origins
+
+    def _static_chain(
+        self, tool: Tool, merged: Merged, paths: tuple[SearchPath, ...], phases: tuple[str, ...], deps: set[str]
+    ) -> tuple[tuple[tuple[str, bool, str], ...], tuple[Entry, ...]]:
+        verdicts = self.toolkeys(tool, merged, paths, deps)
+        return verdicts, tuple(self._sorted(tool, merged, verdicts, [], phases, {}))
 
     def _sorted(
         self,

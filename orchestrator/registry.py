@@ -238,11 +238,16 @@ class Registry:
         tool = self.functions.get(ref)
         if tool is not None:
             return tool
+        found = self.cache("tools").get((ref, paths))
+        if found is not None and checked is not None and found[1] is checked:
+            return found[0]  # type: ignore[no-any-return]  # already validated in this run
         hit = self.locate(ref, paths, checked)
         if hit is None:
             raise ToolNotFoundError(ref, [sp.root for sp in paths])
         path, sp = hit
-        return self.load(path, lambda p: load_tool(p, sp.root, sp.trusted), checked)
+        tool = self.load(path, lambda p: load_tool(p, sp.root, sp.trusted), checked)
+        self.cache("tools")[(ref, paths)] = [tool, checked]
+        return tool
 
     def exists(self, ref: str, paths: tuple[SearchPath, ...], checked: set[str] | None = None) -> bool:
         """True when ``ref`` names a tool (without parsing it)."""

@@ -1,0 +1,126 @@
+"""Entries, phases and the stable topological sort (R-CHAIN-1..3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator import ConfigurationError, Entry, Manager, OrderCycleError
+from orchestrator.authorities import DEFAULT_PHASES
+from orchestrator.ordering import _sorted_indexes, entry_from_spec, sort_entries
+
+
+def order(*entries: Entry, phases=DEFAULT_PHASES) -> list[str]:
+    return [e.name for e in sort_entries(list(entries), phases)]
+
+
+def test_r_chain_1_entries_from_toolkeys_with_order_or_default(write, tools):
+    write("tools/m1.md", "x\n")
+    write("tools/m2.md", "x\n")
+    write(
+        "tools/t.md",
+        "---\nmetadata: {m1: {a: 1}, m2: 2, $order: {m2: {before: [m1]}}, $inherit: false}\n---\nx\n",
+    )
+    chain = Manager([tools]).explain("t").chain
+    assert [(e.name, e.args, e.before, e.after) for e in chain] == [
+        ("m2", 2, ("m1",), ()),
+        ("m1", {"a": 1}, (), ()),
+    ]
+
+
+def test_r_chain_1_entry_defaults_and_json_round_trip():
+    entry = Entry("log")
+    assert (entry.args, entry.before, entry.after, entry.remove, entry.fn) == (None, (), (), False, None)
+    spec = {"name": "x", "args": {"a": [1]}, "before": ["y"], "after": "$configure", "remove": False}
+    made = entry_from_spec(None, spec, "test")
+    assert made.to_dict() == {"name": "x", "args": {"a": [1]}, "before": ["y"], "after": ["$configure"]}
+
+
+def test_r_chain_2_sentinels_order_and_never_appear():
+    got = order(
+        Entry("post", after=("$post-execute",)),
+        Entry("pre", after=("$pre-execute",), before=("$execute",)),
+        Entry("conf"),
+        Entry("exec", after=("$execute",), before=("$post-execute",)),
+    )
+    assert got == ["conf", "pre", "exec", "post"]
+
+
+def test_r_chain_2_custom_phases_and_unknown_sentinel_anchor():
+    phases = ("$configure", "$audit", "$execute")
+    got = order(
+        Entry("run", after=("$execute",)),
+        Entry("audit", after=("$audit",), before=("$execute",)),
+        Entry("early", before=("$custom",)),
+        Entry("late", after=("$custom",)),
+        phases=phases,
+    )
+    assert got.index("audit") < got.index("run")
+    assert got.index("early") < got.index("late")
+
+
+def test_r_chain_3_after_m2_stays_in_the_configure_phase():
+    got = order(
+        Entry("m1"),
+        Entry("m2"),
+        Entry("x", after=("m2",)),
+        Entry("m3"),
+        Entry("exec", after=("$execute",)),
+    )
+    assert got == ["m1", "m2", "x", "m3", "exec"]
+
+
+def test_r_chain_3_after_execute_goes_right_after_execute():
+    got = order(
+        Entry("exec", after=("$execute",), before=("$post-execute",)),
+        Entry("post", after=("$post-execute",)),
+        Entry("x", after=("exec",)),
+        Entry("conf"),
+    )
+    assert got == ["conf", "exec", "x", "post"]
+
+
+def test_r_chain_3_insertion_order_breaks_ties_and_is_stable():
+    entries = [Entry(f"m{i}") for i in range(10)]
+    assert order(*entries) == [f"m{i}" for i in range(10)]
+    assert order(*entries) == order(*entries)
+
+
+def test_r_chain_3_constraints_on_absent_entries_are_ignored():
+    assert order(Entry("a", before=("ghost",)), Entry("b", after=("ghost", "a"))) == ["a", "b"]
+
+
+def test_r_chain_3_cycle_lists_the_cycle():
+    with pytest.raises(OrderCycleError) as info:
+        order(Entry("a", before=("b",)), Entry("b", before=("c",)), Entry("c", before=("a",)))
+    assert sorted(info.value.cycle) == ["a", "b", "c"]
+    assert isinstance(info.value, ConfigurationError)
+    assert " -> " in str(info.value)
+
+
+def test_r_chain_3_cycle_through_a_phase(write, tools):
+    write("tools/m.md", "x\n")
+    write("tools/t.md", "---\nmetadata: {m: 1, $order: {m: {after: [execute], before: [$configure]}}}\n---\nx\n")
+    with pytest.raises(OrderCycleError) as info:
+        Manager([tools]).invoke_sync("t")
+    assert info.value.tool == "t"
+    assert "m" in info.value.cycle
+
+
+def test_r_chain_3_sorted_chains_are_cached(write, tools):
+    write("tools/t.py", "def main(ctx):\n    return 1\n")
+    manager = Manager([tools])
+    manager.invoke_sync("t")
+    before = _sorted_indexes.cache_info()
+    for _ in range(5):
+        manager.invoke_sync("t")
+    after = _sorted_indexes.cache_info()
+    assert after.misses == before.misses and after.hits == before.hits  # served from the per-tool chain cache
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [{"name": "$configure"}, {"name": "x", "times": 3}, {"name": "x", "before": 3}, {"name": "x", "fn": "nope"}, "x"],
+)
+def test_r_chain_4_malformed_specs_are_refused(spec):
+    with pytest.raises(ConfigurationError):
+        entry_from_spec(None, spec, "test")
