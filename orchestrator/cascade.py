@@ -164,6 +164,8 @@ class Plan:
     phases: tuple[str, ...]
     deps: frozenset[str]
     templated: bool
+    base: Merged  # the merge of the levels before the first one holding a template
+    rest: tuple[Level, ...]  # the levels from there on, rendered per invocation
     static: Merged | None  # the whole merge when no level holds a template
     keys: tuple[str, ...]  # the static key set of R-CAS-8
     authorities: tuple[str, ...]
@@ -234,6 +236,7 @@ class Merged:
     dynamic: frozenset[str]
     locked: frozenset[str]
     removed: Mapping[str, str]
+    policies: Mapping[str, str]
 
 
 class Merger:
@@ -244,7 +247,7 @@ class Merger:
     def __init__(self, start: Merged | None = None) -> None:
         self.values: dict[str, Any] = dict(start.values) if start else {}
         self.sources: dict[str, Source] = dict(start.sources) if start else {}
-        self.policies: dict[str, str] = {}
+        self.policies: dict[str, str] = dict(start.policies) if start else {}
         self.order: dict[str, Mapping[str, Any]] = dict(start.order) if start else {}
         self.static: set[str] = set(start.static) if start else set()
         self.dynamic: set[str] = set(start.dynamic) if start else set()
@@ -294,6 +297,7 @@ class Merger:
             frozenset(self.dynamic),
             frozenset(self.locked),
             self.removed,
+            self.policies,
         )
 
 

@@ -186,8 +186,9 @@ class Manager:
 
         levels = tuple(tool_levels(tool, authorities, find))
         phases = next((a.phases for a in reversed(authorities) if a.phases is not None), DEFAULT_PHASES)
-        templated = any(level.templated for level in levels)
-        raw = merge_levels(levels, None, tool.name)
+        first = next((i for i, level in enumerate(levels) if level.templated), len(levels))
+        base = merge_levels(levels[:first], None, tool.name)
+        raw = merge_levels(levels[first:], None, tool.name, base) if first < len(levels) else base
         trust = raw.values.get("trust")
         env = tool.trusted and isinstance(trust, Mapping) and trust.get("env") is True
         return Plan(
@@ -195,8 +196,10 @@ class Manager:
             levels=levels,
             phases=phases,
             deps=frozenset(deps),
-            templated=templated,
-            static=None if templated else raw,
+            templated=first < len(levels),
+            base=base,
+            rest=levels[first:],
+            static=raw if first == len(levels) else None,
             keys=tuple(static_keys(levels)),
             authorities=tuple(a.name for a in authorities),
             env=env,
@@ -406,10 +409,10 @@ class Manager:
             )
             ctx.chain = list(chain_) if not extra else self._sorted(tool, merged, verdicts, extra, plan.phases, origins)
         else:
-            levels = plan.levels if plan.static is None else ()
+            levels = plan.rest
             if over:
                 levels = (*levels, override_level(_mapping(over, "overrides", tool.name)))
-            merged = merge_levels(levels, partial(self._variables, ctx), tool.name, plan.static)
+            merged = merge_levels(levels, partial(self._variables, ctx), tool.name, plan.base)
             verdicts = self.toolkeys(tool, merged, paths, run.checked)
             ctx.chain = self._sorted(tool, merged, verdicts, extra, plan.phases, origins)
         ctx.meta = dict(merged.values)

@@ -412,3 +412,25 @@ def test_r_cas_9_explain_is_structured_and_json_ready(write, tools):
     assert json.loads(json.dumps(data)) == data
     assert data["keys"][0]["key"] == "trust"
     assert {"name", "args", "before", "after", "phase", "origin", "locked"} <= set(data["chain"][0])
+
+
+def test_r_cas_5_policies_persist_into_overrides(write, tools):
+    write("tools/AUTHORITY.md", "---\nname: top\nmetadata: {tags: [a], $merge: {tags: append}}\n---\n")
+    write("tools/t.py", "frontmatter = {'metadata': {'tags': ['b'], 'n': '{{ args.n }}'}}\n" + PROBE)
+    manager = Manager([tools])
+    assert manager.invoke_sync("t", {"n": 1}, overrides={"tags": ["c"]})["tags"] == ["a", "b", "c"]
+    assert manager.explain("t", {"n": 1}, overrides={"tags": ["c"]}).key("tags").policy == "append"
+
+
+def test_r_cas_3_template_free_levels_are_merged_once(write, tools, monkeypatch):
+    from orchestrator import cascade
+
+    write("tools/AUTHORITY.md", "---\nname: top\nmetadata: {a: 1}\n---\n")
+    write("tools/t.py", "frontmatter = {'metadata': {'n': '{{ args.n }}'}}\n" + PROBE)
+    manager = Manager([tools])
+    manager.invoke_sync("t", {"n": 0})
+    merged_levels = []
+    original = cascade.Merger.add
+    monkeypatch.setattr(cascade.Merger, "add", lambda self, level, data=None: merged_levels.append(level.name) or original(self, level, data))
+    assert manager.invoke_sync("t", {"n": 5})["n"] == "5"
+    assert merged_levels == ["t"]  # default and top were merged once, when the plan was made

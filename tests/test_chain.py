@@ -324,3 +324,26 @@ async def test_ctx_target_is_the_served_context(write, tools):
     manager.register("t", probe)
     await manager.invoke("t")
     assert seen == [True]
+
+
+async def test_r_chain_7_finish_then_next_returns_at_once(tools):
+    ran = []
+
+    async def fin(ctx, args):
+        ctx.manager.finish("done")
+        ran.append(await ctx.manager.next())
+
+    manager = Manager([tools])
+    manager.register("t", lambda ctx: ran.append("body") or "body")
+    assert await manager.invoke("t", middleware={"fin": {"fn": fin}}) == "done"
+    assert ran == ["done"]  # no later entry and no body ran
+
+
+async def test_r_chain_7_finish_without_value_keeps_result(tools):
+    async def fin(ctx, args):
+        await ctx.manager.execute()
+        ctx.manager.finish()
+
+    manager = Manager([tools])
+    manager.register("t", lambda ctx: "body")
+    assert await manager.invoke("t", middleware={"fin": {"fn": fin}}) == "body"
