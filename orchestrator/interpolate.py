@@ -8,14 +8,18 @@ any caller are passed in as variables and never rendered themselves
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .errors import InterpolationError, SecurityError
+
+if TYPE_CHECKING:
+    from .context import Context
 
 _ENV = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
 
@@ -74,3 +78,19 @@ def render_value(value: Any, variables: Mapping[str, Any], where: Callable[[], d
     if isinstance(value, list):
         return [render_value(v, variables, where) for v in value]
     return value
+
+
+def scope(ctx: Context, meta: Mapping[str, Any]) -> dict[str, Any]:
+    """Template variables for ``ctx`` (R-CAS-3); ``meta`` is what the levels below merged.
+
+    ``env`` holds the environment only when the tool's trust allows it.
+    """
+    tool = ctx.tool
+    return {
+        "args": ctx.args,
+        "meta": meta,
+        "tool": {"name": tool.name, "uri": tool.uri, "description": tool.description},
+        "locals": ctx.locals,
+        "cwd": str(ctx.cwd),
+        "env": dict(os.environ) if ctx.trust.get("env") else {},
+    }

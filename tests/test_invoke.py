@@ -166,8 +166,8 @@ async def test_r_inv_5_depth_limit_is_a_clean_error(write, tools):
     with pytest.raises(InvocationError, match=r"depth limit \(64\)") as info:
         await Manager([tools]).invoke("deep")
     assert info.value.tool == "deep"
-    with pytest.raises(InvocationError, match=r"depth limit \(1000\)|nested invocation limit"):
-        await Manager([tools], max_depth=1000).invoke("deep")
+    with pytest.raises(InvocationError, match=r"depth limit \(5000\)|nested invocation limit \(2000\)"):
+        await Manager([tools], max_depth=5000).invoke("deep")
 
 
 async def test_r_inv_5_timeout_cancels_and_runs_finally(write, tools):

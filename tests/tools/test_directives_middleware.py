@@ -1,0 +1,142 @@
+"""The built-in directives middleware (R-DIR-1, R-DIR-2), end to end from real .md files."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from orchestrator import InterpolationError, Manager
+
+pytestmark = pytest.mark.anyio
+
+UPPER = "def main(ctx):\n    return (ctx.args['label'] or '').upper()\n"
+ECHO_ARGS = "def main(ctx):\n    return repr(sorted(ctx.args.items()))\n"
+
+
+@pytest.fixture
+def manager(write, tools):
+    write("tools/upper.py", UPPER)
+    write("tools/echo-args.py", ECHO_ARGS)
+    write("tools/nothing.py", "def main(ctx):\n    return None\n")
+    return Manager([tools])
+
+
+async def test_r_dir_1_text_directive_output_replaces_its_text(write, manager):
+    write("tools/page.md", "---\n---\nSay :upper[hello] to {{ args.who }}.\n")
+    assert await manager.invoke("page", {"who": "Ada"}) == "Say HELLO to Ada."
+
+
+async def test_r_dir_1_every_form_gets_name_label_attributes_content_index(write, manager):
+    write(
+        "tools/page.md",
+        """
+        ---
+        ---
+        A :echo-args[one]{k=v flag #id .c}
+
+        ::echo-args[two]{n="2"}
+
+        :::echo-args[three]
+        inner **text**
+        :::
+        """,
+    )
+    text = await manager.invoke("page")
+    lines = [line for line in text.splitlines() if line]
+    assert lines[0] == (
+        "A [('attributes', {'k': 'v', 'flag': True, 'id': 'id', 'class': 'c'}), ('content', None), "
+        "('index', 0), ('label', 'one'), ('name', 'echo-args')]"
+    )
+    assert "('index', 1)" in lines[1] and "{'n': '2'}" in lines[1]
+    assert "('content', 'inner **text**')" in lines[2] and "('index', 2)" in lines[2]
+
+
+async def test_r_dir_1_document_order_and_after_metadata_middleware(write, manager, tools):
+    write("tools/trace.py", "def main(ctx):\n    ctx.target.nonlocals.setdefault('order', []).append(ctx.args['label'])\n    return ctx.args['label']\n")
+    write("tools/meta-mw.py", "async def main(ctx):\n    ctx.target.nonlocals.setdefault('order', []).append('metadata')\n    return await ctx.target.manager.next()\n")
+    write("tools/page.md", "---\nmetadata: {meta-mw: {}}\n---\n:::trace[c]\nx\n:::\n\n:trace[a] then ::trace[b] no\n\n::trace[d]\n")
+    box: dict = {}
+    await manager.invoke("page", context={"nonlocals": box})
+    assert box["order"] == ["metadata", "c", "a", "d"]
+
+
+async def test_r_dir_1_none_removes_the_directive(write, manager):
+    write("tools/page.md", "---\n---\nbefore:nothing[x] :nothing[gone] after\n")
+    assert await manager.invoke("page") == "before:nothing[x]  after"
+
+
+async def test_r_dir_1_unknown_names_stay_literal(write, manager):
+    write("tools/page.md", "---\n---\nTime 10:30, :unknown[x]{a=1} and :upper[yes]\n")
+    assert await manager.invoke("page") == "Time 10:30, :unknown[x]{a=1} and YES"
+
+
+async def test_r_dir_1_attribute_templates_render_with_args_as_data(write, manager):
+    write("tools/page.md", "---\n---\n:echo-args{city=\"{{ args.city }}\"}\n")
+    text = await manager.invoke("page", {"city": "{{ 7*7 }} :upper[pwn]"})
+    assert "'city': '{{ 7*7 }} :upper[pwn]'" in text
+
+
+async def test_r_dir_2_args_come_back_literally(write, manager):
+    write("tools/page.md", "---\n---\nYou said: {{ args.text }} and :upper[ok]\n")
+    assert await manager.invoke("page", {"text": ":upper[pwn] {{ 6*7 }} ::upper[x]"}) == (
+        "You said: :upper[pwn] {{ 6*7 }} ::upper[x] and OK"
+    )
+
+
+async def test_r_dir_2_directive_output_is_never_parsed_or_rendered(write, manager):
+    write("tools/sneaky.py", "def main(ctx):\n    return ':upper[pwn] {{ 6*7 }} {% if true %}x{% endif %}'\n")
+    write("tools/page.md", "---\n---\n[:sneaky]\n")
+    assert await manager.invoke("page") == "[:upper[pwn] {{ 6*7 }} {% if true %}x{% endif %}]"
+
+
+async def test_r_dir_2_code_is_not_directives(write, manager):
+    write("tools/page.md", "---\n---\n`:upper[no]` and\n\n```\n::upper[no]\n```\n\n:upper[yes]\n")
+    assert await manager.invoke("page") == "`:upper[no]` and\n\n```\n::upper[no]\n```\n\nYES"
+
+
+async def test_r_dir_1_a_directive_configures_its_target(write, manager):
+    write("tools/set-tone.py", "def main(ctx):\n    ctx.target.locals['tone'] = ctx.args['attributes']['tone']\n")
+    write("tools/page.md", "---\n---\n:set-tone{tone=warm}Tone: {{ locals.tone | default('none') }}\n")
+    assert await manager.invoke("page") == "Tone: warm"
+
+
+async def test_r_dir_1_a_directive_naming_its_own_tool_is_skipped(write, manager, caplog):
+    write("tools/loop.md", "---\n---\nstart :loop[again] end\n")
+    with caplog.at_level(logging.WARNING, logger="orchestrator"):
+        assert await manager.invoke("loop") == "start :loop[again] end"
+    assert any("skipping middleware 'loop'" in r.getMessage() for r in caplog.records)
+
+
+async def test_r_dir_1_mutual_directives_end(write, manager):
+    write("tools/ping.md", "---\n---\nping(:pong)\n")
+    write("tools/pong.md", "---\n---\npong(:ping)\n")
+    assert await manager.invoke("ping") == "ping(pong(:ping))"
+
+
+async def test_r_dir_1_markdown_tool_as_directive_and_as_middleware(write, manager):
+    write("tools/snippet.md", "---\n---\n*{{ args.label }}*\n")
+    write("tools/page.md", "---\n---\nA :snippet[note].\n")
+    assert await manager.invoke("page") == "A *note*."
+    # As a chain entry with no model, a markdown tool returns its rendered prompt, which ends the target's chain.
+    write("tools/banner.md", "---\n---\nBANNER for {{ args.who }}\n")
+    write("tools/wrapped.py", "frontmatter = {'metadata': {'banner': {'who': 'x'}}}\ndef main(ctx):\n    return 'body ran'\n")
+    assert await manager.invoke("wrapped") == "BANNER for x"
+
+
+async def test_r_dir_1_bad_attribute_template_names_the_line(write, manager):
+    path = write("tools/page.md", "---\ndescription: d\n---\nline one\n\n:echo-args{x=\"{{ args.missing.deeper }}\"}\n")
+    with pytest.raises(InterpolationError) as info:
+        await manager.invoke("page")
+    assert (info.value.path, info.value.line, info.value.level) == (str(path), 6, "directive :echo-args")
+
+
+async def test_r_dir_1_directives_are_parsed_once_per_source(write, manager):
+    from orchestrator.prompt import with_placeholders
+
+    write("tools/page.md", "---\n---\n:upper[a] :upper[b]\n")
+    assert await manager.invoke("page") == "A B"
+    info = with_placeholders.cache_info()
+    assert await manager.invoke("page") == "A B"
+    assert with_placeholders.cache_info().hits == info.hits + 1
+    assert with_placeholders.cache_info().misses == info.misses

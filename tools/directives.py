@@ -1,0 +1,20 @@
+"""directives: expand the target's prompt directives that name tools (R-DIR-1).
+
+Each directive becomes a chain entry injected right after this one, in
+document order; its tool's return value replaces the directive's text.
+"""
+
+from orchestrator.prompt import directive_entries
+
+frontmatter = {
+    "description": "Runs the tools named by :directives in the prompt and puts their output in place.",
+    "metadata": {"visibility": "hidden", "params": {"type": "object"}},
+}
+
+
+async def main(ctx):
+    target = ctx.target
+    entries = directive_entries(target)
+    if entries:
+        target.manager.inject(entries)
+    return await target.manager.next()
