@@ -24,7 +24,9 @@ LEAF = "frontmatter = {'metadata': {'$inherit': False}}\n" + PASS
 def write_tools(root: Path) -> None:
     root.mkdir(parents=True, exist_ok=True)
     (root / "noop.py").write_text("def main(ctx):\n    return 1\n")
-    (root / "page.md").write_text("---\nmetadata:\n  params: {type: object, properties: {name: {type: string}}}\n---\nHello, {{ args.name }}!\n")
+    (root / "page.md").write_text(
+        "---\nmetadata:\n  params: {type: object, properties: {name: {type: string}}}\n---\nHello, {{ args.name }}!\n"
+    )
     for i in range(20):
         (root / f"pass{i}.py").write_text(PASS)
         (root / f"leaf{i}.py").write_text(LEAF)

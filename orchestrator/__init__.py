@@ -19,7 +19,8 @@ from .errors import (
 from .explain import EntryExplanation, Explanation, KeyExplanation
 from .manager import Manager
 from .ordering import Entry
-from .tool import Tool
+from .events import Event
+from .tool import Tool, ToolInfo
 
 __version__ = "0.1.0"
 
@@ -30,6 +31,7 @@ __all__ = [
     "Context",
     "Entry",
     "EntryExplanation",
+    "Event",
     "Explanation",
     "InterpolationError",
     "InvocationError",
@@ -42,6 +44,7 @@ __all__ = [
     "SecurityError",
     "Tool",
     "ToolDefinitionError",
+    "ToolInfo",
     "ToolNotFoundError",
     "ValidationError",
     "ctx_target",

@@ -204,7 +204,7 @@ class Authorities:
             ConfigurationError: the inheritance forms a cycle (named in the message).
         """
         order: list[Authority] = []
-        placed: set[str] = set()
+        placed: set[Path] = set()
 
         def visit(current: Authority, stack: list[Authority]) -> None:
             if any(a.path == current.path for a in stack):

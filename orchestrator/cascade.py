@@ -21,9 +21,7 @@ from .tool import Tool
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
 """Sentinel for "no value yet", distinct from an explicit ``null``."""
 
-ANNOTATIONS = frozenset(
-    {"$inherit", "$private", "$merge", "$remove", "$static", "$dynamic", "$order", "$locked"}
-)
+ANNOTATIONS = frozenset({"$inherit", "$private", "$merge", "$remove", "$static", "$dynamic", "$order", "$locked"})
 
 
 # -- merge policies: one function each, chosen from POLICIES -----------------
@@ -136,7 +134,7 @@ def make_level(
         ConfigurationError: a malformed annotation.
     """
     lines = lines or {}
-    where = {"level": name, "path": path}
+    where: dict[str, Any] = {"level": name, "path": path}
     annotations = {k: v for k, v in metadata.items() if k.startswith("$")}
     private = set(_names(annotations.get("$private"), "$private", key="$private", line=lines.get("$private"), **where))
     for key in ("$remove", "$static", "$dynamic", "$locked"):
@@ -144,12 +142,18 @@ def make_level(
     policies = annotations.get("$merge", {})
     if not isinstance(policies, Mapping) or any(p not in POLICIES for p in policies.values()):
         raise ConfigurationError(
-            f"$merge must map keys to one of {', '.join(sorted(POLICIES))}", key="$merge", line=lines.get("$merge"), **where
+            f"$merge must map keys to one of {', '.join(sorted(POLICIES))}",
+            key="$merge",
+            line=lines.get("$merge"),
+            **where,
         )
     order = annotations.get("$order", {})
     if not isinstance(order, Mapping) or not all(isinstance(v, Mapping) for v in order.values()):
         raise ConfigurationError(
-            "$order must map entry names to {before: [...], after: [...]}", key="$order", line=lines.get("$order"), **where
+            "$order must map entry names to {before: [...], after: [...]}",
+            key="$order",
+            line=lines.get("$order"),
+            **where,
         )
     data = {k: v for k, v in metadata.items() if not k.startswith("$") and not (hide_private and k in private)}
     return Level(name, kind, data, annotations, has_templates(data), path, lines)
@@ -172,9 +176,7 @@ class Plan:
     env: bool  # whether templates may see environment variables
 
 
-def inherit_levels(
-    tool: Tool, find: Callable[[str], Tool], stack: tuple[str, ...] = ()
-) -> list[Level]:
+def inherit_levels(tool: Tool, find: Callable[[str], Tool], stack: tuple[str, ...] = ()) -> list[Level]:
     """Level 2 for ``tool``: each ``$inherit``-ed tool's own inherit chain, then its public keys.
 
     Raises:
@@ -183,7 +185,7 @@ def inherit_levels(
     names = tool.metadata.get("$inherit")
     if names is False or names is None:
         return []
-    where = {"tool": tool.name, "path": tool.path, "line": tool.line_of("$inherit"), "key": "$inherit"}
+    where: dict[str, Any] = {"tool": tool.name, "path": tool.path, "line": tool.line_of("$inherit"), "key": "$inherit"}
     levels: list[Level] = []
     for name in _names(names, "$inherit", **where):
         if name in stack or name == tool.name:
@@ -314,6 +316,11 @@ def static_keys(levels: Iterable[Level]) -> list[str]:
     return [k for k in keys if k not in static]
 
 
+def _place(tool: str, level: Level, key: str) -> Callable[[], dict[str, Any]]:
+    """Where a template sits, for error messages (built only when one fails)."""
+    return lambda: {"tool": tool, "level": level.name, "key": key, "path": level.path, "line": level.lines.get(key)}
+
+
 def merge_levels(
     levels: Sequence[Level],
     variables: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
@@ -331,13 +338,7 @@ def merge_levels(
         data = None
         if level.templated and variables is not None:
             scope = variables(merger.values)
-            data = {}
-            for key, value in level.data.items():
-                data[key] = render_value(
-                    value,
-                    scope,
-                    lambda key=key: {"tool": tool, "level": level.name, "key": key, "path": level.path, "line": level.lines.get(key)},
-                )
+            data = {key: render_value(value, scope, _place(tool, level, key)) for key, value in level.data.items()}
         merger.add(level, data)
     return merger.result()
 

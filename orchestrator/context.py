@@ -90,7 +90,7 @@ class Context:
         self.envelope = envelope if envelope is not None else {}
         self.paths = paths
         self.cwd = cwd
-        self.depth = parent.depth + 1 if parent is not None else 0
+        self.depth: int = parent.depth + 1 if parent is not None else 0
         self.locals: dict[str, Any] = {}
         self.nonlocals: dict[str, Any] = parent.nonlocals if parent is not None else {}
         self.meta: dict[str, Any] = {}

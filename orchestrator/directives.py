@@ -122,9 +122,7 @@ def _label_end(src: str, pos: int, end: int) -> int | None:
     return None
 
 
-def _parse_attributes(
-    src: str, pos: int, end: int
-) -> tuple[dict[str, str | bool], int] | None:
+def _parse_attributes(src: str, pos: int, end: int) -> tuple[dict[str, str | bool], int] | None:
     """Parse the attributes after a ``{`` through its ``}``; None when malformed."""
     attributes: dict[str, str | bool] = {}
     classes: list[str] = []
@@ -210,9 +208,7 @@ def _fence(state: StateBlock, line: int) -> tuple[int, int, int]:
     return start, end, 0 if colons is None else colons.end() - start
 
 
-def _block_head(
-    state: StateBlock, line: int, kind: str
-) -> tuple[int, int, _Head] | None:
+def _block_head(state: StateBlock, line: int, kind: str) -> tuple[int, int, _Head] | None:
     """Start, colon count and head of a leaf or container line, if it is one."""
     if state.is_code_block(line):
         return None
@@ -239,9 +235,7 @@ def _leaf_rule(state: StateBlock, startLine: int, endLine: int, silent: bool) ->
     return True
 
 
-def _container_rule(
-    state: StateBlock, startLine: int, endLine: int, silent: bool
-) -> bool:
+def _container_rule(state: StateBlock, startLine: int, endLine: int, silent: bool) -> bool:
     """Block rule: a container ``:::name`` ... ``:::``; its inside is not parsed."""
     found = _block_head(state, startLine, "container")
     if found is None or silent:
@@ -277,9 +271,7 @@ def _container_rule(
     return True
 
 
-def _render_source(
-    self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any
-) -> str:
+def _render_source(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
     """Render a directive as its own source text."""
     return escapeHtml(tokens[idx].content) + ("\n" if tokens[idx].block else "")
 
@@ -338,9 +330,7 @@ class _Source:
         return start, len(self.text) if end < 0 else end
 
 
-def _locate(
-    src: _Source, content: str, first_line: int, cursors: dict[int, int], cell: bool
-) -> list[int] | None:
+def _locate(src: _Source, content: str, first_line: int, cursors: dict[int, int], cell: bool) -> list[int] | None:
     """Normalized source offset of every character of an inline token's content.
 
     markdown-it joins a block's lines with their prefixes (``>``, indentation,
@@ -377,9 +367,7 @@ def _locate(
     return positions
 
 
-def _directive(
-    src: _Source, kind: str, meta: dict[Any, Any], start: int, end: int
-) -> Directive:
+def _directive(src: _Source, kind: str, meta: dict[Any, Any], start: int, end: int) -> Directive:
     """Build a Directive from a token's meta and its normalized offsets."""
     head: _Head = meta["head"]
     content = None
@@ -391,9 +379,7 @@ def _directive(
     return Directive(kind, head.name, head.label, attributes, content, *offsets)
 
 
-def _inline_directives(
-    src: _Source, token: Token, cursors: dict[int, int], cell: bool
-) -> list[Directive]:
+def _inline_directives(src: _Source, token: Token, cursors: dict[int, int], cell: bool) -> list[Directive]:
     """The text directives among an inline token's children, placed in the source."""
     texts = [child for child in token.children or () if child.type == "directive_text"]
     if (not texts and not cell) or token.map is None:

@@ -254,4 +254,3 @@ def load_tool(path: Path, root: Path | None = None, trusted: bool = True) -> Too
     if path.suffix == ".py":
         return load_python(path, root, trusted)
     return load_markdown(path, root, trusted)
-

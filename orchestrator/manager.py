@@ -16,7 +16,6 @@ import secrets
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,25 +23,24 @@ from typing import Any
 import anyio
 
 from . import chain
-from .authorities import DEFAULT_PHASES, Authorities, Authority
-from .cascade import Merged, Plan, merge_levels, override_level, static_keys, tool_levels
+from .authorities import Authorities, Authority
+from .cascade import Merged, merge_levels, override_level
 from .context import Context, Run
 from .errors import (
-    ConfigurationError,
     InvocationError,
     InvocationTimeout,
-    SecurityError,
+    OrchestratorError,
     ToolDefinitionError,
-    ToolNotFoundError,
 )
-from .explain import EntryExplanation, Explanation, KeyExplanation
-from .graph import reachable_components
+from .events import Event, Events, Listener
+from .explain import Explanation, explanation
 from .interpolate import scope
-from .prompt import render_prompt
 from .loader import check_name
-from .ordering import Entry, constraints, entry_from_spec, sort_entries
+from .ordering import Entry, build_chain, extra_specs
+from .planner import Planner
+from .prompt import render_prompt
 from .registry import Registry, SearchPath, builtin_folder
-from .tool import Tool
+from .tool import Tool, ToolInfo
 
 log = logging.getLogger("orchestrator")
 
@@ -71,11 +69,16 @@ class Manager:
         max_depth: int = 64,
         max_stack: int = 2000,
         cwd: str | os.PathLike[str] | None = None,
+        on_event: Listener | None = None,
     ) -> None:
         self.paths = (*(SearchPath.of(p) for p in paths), SearchPath.of(builtin_folder("tools")))
         self.trusted = frozenset(Path(p).resolve() for p in trusted_paths)
         self.registry = Registry(self.paths)
         self.authorities = Authorities(self.registry)
+        self.planner = Planner(self.registry, self.authorities)
+        self.events = Events()
+        if on_event is not None:
+            self.events.listeners.append(on_event)
         self.max_depth = max_depth
         self.max_stack = max_stack
         self.cwd = Path(cwd).resolve() if cwd is not None else Path.cwd()
@@ -111,13 +114,19 @@ class Manager:
             raise ToolDefinitionError(f"register({name!r}): fn must be callable", tool=name)
         if metadata is not None and not isinstance(metadata, Mapping):
             raise ToolDefinitionError(f"register({name!r}): metadata must be a mapping", tool=name)
-        frontmatter = {"name": name, "description": description, "authority": authority, "metadata": dict(metadata or {})}
+        frontmatter: dict[str, Any] = {
+            "name": name,
+            "description": description,
+            "authority": authority,
+        }
+        meta = dict(metadata or {})
+        frontmatter["metadata"] = meta
         tool = Tool(
             name=name,
             uri=f"function:{name}",
             kind="function",
             frontmatter=frontmatter,
-            metadata=frontmatter["metadata"],
+            metadata=meta,
             prompt=prompt,
             fn=fn,
             authority=authority,
@@ -160,113 +169,6 @@ class Manager:
         if paths is None:
             return self.paths
         return (*(self.search_path(p) for p in paths), self.paths[-1])
-
-    # -- plans, SCCs and toolKeys (cached, args-independent) -----------------
-
-    def plan(self, tool: Tool, paths: tuple[SearchPath, ...], checked: set[str] | None = None) -> Plan:
-        """The cached, args-independent part of ``tool``'s cascade."""
-        return self.registry.memo("plans", (tool.uri, paths), lambda deps: self._make_plan(tool, paths, deps), checked)
-
-    def _make_plan(self, tool: Tool, paths: tuple[SearchPath, ...], deps: set[str]) -> Plan:
-        if tool.path is not None:
-            deps.add(str(tool.path))
-        nearest = self.authorities.find(tool, paths, deps)
-        authorities = self.authorities.chain(nearest, paths, deps)
-
-        def find(name: str) -> Tool:
-            try:
-                return self.registry.find(name, paths, deps)
-            except ToolNotFoundError as exc:
-                raise ConfigurationError(
-                    f"$inherit names {name!r}, which is not a tool",
-                    tool=tool.name,
-                    path=tool.path,
-                    line=tool.line_of("$inherit"),
-                    key="$inherit",
-                ) from exc
-
-        levels = tuple(tool_levels(tool, authorities, find))
-        phases = next((a.phases for a in reversed(authorities) if a.phases is not None), DEFAULT_PHASES)
-        first = next((i for i, level in enumerate(levels) if level.templated), len(levels))
-        base = merge_levels(levels[:first], None, tool.name)
-        raw = merge_levels(levels[first:], None, tool.name, base) if first < len(levels) else base
-        trust = raw.values.get("trust")
-        env = tool.trusted and isinstance(trust, Mapping) and trust.get("env") is True
-        return Plan(
-            tool=tool,
-            levels=levels,
-            phases=phases,
-            deps=frozenset(deps),
-            templated=first < len(levels),
-            base=base,
-            rest=levels[first:],
-            static=raw if first == len(levels) else None,
-            keys=tuple(static_keys(levels)),
-            authorities=tuple(a.name for a in authorities),
-            env=env,
-        )
-
-    def _component(self, tool: Tool, paths: tuple[SearchPath, ...], checked: set[str] | None) -> frozenset[str]:
-        def compute(deps: set[str]) -> frozenset[str]:
-            def find(key: str) -> Tool | None:
-                try:
-                    return self.registry.find(key, paths, deps)
-                except (ToolNotFoundError, ToolDefinitionError):
-                    return None
-
-            components = reachable_components(tool, lambda t: self.plan(t, paths, deps).keys, find)
-            return components[tool.uri]
-
-        return self.registry.memo("scc", (tool.uri, paths), compute, checked)
-
-    def _target_uri(self, key: str, paths: tuple[SearchPath, ...], checked: set[str]) -> str | None:
-        if key in self.registry.functions:
-            return self.registry.functions[key].uri
-        try:
-            hit = self.registry.locate(key, paths, checked)
-        except ToolNotFoundError:
-            return None
-        return hit[0].as_uri() if hit else None
-
-    def toolkeys(
-        self, tool: Tool, merged: Merged, paths: tuple[SearchPath, ...], checked: set[str] | None = None
-    ) -> tuple[tuple[str, bool, str], ...]:
-        """Classify every merged key as middleware or data, with the reason (R-CAS-7, R-CAS-8).
-
-        Raises:
-            ConfigurationError: a ``$dynamic`` key that names no tool.
-        """
-        key = (tool.uri, paths, tuple(merged.values), merged.static, merged.dynamic)
-
-        def compute(deps: set[str]) -> tuple[tuple[str, bool, str], ...]:
-            component: frozenset[str] | None = None
-            verdicts = []
-            for name in merged.values:
-                if name in merged.static:
-                    verdicts.append((name, False, "listed in $static"))
-                    continue
-                if name == tool.name:
-                    verdicts.append((name, False, "self-reference"))
-                    continue
-                uri = self._target_uri(name, paths, deps)
-                if name in merged.dynamic:
-                    if uri is None:
-                        raise ConfigurationError(
-                            "listed in $dynamic but names no tool", tool=tool.name, key=name, path=tool.path
-                        )
-                    verdicts.append((name, True, "listed in $dynamic"))
-                elif uri is None:
-                    verdicts.append((name, False, "names no tool"))
-                else:
-                    if component is None:
-                        component = self._component(tool, paths, deps)
-                    if uri in component:
-                        verdicts.append((name, False, f"auto-static: {name} is in a dependency cycle with {tool.name}"))
-                    else:
-                        verdicts.append((name, True, "names a tool"))
-            return tuple(verdicts)
-
-        return self.registry.memo("toolkeys", key, compute, checked)
 
     # -- invocation ------------------------------------------------------------
 
@@ -336,15 +238,62 @@ class Manager:
             seconds = options["timeout"]
             if seconds is None:
                 ctx = self._prepare(ref, args, parent, target, options)[0]
-                return await chain.advance(ctx)
+                return await (self._observed(ctx) if self.events else chain.advance(ctx))
             if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
                 raise InvocationError(f"timeout must be a positive number of seconds, not {seconds!r}", tool=str(name))
             with anyio.move_on_after(seconds):
                 ctx = self._prepare(ref, args, parent, target, options)[0]
-                return await chain.advance(ctx)
+                return await (self._observed(ctx) if self.events else chain.advance(ctx))
             raise InvocationTimeout(f"timed out after {seconds} s", tool=str(name))
         finally:
             _stack.reset(token)
+
+    async def _observed(self, ctx: Context) -> Any:
+        """Run ctx's chain between invoke.start and invoke.end events."""
+        self.emit("invoke.start", ctx)
+        started = time.perf_counter()
+        try:
+            result = await chain.advance(ctx)
+        except BaseException as exc:
+            self.emit("invoke.end", ctx, error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - started)
+            raise
+        self.emit("invoke.end", ctx, error=None, seconds=time.perf_counter() - started)
+        return result
+
+    def emit(self, kind: str, ctx: Context, iteration: int | None = None, **data: Any) -> None:
+        """Send an event about ctx to every listener (nothing is built when nobody listens)."""
+        if self.events:
+            self.events.emit(Event(kind, ctx.tool.name, ctx.depth, ctx.run.id, iteration, data))
+
+    def list_tools(self, *, hidden: bool = False) -> list[ToolInfo]:
+        """Every tool reachable through the search paths, first match wins, for ``list`` and MCP.
+
+        A tool that fails to load or resolve is listed with its ``error`` (and
+        shown, since whether it is hidden is unknown): one bad file never hides
+        the rest. ``hidden=True`` includes tools with ``visibility: hidden``.
+        """
+        found = []
+        for ref, _path, _sp in self.registry.discover(self.paths):
+            try:
+                tool = self.registry.find(ref, self.paths, None)
+                plan = self.planner.plan(tool, self.paths, None)
+                merged = plan.static or merge_levels(plan.rest, None, tool.name, plan.base)
+            except OrchestratorError as exc:
+                found.append(ToolInfo(ref, ref, "unknown", None, False, None, _path, exc))
+                continue
+            info = ToolInfo(
+                ref,
+                tool.name,
+                tool.kind,
+                tool.description,
+                merged.values.get("visibility") == "hidden",
+                merged.values.get("params"),
+                tool.path,
+                None,
+            )
+            if hidden or not info.hidden:
+                found.append(info)
+        return found
 
     def _prepare(
         self,
@@ -391,13 +340,13 @@ class Manager:
         ctx.locals["prompt"] = tool.prompt
         run.history.append({"tool": tool.name, "args": args, "timestamp": time.time()})
 
-        plan = self.plan(tool, paths, run.checked)
+        plan = self.planner.plan(tool, paths, run.checked)
         ctx.phases = plan.phases
         ctx.trust = {"env": plan.env}
         over = options["overrides"]
-        extra = _specs(ctx.locals.get("middleware"), "context locals.middleware")
+        extra = extra_specs(ctx.locals.get("middleware"), "context locals.middleware")
         if options["middleware"] is not None:
-            extra += _specs(options["middleware"], "middleware")
+            extra += extra_specs(options["middleware"], "middleware")
         origins: dict[str, str] = {}
         if plan.static is not None and not over:
             # Nothing depends on args: verdicts and the sorted chain come from one cache entry.
@@ -408,14 +357,14 @@ class Manager:
                 lambda deps: self._static_chain(tool, merged, paths, plan.phases, deps),
                 run.checked,
             )
-            ctx.chain = list(chain_) if not extra else self._sorted(tool, merged, verdicts, extra, plan.phases, origins)
+            ctx.chain = list(chain_) if not extra else build_chain(tool, merged, verdicts, extra, plan.phases, origins)
         else:
             levels = plan.rest
             if over:
                 levels = (*levels, override_level(_mapping(over, "overrides", tool.name)))
             merged = merge_levels(levels, partial(scope, ctx), tool.name, plan.base)
-            verdicts = self.toolkeys(tool, merged, paths, run.checked)
-            ctx.chain = self._sorted(tool, merged, verdicts, extra, plan.phases, origins)
+            verdicts = self.planner.toolkeys(tool, merged, paths, run.checked)
+            ctx.chain = build_chain(tool, merged, verdicts, extra, plan.phases, origins)
         ctx.meta = dict(merged.values)
         ctx.locked = merged.locked
         return ctx, merged, verdicts, origins
@@ -423,48 +372,8 @@ class Manager:
     def _static_chain(
         self, tool: Tool, merged: Merged, paths: tuple[SearchPath, ...], phases: tuple[str, ...], deps: set[str]
     ) -> tuple[tuple[tuple[str, bool, str], ...], tuple[Entry, ...]]:
-        verdicts = self.toolkeys(tool, merged, paths, deps)
-        return verdicts, tuple(self._sorted(tool, merged, verdicts, [], phases, {}))
-
-    def _sorted(
-        self,
-        tool: Tool,
-        merged: Merged,
-        verdicts: Iterable[tuple[str, bool, str]],
-        extra: list[tuple[str, Mapping[str, Any], str]],
-        phases: tuple[str, ...],
-        origins: dict[str, str],
-    ) -> list[Entry]:
-        entries: dict[str, Entry] = {}
-        for key, middleware, _reason in verdicts:
-            if middleware:
-                before, after = constraints(merged.order.get(key), key)
-                entries[key] = Entry(key, merged.values[key], before, after)
-                origins[key] = "metadata"
-        for name, spec, source in extra:
-            current = entries.get(name)
-            if spec.get("remove"):
-                if current is not None:
-                    if name in merged.locked:
-                        raise SecurityError(f"middleware {name!r} is locked and cannot be removed", tool=tool.name, key=name)
-                    del entries[name]
-                continue
-            made = entry_from_spec(name, spec, source)
-            if current is None:
-                entries[name] = made
-                origins[name] = "extra"
-                continue
-            if name in merged.locked:
-                raise SecurityError(f"middleware {name!r} is locked and cannot be overridden", tool=tool.name, key=name)
-            entries[name] = replace(
-                current,
-                args=made.args if "args" in spec else current.args,
-                fn=made.fn if made.fn is not None else current.fn,
-                before=made.before if made.constrained else current.before,
-                after=made.after if made.constrained else current.after,
-            )
-            origins[name] = "override"
-        return sort_entries(list(entries.values()), phases, tool.name)
+        verdicts = self.planner.toolkeys(tool, merged, paths, deps)
+        return verdicts, tuple(build_chain(tool, merged, verdicts, [], phases, {}))
 
     async def _invoke_entry(self, ctx: Context, entry: Entry) -> Any:
         """Invoke a chain entry through the full pipeline, or skip it as an invocation cycle (R-CHAIN-10)."""
@@ -492,7 +401,9 @@ class Manager:
 
     # -- explain ---------------------------------------------------------------
 
-    def explain(self, ref: str, args: Any = None, *, overrides: Mapping[str, Any] | None = None, middleware: Any = None) -> Explanation:
+    def explain(
+        self, ref: str, args: Any = None, *, overrides: Mapping[str, Any] | None = None, middleware: Any = None
+    ) -> Explanation:
         """Why every key of ``ref`` has its value and how its chain is ordered (R-CAS-9).
 
         Raises:
@@ -500,53 +411,8 @@ class Manager:
         """
         args, options = extract_options(args, ref, None, middleware, overrides, None)
         ctx, merged, verdicts, origins = self._prepare(ref, args, None, None, options)
-        tool = ctx.tool
-        plan = self.plan(tool, ctx.paths, ctx.run.checked)
-        keys = tuple(
-            KeyExplanation(
-                key=key,
-                value=merged.values[key],
-                level=merged.sources[key].level,
-                level_kind=merged.sources[key].kind,
-                policy=merged.sources[key].policy,
-                levels=merged.sources[key].levels,
-                verdict="middleware" if middleware_ else "data",
-                reason=reason,
-            )
-            for key, middleware_, reason in verdicts
-        )
-        rank = {phase: i for i, phase in enumerate(plan.phases)}
-        entries = tuple(
-            EntryExplanation(
-                name=e.name,
-                args=e.args,
-                before=e.before,
-                after=e.after,
-                phase=max((s for s in (e.after if e.constrained else ("$configure",)) if s in rank), key=rank.__getitem__, default="$configure"),
-                origin=origins.get(e.name, "metadata"),
-                locked=e.name in merged.locked,
-            )
-            for e in ctx.chain
-        )
-        annotations = {
-            "$order": dict(merged.order),
-            "$static": sorted(merged.static),
-            "$dynamic": sorted(merged.dynamic),
-            "$locked": sorted(merged.locked),
-        }
-        return Explanation(
-            tool=tool.name,
-            uri=tool.uri,
-            kind=tool.kind,
-            frontmatter=dict(tool.frontmatter),
-            authorities=plan.authorities,
-            levels=tuple((level.name, level.kind) for level in plan.levels),
-            phases=plan.phases,
-            keys=keys,
-            removed=dict(merged.removed),
-            annotations=annotations,
-            chain=entries,
-        )
+        plan = self.planner.plan(ctx.tool, ctx.paths, ctx.run.checked)
+        return explanation(ctx, plan, merged, verdicts, origins)
 
 
 def extract_options(
@@ -575,7 +441,9 @@ def extract_options(
         option = key[1:]
         if option not in OPTIONS:
             raise InvocationError(
-                f"unknown option {key!r} in args; allowed: {', '.join('$' + o for o in OPTIONS)}", tool=str(tool), key=key
+                f"unknown option {key!r} in args; allowed: {', '.join('$' + o for o in OPTIONS)}",
+                tool=str(tool),
+                key=key,
             )
         explicit = options[option]
         if explicit is None:
@@ -597,23 +465,3 @@ def _list(value: Any, what: str) -> list[Any]:
     if not isinstance(value, list):
         raise InvocationError(f"{what} must be a list of folders")
     return value
-
-
-def _specs(value: Any, source: str) -> list[tuple[str, Mapping[str, Any], str]]:
-    """Extra middleware in either form (mapping name -> spec, or list of specs with ``name``)."""
-    if value is None:
-        return []
-    found = []
-    if isinstance(value, Mapping):
-        for name, spec in value.items():
-            if not isinstance(spec, Mapping):
-                raise ConfigurationError(f"middleware {name!r} from {source}: spec must be a mapping, not {spec!r}")
-            found.append((name, spec, source))
-    elif isinstance(value, list):
-        for spec in value:
-            if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str):
-                raise ConfigurationError(f"middleware from {source}: each list item needs a 'name'")
-            found.append((spec["name"], spec, source))
-    else:
-        raise ConfigurationError(f"middleware from {source} must be a mapping or a list, not {type(value).__name__}")
-    return found

@@ -12,11 +12,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
-from .errors import ConfigurationError, OrderCycleError
+from .errors import ConfigurationError, OrderCycleError, SecurityError
+
+if TYPE_CHECKING:
+    from .cascade import Merged
+    from .tool import Tool
 
 DEFAULT_AFTER = ("$configure",)
 DEFAULT_BEFORE = ("$post-configure",)
@@ -166,3 +170,73 @@ def strip(entry: Entry, gone: set[str]) -> Entry:
     if before == entry.before and after == entry.after:
         return entry
     return replace(entry, before=before, after=after)
+
+
+def extra_specs(value: Any, source: str) -> list[tuple[str, Mapping[str, Any], str]]:
+    """Extra middleware in either form (mapping name -> spec, or list of specs with ``name``)."""
+    if value is None:
+        return []
+    found = []
+    if isinstance(value, Mapping):
+        for name, spec in value.items():
+            if not isinstance(spec, Mapping):
+                raise ConfigurationError(f"middleware {name!r} from {source}: spec must be a mapping, not {spec!r}")
+            found.append((name, spec, source))
+    elif isinstance(value, list):
+        for spec in value:
+            if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str):
+                raise ConfigurationError(f"middleware from {source}: each list item needs a 'name'")
+            found.append((spec["name"], spec, source))
+    else:
+        raise ConfigurationError(f"middleware from {source} must be a mapping or a list, not {type(value).__name__}")
+    return found
+
+
+def build_chain(
+    tool: Tool,
+    merged: Merged,
+    verdicts: Iterable[tuple[str, bool, str]],
+    extra: list[tuple[str, Mapping[str, Any], str]],
+    phases: tuple[str, ...],
+    origins: dict[str, str],
+) -> list[Entry]:
+    """The sorted chain: an entry per middleware key, then extra middleware applied (R-CHAIN-4, R-CHAIN-5).
+
+    ``origins`` is filled with where each entry came from (for explain).
+
+    Raises:
+        SecurityError: extra middleware removing or overriding a locked entry.
+        ConfigurationError: malformed extra middleware; OrderCycleError on a cycle.
+    """
+    entries: dict[str, Entry] = {}
+    for key, middleware, _reason in verdicts:
+        if middleware:
+            before, after = constraints(merged.order.get(key), key)
+            entries[key] = Entry(key, merged.values[key], before, after)
+            origins[key] = "metadata"
+    for name, spec, source in extra:
+        current = entries.get(name)
+        if spec.get("remove"):
+            if current is not None:
+                if name in merged.locked:
+                    raise SecurityError(
+                        f"middleware {name!r} is locked and cannot be removed", tool=tool.name, key=name
+                    )
+                del entries[name]
+            continue
+        made = entry_from_spec(name, spec, source)
+        if current is None:
+            entries[name] = made
+            origins[name] = "extra"
+            continue
+        if name in merged.locked:
+            raise SecurityError(f"middleware {name!r} is locked and cannot be overridden", tool=tool.name, key=name)
+        entries[name] = replace(
+            current,
+            args=made.args if "args" in spec else current.args,
+            fn=made.fn if made.fn is not None else current.fn,
+            before=made.before if made.constrained else current.before,
+            after=made.after if made.constrained else current.after,
+        )
+        origins[name] = "override"
+    return sort_entries(list(entries.values()), phases, tool.name)

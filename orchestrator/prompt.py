@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 _NONCE = secrets.token_hex(8)
 _PLACEHOLDER = re.compile("\x02" + _NONCE + r":(\d+)\x03")
 
+
 def placeholder(index: int) -> str:
     """The placeholder that stands for directive ``index`` in a rendered prompt."""
     return f"\x02{_NONCE}:{index}\x03"
@@ -59,7 +60,9 @@ def render_prompt(ctx: Context) -> Any:
     tool = ctx.tool
     text = prompt
     if is_template(prompt):
-        text = render(prompt, scope(ctx, ctx.meta), tool=tool.name, level="prompt", path=tool.path, line=tool.prompt_line)
+        text = render(
+            prompt, scope(ctx, ctx.meta), tool=tool.name, level="prompt", path=tool.path, line=tool.prompt_line
+        )
     outputs = ctx.locals.get("directives")
     if outputs:
         text = _PLACEHOLDER.sub(lambda m: outputs.get(int(m.group(1)), ""), text)
@@ -101,7 +104,10 @@ def directive_entries(target: Context) -> list[Entry]:
             "content": directive.content,
             "index": index,
         }
-        if any(isinstance(v, str) and is_template(v) for v in (directive.label, directive.content, *directive.attributes.values())):
+        if any(
+            isinstance(v, str) and is_template(v)
+            for v in (directive.label, directive.content, *directive.attributes.values())
+        ):
             variables = variables if variables is not None else scope(target, target.meta)
             args = render_value(args, variables, _where(target, directive))
         entries.append(Entry(directive.name, args, fn=_runner(directive.name, index)))

@@ -193,7 +193,9 @@ class Registry:
 
     # -- finding ----------------------------------------------------------
 
-    def locate(self, ref: str, paths: tuple[SearchPath, ...], checked: set[str] | None = None) -> tuple[Path, SearchPath] | None:
+    def locate(
+        self, ref: str, paths: tuple[SearchPath, ...], checked: set[str] | None = None
+    ) -> tuple[Path, SearchPath] | None:
         """The file ``ref`` names in ``paths`` (first match wins), or None.
 
         Raises:
@@ -213,7 +215,7 @@ class Registry:
         names = tuple(str(f) for f in folders)
         self.watch(names, checked)
         found = None
-        for sp, folder in zip(paths, folders):
+        for sp, folder in zip(paths, folders, strict=True):
             for ext in (".md", ".py") if sp.trusted else (".md",):
                 candidate = folder / (parts[-1] + ext)
                 if candidate.name in RESERVED or not candidate.is_file():

@@ -41,3 +41,21 @@ class Tool:
     def line_of(self, key: str) -> int | None:
         """The line of a top-level metadata key in the tool's file, when known."""
         return self.lines.get(key)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInfo:
+    """A line of ``list``: what a tool is, found without running it.
+
+    ``params`` is the merged (unrendered) ``params`` metadata; ``error`` is
+    set, and the rest unknown, when the tool cannot be loaded or resolved.
+    """
+
+    ref: str
+    name: str
+    kind: str
+    description: str | None
+    hidden: bool
+    params: Any
+    path: Path | None
+    error: Exception | None = None

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import ConfigurationError, Manager, ToolDefinitionError, ToolNotFoundError
+from orchestrator import (
+    ConfigurationError,
+    Manager,
+    ToolDefinitionError,
+    ToolNotFoundError,
+)
 
 
 def names(chain):

@@ -161,7 +161,10 @@ def test_r_cas_3_meta_is_what_lower_levels_merged(write, tools):
 
 def test_r_cas_3_env_only_when_trusted(write, tools, monkeypatch):
     monkeypatch.setenv("TOOLCASCADE_SECRET", "s3cret")
-    write("tools/closed.py", "frontmatter = {'metadata': {'v': '{{ env.TOOLCASCADE_SECRET | default(\"none\") }}'}}\n" + PROBE)
+    write(
+        "tools/closed.py",
+        "frontmatter = {'metadata': {'v': '{{ env.TOOLCASCADE_SECRET | default(\"none\") }}'}}\n" + PROBE,
+    )
     write(
         "tools/open.py",
         "frontmatter = {'metadata': {'trust': {'env': True}, 'v': '{{ env.TOOLCASCADE_SECRET }}'}}\n" + PROBE,
@@ -173,8 +176,13 @@ def test_r_cas_3_env_only_when_trusted(write, tools, monkeypatch):
 
 def test_r_cas_3_env_never_for_tools_from_untrusted_paths(write, tmp_path, monkeypatch):
     monkeypatch.setenv("TOOLCASCADE_SECRET", "s3cret")
-    write("extra/open.md", "---\nmetadata: {trust: {env: true}}\n---\n[{{ env.TOOLCASCADE_SECRET | default('none') }}]\n")
-    write("tools/caller.py", "frontmatter = {'metadata': {'paths': '../extra'}}\nasync def main(ctx):\n    return await ctx.manager.invoke('open')\n")
+    write(
+        "extra/open.md", "---\nmetadata: {trust: {env: true}}\n---\n[{{ env.TOOLCASCADE_SECRET | default('none') }}]\n"
+    )
+    write(
+        "tools/caller.py",
+        "frontmatter = {'metadata': {'paths': '../extra'}}\nasync def main(ctx):\n    return await ctx.manager.invoke('open')\n",
+    )
     assert Manager([tmp_path / "tools"]).invoke_sync("caller") == "[none]"
 
 
@@ -235,7 +243,9 @@ def test_r_cas_4_args_are_data_never_templates(write, tools):
 
 def test_r_cas_4_context_data_is_never_rendered(write, tools):
     write("tools/page.md", "---\n---\nlocal: {{ locals.note }}\n")
-    result = Manager([tools]).invoke_sync("page", {"$context": {"locals": {"note": "{{ 7*7 }}", "prompt": "{{ 6*7 }}"}}})
+    result = Manager([tools]).invoke_sync(
+        "page", {"$context": {"locals": {"note": "{{ 7*7 }}", "prompt": "{{ 6*7 }}"}}}
+    )
     assert result == "local: {{ 7*7 }}"
 
 
@@ -271,13 +281,18 @@ def test_r_cas_5_policy_persists_to_later_levels(write, tools):
     write("tools/AUTHORITY.md", "---\nname: top\nmetadata: {tags: [a], $merge: {tags: append}}\n---\n")
     write("tools/base.md", "---\nmetadata: {tags: [b]}\n---\nx\n")
     write("tools/t.py", "frontmatter = {'metadata': {'$inherit': 'base', 'tags': ['c']}}\n" + PROBE)
-    write("tools/r.py", "frontmatter = {'metadata': {'$inherit': 'base', '$merge': {'tags': 'replace'}, 'tags': ['c']}}\n" + PROBE)
+    write(
+        "tools/r.py",
+        "frontmatter = {'metadata': {'$inherit': 'base', '$merge': {'tags': 'replace'}, 'tags': ['c']}}\n" + PROBE,
+    )
     manager = Manager([tools])
     assert manager.invoke_sync("t")["tags"] == ["a", "b", "c"]
     assert manager.invoke_sync("r")["tags"] == ["c"]
 
 
-@pytest.mark.parametrize(("policy", "value"), [("append", "'x'"), ("union", "{'a': 1}"), ("deep", "[1]"), ("prepend", "3")])
+@pytest.mark.parametrize(
+    ("policy", "value"), [("append", "'x'"), ("union", "{'a': 1}"), ("deep", "[1]"), ("prepend", "3")]
+)
 def test_r_cas_5_mismatched_policy_is_a_configuration_error(write, tools, policy, value):
     write("tools/AUTHORITY.md", "---\nname: top\nmetadata: {k: [1]}\n---\n")
     write("tools/t.py", f"frontmatter = {{'metadata': {{'$merge': {{'k': {policy!r}}}, 'k': {value}}}}}\n" + PROBE)
@@ -355,7 +370,10 @@ def test_r_cas_7_dynamic_must_resolve(write, tools):
 @pytest.fixture
 def cycle(write, tools):
     for name, nxt in (("a", "b"), ("b", "c"), ("c", "a")):
-        write(f"tools/{name}.py", f"frontmatter = {{'metadata': {{'{nxt}': {{}}}}}}\nasync def main(ctx):\n    return await ctx.target.manager.next() if ctx.target is not ctx else '{name}'\n")
+        write(
+            f"tools/{name}.py",
+            f"frontmatter = {{'metadata': {{'{nxt}': {{}}}}}}\nasync def main(ctx):\n    return await ctx.target.manager.next() if ctx.target is not ctx else '{name}'\n",
+        )
     return Manager([tools])
 
 
@@ -367,7 +385,9 @@ def test_r_cas_8_three_cycle_is_demoted_to_data(cycle):
 
 
 def test_r_cas_8_dynamic_beats_auto_static(write, cycle, tools):
-    write("tools/a.py", "frontmatter = {'metadata': {'b': {}, '$dynamic': ['b']}}\nasync def main(ctx):\n    return 'a'\n")
+    write(
+        "tools/a.py", "frontmatter = {'metadata': {'b': {}, '$dynamic': ['b']}}\nasync def main(ctx):\n    return 'a'\n"
+    )
     cycle.clear_cache()
     explanation = cycle.explain("a")
     assert explanation.key("b").verdict == "middleware"
@@ -404,7 +424,13 @@ def test_r_cas_9_explain_is_structured_and_json_ready(write, tools):
     write("tools/t.md", "---\nmetadata: {tags: [b], log: true, $order: {log: {before: [trust]}}}\n---\nx\n")
     explanation = Manager([tools]).explain("t")
     tags = explanation.key("tags")
-    assert (tags.value, tags.level, tags.policy, tags.levels, tags.verdict) == (["a", "b"], "t", "union", ("top", "t"), "data")
+    assert (tags.value, tags.level, tags.policy, tags.levels, tags.verdict) == (
+        ["a", "b"],
+        "t",
+        "union",
+        ("top", "t"),
+        "data",
+    )
     assert explanation.key("log").verdict == "middleware"
     assert explanation.authorities == ("default", "top")
     assert [e.name for e in explanation.chain][:2] == ["log", "trust"]
@@ -431,6 +457,10 @@ def test_r_cas_3_template_free_levels_are_merged_once(write, tools, monkeypatch)
     manager.invoke_sync("t", {"n": 0})
     merged_levels = []
     original = cascade.Merger.add
-    monkeypatch.setattr(cascade.Merger, "add", lambda self, level, data=None: merged_levels.append(level.name) or original(self, level, data))
+    monkeypatch.setattr(
+        cascade.Merger,
+        "add",
+        lambda self, level, data=None: merged_levels.append(level.name) or original(self, level, data),
+    )
     assert manager.invoke_sync("t", {"n": 5})["n"] == "5"
     assert merged_levels == ["t"]  # default and top were merged once, when the plan was made

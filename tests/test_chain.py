@@ -42,7 +42,10 @@ async def test_r_chain_4_override_keeps_the_original_constraints(write, tools):
     write("tools/a.py", PASS)
     write("tools/b.py", PASS)
     write("tools/t.py", "frontmatter = {'metadata': {'a': 1, 'b': 2, '$order': {'a': {'after': ['b']}}}}\n" + BODY)
-    write("tools/args.py", "async def main(ctx):\n    ctx.target.locals.setdefault('seen', []).append(ctx.args)\n    return await ctx.target.manager.next()\n")
+    write(
+        "tools/args.py",
+        "async def main(ctx):\n    ctx.target.locals.setdefault('seen', []).append(ctx.args)\n    return await ctx.target.manager.next()\n",
+    )
     manager = Manager([tools])
     assert (await manager.invoke("t"))["seen"] == ["b", "a", "body"]
 
@@ -84,7 +87,11 @@ async def test_r_chain_4_bad_extra_middleware(manager):
 async def test_r_chain_5_locked_entries_resist_callers(write, tools):
     write("tools/t.md", "---\n---\nhi\n")
     manager = Manager([tools])
-    for spec in ({"validate-args": {"remove": True}}, {"trust": {"args": {"env": True}}}, {"validate-args": {"fn": lambda c, a: "x"}}):
+    for spec in (
+        {"validate-args": {"remove": True}},
+        {"trust": {"args": {"env": True}}},
+        {"validate-args": {"fn": lambda c, a: "x"}},
+    ):
         with pytest.raises(SecurityError) as info:
             await manager.invoke("t", {"$context": {"locals": {"middleware": spec}}})
         assert info.value.tool == "t"
@@ -110,7 +117,9 @@ async def test_r_chain_6_entries_run_as_full_invocations(write, tools):
         "    t.locals['facts'] = [ctx.parent is t, ctx.tool.name, ctx.args, [e.name for e in ctx.chain]]\n"
         "    return await t.manager.next()\n",
     )
-    write("tools/t.py", "frontmatter = {'metadata': {'inspect-me': {}}}\ndef main(ctx):\n    return ctx.locals['facts']\n")
+    write(
+        "tools/t.py", "frontmatter = {'metadata': {'inspect-me': {}}}\ndef main(ctx):\n    return ctx.locals['facts']\n"
+    )
     parent_is_target, name, args, chain = await Manager([tools]).invoke("t")
     assert parent_is_target and name == "inspect-me"
     assert args == {"n": 5}  # its own params middleware ran
@@ -135,7 +144,10 @@ async def test_r_chain_7_results(write, tools):
         value = await ctx.manager.next()
         return (value, ctx.locals["both"])
 
-    assert await manager.invoke("t", middleware={"c": {"fn": check}, "twice": {"after": ["c"]}}) == ("body", ("body", "body"))
+    assert await manager.invoke("t", middleware={"c": {"fn": check}, "twice": {"after": ["c"]}}) == (
+        "body",
+        ("body", "body"),
+    )
 
 
 async def test_r_chain_7_entry_that_never_calls_next_ends_the_descent(write, tools):
@@ -157,10 +169,17 @@ async def test_r_chain_7_empty_chain_runs_the_body(write, tools):
 
 
 async def test_r_chain_8_body_runs_once_at_execute(write, tools):
-    write("tools/exec-again.py", "async def main(ctx):\n    await ctx.target.manager.execute()\n    await ctx.target.manager.execute()\n    return await ctx.target.manager.next()\n")
+    write(
+        "tools/exec-again.py",
+        "async def main(ctx):\n    await ctx.target.manager.execute()\n    await ctx.target.manager.execute()\n    return await ctx.target.manager.next()\n",
+    )
     count = []
     manager = Manager([tools])
-    manager.register("t", lambda ctx: count.append(1) or len(count), metadata={"exec-again": {}, "$order": {"exec-again": {"after": ["$execute"]}}})
+    manager.register(
+        "t",
+        lambda ctx: count.append(1) or len(count),
+        metadata={"exec-again": {}, "$order": {"exec-again": {"after": ["$execute"]}}},
+    )
     assert await manager.invoke("t") == 1
     assert count == [1]
 
@@ -174,7 +193,10 @@ async def test_r_chain_8_body_at_the_bottom_when_execute_is_removed(write, tools
 
 
 async def test_r_chain_8_post_execute_entries_run_after_the_body(write, tools):
-    write("tools/post.py", "async def main(ctx):\n    r = ctx.target.locals.get('result')\n    await ctx.target.manager.next()\n    return f'post saw {r}'\n")
+    write(
+        "tools/post.py",
+        "async def main(ctx):\n    r = ctx.target.locals.get('result')\n    await ctx.target.manager.next()\n    return f'post saw {r}'\n",
+    )
     write("tools/t.md", "---\nmetadata: {post: {}, $order: {post: {after: [$post-execute]}}}\n---\nbody\n")
     assert await Manager([tools]).invoke("t") == "post saw body"
 
@@ -190,7 +212,11 @@ async def test_r_chain_9_inject_after_the_current_position(write, tools):
     write("tools/one.py", PASS)
     write("tools/two.py", PASS)
     write("tools/three.py", PASS)
-    write("tools/t.py", "frontmatter = {'metadata': {'injector': {}, 'three': {}, '$order': {'three': {'after': ['injector']}}}}\n" + BODY)
+    write(
+        "tools/t.py",
+        "frontmatter = {'metadata': {'injector': {}, 'three': {}, '$order': {'three': {'after': ['injector']}}}}\n"
+        + BODY,
+    )
     assert (await Manager([tools]).invoke("t"))["seen"] == ["one", "two", "three", "body"]
 
 
@@ -212,8 +238,14 @@ async def test_r_chain_9_constrained_injection_resorts_the_rest_and_strips_ran(w
 
 
 async def test_r_chain_10_forced_invocation_cycle_is_skipped_with_a_warning(write, tools, caplog):
-    write("tools/a.py", "frontmatter = {'metadata': {'b': {}, '$dynamic': ['b']}}\n" + PASS.replace("ctx.tool.name", "'a'"))
-    write("tools/b.py", "frontmatter = {'metadata': {'a': {}, '$dynamic': ['a']}}\n" + PASS.replace("ctx.tool.name", "'b'"))
+    write(
+        "tools/a.py",
+        "frontmatter = {'metadata': {'b': {}, '$dynamic': ['b']}}\n" + PASS.replace("ctx.tool.name", "'a'"),
+    )
+    write(
+        "tools/b.py",
+        "frontmatter = {'metadata': {'a': {}, '$dynamic': ['a']}}\n" + PASS.replace("ctx.tool.name", "'b'"),
+    )
     write("tools/t.py", "frontmatter = {'metadata': {'a': {}}}\n" + BODY)
     with caplog.at_level(logging.WARNING, logger="orchestrator"):
         result = await Manager([tools]).invoke("t")

@@ -31,9 +31,7 @@ def test_r_dir_1_text_directive_with_label_and_attributes() -> None:
     assert (found.kind, found.name, found.label) == ("text", "weather", "in Paris")
     assert dict(found.attributes) == {"city": "Paris", "units": "metric"}
     assert found.content is None
-    assert source[found.start : found.end] == (
-        ':weather[in Paris]{city=Paris units="metric"}'
-    )
+    assert source[found.start : found.end] == (':weather[in Paris]{city=Paris units="metric"}')
 
 
 def test_r_dir_1_bare_text_directive_has_no_label_and_no_attributes() -> None:
@@ -109,9 +107,7 @@ def test_r_dir_1_container_content_is_the_raw_text_between_its_fences() -> None:
     assert (found.kind, found.name, found.label) == ("container", "note", "Heads up")
     assert dict(found.attributes) == {"class": "warn"}
     assert found.content == "Line *one*\n\nLine two"
-    assert source[found.start : found.end] == (
-        ":::note[Heads up]{.warn}\nLine *one*\n\nLine two\n:::"
-    )
+    assert source[found.start : found.end] == (":::note[Heads up]{.warn}\nLine *one*\n\nLine two\n:::")
     assert found.line == 3
 
 
@@ -247,9 +243,7 @@ def test_r_dir_1_attributes_spanning_lines_in_a_paragraph() -> None:
     assert source[found.start : found.end] == ':d{one=1\n  two="2"}'
 
 
-@pytest.mark.parametrize(
-    "block", ['{k="open}', "{k=}", "{=v}", "{k=a'b}", "{.}", "{#}", "{k", "{a b"]
-)
+@pytest.mark.parametrize("block", ['{k="open}', "{k=}", "{=v}", "{k=a'b}", "{.}", "{#}", "{k", "{a b"])
 def test_r_dir_1_malformed_attributes_end_a_text_directive_before_the_brace(
     block: str,
 ) -> None:
@@ -261,7 +255,7 @@ def test_r_dir_1_malformed_attributes_end_a_text_directive_before_the_brace(
 
 def test_r_dir_1_malformed_attributes_make_a_leaf_line_not_a_directive() -> None:
     assert find_directives('::d{k="open}') == ()
-    assert find_directives(':::d{k=}\nx\n:::') == ()
+    assert find_directives(":::d{k=}\nx\n:::") == ()
 
 
 def test_r_dir_1_unclosed_label_ends_a_text_directive_after_its_name() -> None:
@@ -280,9 +274,7 @@ def test_r_dir_1_names_are_letters_digits_dash_underscore(name: str) -> None:
     assert only(f":::{name}\n:::").name == name
 
 
-@pytest.mark.parametrize(
-    "source", [":1a", ":-a", ":_a", ":café", "::1a", ":::-a\n:::"]
-)
+@pytest.mark.parametrize("source", [":1a", ":-a", ":_a", ":café", "::1a", ":::-a\n:::"])
 def test_r_dir_1_invalid_names_are_not_directives(source: str) -> None:
     assert find_directives(source) == ()
 
@@ -336,13 +328,7 @@ def test_r_dir_1_directives_between_xml_like_prompt_tags_are_found() -> None:
 
 
 def test_r_dir_1_document_order_across_forms() -> None:
-    source = (
-        "# Title :one\n\n"
-        "Text :two and :three\n\n"
-        "::four\n\n"
-        ":::five\nbody :hidden\n:::\n\n"
-        "- item :six\n"
-    )
+    source = "# Title :one\n\nText :two and :three\n\n::four\n\n:::five\nbody :hidden\n:::\n\n- item :six\n"
     found = find_directives(source)
     assert [d.name for d in found] == ["one", "two", "three", "four", "five", "six"]
     kinds = ["text", "text", "text", "leaf", "container", "text"]
@@ -379,24 +365,16 @@ def test_r_dir_1_repeated_identical_directives_on_a_line_get_own_offsets() -> No
         ("Setext :s\n===", [(":s", 1)]),
         ("a :x[a\n  b] c", [(":x[a\n  b]", 1)]),
         ("*:e* **:s** [:link](u)", [(":e", 1), (":s", 1), (":link", 1)]),
-        ("Say {{ name }} :a{k=\"{{ v }}\"}", [(':a{k="{{ v }}"}', 1)]),
+        ('Say {{ name }} :a{k="{{ v }}"}', [(':a{k="{{ v }}"}', 1)]),
     ],
 )
-def test_r_dir_1_offsets_and_lines_point_at_the_directive_text(
-    source: str, expected: list[tuple[str, int]]
-) -> None:
+def test_r_dir_1_offsets_and_lines_point_at_the_directive_text(source: str, expected: list[tuple[str, int]]) -> None:
     found = find_directives(source)
     assert [(source[d.start : d.end], d.line) for d in found] == expected
 
 
 def test_r_dir_1_offsets_in_table_cells() -> None:
-    source = (
-        "| h :a | :a |\n"
-        "|------|----|\n"
-        "| x:a  | :a |\n"
-        "| a\\|b :c | :a{k=v} |\n"
-        "| :b | :b |\n"
-    )
+    source = "| h :a | :a |\n|------|----|\n| x:a  | :a |\n| a\\|b :c | :a{k=v} |\n| :b | :b |\n"
     found = find_directives(source)
     assert [(source[d.start : d.end], d.line) for d in found] == [
         (":a", 1),
@@ -438,10 +416,7 @@ def test_r_dir_1_empty_source_has_no_directives() -> None:
 
 
 def test_r_dir_2_jinja_text_around_directives_is_left_alone() -> None:
-    source = (
-        "Hello {{ args.name }}, {% if x %}:greet{% endif %}\n"
-        "{# a comment #} word{{ a }} :b{{ c }}"
-    )
+    source = "Hello {{ args.name }}, {% if x %}:greet{% endif %}\n{# a comment #} word{{ a }} :b{{ c }}"
     assert texts(source) == [":greet", ":b"]
     assert all(not d.attributes for d in find_directives(source))
 
@@ -454,10 +429,7 @@ def test_r_dir_2_double_brace_after_a_name_is_not_an_attribute_block() -> None:
 
 
 def test_r_dir_2_jinja_in_quoted_attribute_values_is_kept_verbatim() -> None:
-    source = (
-        ":weather[{{ label }}]{city=\"{{ args.city | default('Paris') }}\" "
-        "when='{% if late %}night{% endif %}'}"
-    )
+    source = ":weather[{{ label }}]{city=\"{{ args.city | default('Paris') }}\" when='{% if late %}night{% endif %}'}"
     found = only(source)
     assert found.label == "{{ label }}"
     assert dict(found.attributes) == {

@@ -28,9 +28,17 @@ def test_errors_form_the_documented_tree():
 
 
 def test_errors_name_tool_file_line_level_and_key():
-    error = errors.ConfigurationError("bad policy", tool="greet", path="tools/greet.md", line=7, level="default", key="tags")
+    error = errors.ConfigurationError(
+        "bad policy", tool="greet", path="tools/greet.md", line=7, level="default", key="tags"
+    )
     assert str(error) == "tools/greet.md:7: bad policy (tool 'greet', level 'default', key 'tags')"
-    assert (error.tool, error.path, error.line, error.level, error.key) == ("greet", "tools/greet.md", 7, "default", "tags")
+    assert (error.tool, error.path, error.line, error.level, error.key) == (
+        "greet",
+        "tools/greet.md",
+        7,
+        "default",
+        "tags",
+    )
     assert error.where == "tools/greet.md:7"
 
 

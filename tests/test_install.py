@@ -26,7 +26,9 @@ def test_wheel_install_finds_builtins(tmp_path):
         "print(m.find_tool('validate-args').path)"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, check=True
+    )
     package, authority, tool = out.stdout.split()
     assert Path(package).is_relative_to(target)
     assert Path(authority) == Path(package) / "builtin" / "authorities" / "default.md"

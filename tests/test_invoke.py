@@ -14,13 +14,17 @@ from orchestrator import (
 
 pytestmark = pytest.mark.anyio
 
-ECHO = "def main(ctx):\n    return {'args': ctx.args, 'locals': {k: v for k, v in ctx.locals.items() if k != 'prompt'}}\n"
+ECHO = (
+    "def main(ctx):\n    return {'args': ctx.args, 'locals': {k: v for k, v in ctx.locals.items() if k != 'prompt'}}\n"
+)
 
 
 async def test_r_inv_1_dollar_keys_become_options(write, tools):
     write("tools/echo.py", ECHO)
     manager = Manager([tools])
-    result = await manager.invoke("echo", {"a": 1, "$context": {"locals": {"x": 1}}, "$timeout": 5, "$overrides": {"k": 1}})
+    result = await manager.invoke(
+        "echo", {"a": 1, "$context": {"locals": {"x": 1}}, "$timeout": 5, "$overrides": {"k": 1}}
+    )
     assert result["args"] == {"a": 1}
     assert result["locals"] == {"x": 1}
 
@@ -162,7 +166,10 @@ async def test_r_inv_4_300_concurrent_invocations_share_nothing(write, tools):
 
 
 async def test_r_inv_5_depth_limit_is_a_clean_error(write, tools):
-    write("tools/deep.py", "async def main(ctx):\n    return await ctx.manager.invoke('deep', {'n': ctx.args.get('n', 0) + 1})\n")
+    write(
+        "tools/deep.py",
+        "async def main(ctx):\n    return await ctx.manager.invoke('deep', {'n': ctx.args.get('n', 0) + 1})\n",
+    )
     with pytest.raises(InvocationError, match=r"depth limit \(64\)") as info:
         await Manager([tools]).invoke("deep")
     assert info.value.tool == "deep"

@@ -82,7 +82,9 @@ def test_r_tool_2_python_tools_are_isolated_modules(write, tools):
 
 def test_r_tool_2_register_function_tool():
     manager = Manager()
-    tool = manager.register("double", lambda ctx: ctx.args["n"] * 2, metadata={"visibility": "hidden"}, description="x2")
+    tool = manager.register(
+        "double", lambda ctx: ctx.args["n"] * 2, metadata={"visibility": "hidden"}, description="x2"
+    )
     assert tool.kind == "function"
     assert manager.find_tool("double") is tool
     assert manager.invoke_sync("double", {"n": 21}) == 42
@@ -135,7 +137,12 @@ def test_r_tool_5_malformed_markdown(write, tools, name, text, line, needle):
         ("raises.py", "frontmatter = {}\n\nraise RuntimeError('boom')\n", 3, "RuntimeError: boom"),
         ("syntax.py", "frontmatter = {}\ndef main(ctx)\n    return 1\n", 2, "syntax error"),
         ("badfm.py", "frontmatter = ['x']\ndef main(ctx):\n    return 1\n", None, "must be a mapping"),
-        ("badmeta.py", "frontmatter = {'metadata': 3}\ndef main(ctx):\n    return 1\n", None, "'metadata' must be a mapping"),
+        (
+            "badmeta.py",
+            "frontmatter = {'metadata': 3}\ndef main(ctx):\n    return 1\n",
+            None,
+            "'metadata' must be a mapping",
+        ),
     ],
 )
 def test_r_tool_5_malformed_python(write, tools, name, text, line, needle):

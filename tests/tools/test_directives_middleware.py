@@ -53,9 +53,18 @@ async def test_r_dir_1_every_form_gets_name_label_attributes_content_index(write
 
 
 async def test_r_dir_1_document_order_and_after_metadata_middleware(write, manager, tools):
-    write("tools/trace.py", "def main(ctx):\n    ctx.target.nonlocals.setdefault('order', []).append(ctx.args['label'])\n    return ctx.args['label']\n")
-    write("tools/meta-mw.py", "async def main(ctx):\n    ctx.target.nonlocals.setdefault('order', []).append('metadata')\n    return await ctx.target.manager.next()\n")
-    write("tools/page.md", "---\nmetadata: {meta-mw: {}}\n---\n:::trace[c]\nx\n:::\n\n:trace[a] then ::trace[b] no\n\n::trace[d]\n")
+    write(
+        "tools/trace.py",
+        "def main(ctx):\n    ctx.target.nonlocals.setdefault('order', []).append(ctx.args['label'])\n    return ctx.args['label']\n",
+    )
+    write(
+        "tools/meta-mw.py",
+        "async def main(ctx):\n    ctx.target.nonlocals.setdefault('order', []).append('metadata')\n    return await ctx.target.manager.next()\n",
+    )
+    write(
+        "tools/page.md",
+        "---\nmetadata: {meta-mw: {}}\n---\n:::trace[c]\nx\n:::\n\n:trace[a] then ::trace[b] no\n\n::trace[d]\n",
+    )
     box: dict = {}
     await manager.invoke("page", context={"nonlocals": box})
     assert box["order"] == ["metadata", "c", "a", "d"]
@@ -72,7 +81,7 @@ async def test_r_dir_1_unknown_names_stay_literal(write, manager):
 
 
 async def test_r_dir_1_attribute_templates_render_with_args_as_data(write, manager):
-    write("tools/page.md", "---\n---\n:echo-args{city=\"{{ args.city }}\"}\n")
+    write("tools/page.md", '---\n---\n:echo-args{city="{{ args.city }}"}\n')
     text = await manager.invoke("page", {"city": "{{ 7*7 }} :upper[pwn]"})
     assert "'city': '{{ 7*7 }} :upper[pwn]'" in text
 
@@ -120,12 +129,15 @@ async def test_r_dir_1_markdown_tool_as_directive_and_as_middleware(write, manag
     assert await manager.invoke("page") == "A *note*."
     # As a chain entry with no model, a markdown tool returns its rendered prompt, which ends the target's chain.
     write("tools/banner.md", "---\n---\nBANNER for {{ args.who }}\n")
-    write("tools/wrapped.py", "frontmatter = {'metadata': {'banner': {'who': 'x'}}}\ndef main(ctx):\n    return 'body ran'\n")
+    write(
+        "tools/wrapped.py",
+        "frontmatter = {'metadata': {'banner': {'who': 'x'}}}\ndef main(ctx):\n    return 'body ran'\n",
+    )
     assert await manager.invoke("wrapped") == "BANNER for x"
 
 
 async def test_r_dir_1_bad_attribute_template_names_the_line(write, manager):
-    path = write("tools/page.md", "---\ndescription: d\n---\nline one\n\n:echo-args{x=\"{{ args.missing.deeper }}\"}\n")
+    path = write("tools/page.md", '---\ndescription: d\n---\nline one\n\n:echo-args{x="{{ args.missing.deeper }}"}\n')
     with pytest.raises(InterpolationError) as info:
         await manager.invoke("page")
     assert (info.value.path, info.value.line, info.value.level) == (str(path), 6, "directive :echo-args")

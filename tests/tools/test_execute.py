@@ -10,7 +10,10 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_execute_runs_the_body_then_post_execute_entries(write, tools):
-    write("tools/post.py", "async def main(ctx):\n    ctx.target.locals['order'].append('post')\n    return await ctx.target.manager.next()\n")
+    write(
+        "tools/post.py",
+        "async def main(ctx):\n    ctx.target.locals['order'].append('post')\n    return await ctx.target.manager.next()\n",
+    )
     write(
         "tools/t.py",
         "frontmatter = {'metadata': {'post': {}, '$order': {'post': {'after': ['$post-execute']}}}}\n"

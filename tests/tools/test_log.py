@@ -13,7 +13,10 @@ pytestmark = pytest.mark.anyio
 
 async def test_log_records_start_end_and_errors(write, tools, caplog):
     write("tools/ok.md", "---\nmetadata: {log: true}\n---\nfine\n")
-    write("tools/bad.py", "frontmatter = {'metadata': {'log': {'level': 'debug'}}}\ndef main(ctx):\n    raise ValueError('nope')\n")
+    write(
+        "tools/bad.py",
+        "frontmatter = {'metadata': {'log': {'level': 'debug'}}}\ndef main(ctx):\n    raise ValueError('nope')\n",
+    )
     manager = Manager([tools])
     with caplog.at_level(logging.DEBUG, logger="orchestrator.log"):
         assert await manager.invoke("ok") == "fine"

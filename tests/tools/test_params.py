@@ -24,7 +24,10 @@ async def test_params_fills_defaults_before_validation(write, tools):
 
 
 async def test_params_does_not_touch_the_callers_args(write, tools):
-    write("tools/t.py", "frontmatter = {'metadata': {'params': {'properties': {'n': {'default': 1}}}}}\ndef main(ctx):\n    return ctx.args\n")
+    write(
+        "tools/t.py",
+        "frontmatter = {'metadata': {'params': {'properties': {'n': {'default': 1}}}}}\ndef main(ctx):\n    return ctx.args\n",
+    )
     args: dict = {}
     assert await Manager([tools]).invoke("t", args) == {"n": 1}
     assert args == {}

@@ -37,7 +37,10 @@ async def test_validate_args_lists_every_failing_pointer(write, tools):
 
 
 async def test_validate_args_bare_type_is_a_schema(write, tools):
-    write("tools/t.py", "frontmatter = {'metadata': {'params': {'type': 'string'}}}\ndef main(ctx):\n    return ctx.args.upper()\n")
+    write(
+        "tools/t.py",
+        "frontmatter = {'metadata': {'params': {'type': 'string'}}}\ndef main(ctx):\n    return ctx.args.upper()\n",
+    )
     manager = Manager([tools])
     assert await manager.invoke("t", "hi") == "HI"
     with pytest.raises(ArgsValidationError):

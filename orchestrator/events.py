@@ -1,0 +1,85 @@
+"""Events: what a run does, for progress displays, tracing and tests.
+
+Listeners are plain callables (``Manager(on_event=...)``) or async streams
+(``async with manager.events() as stream: async for event in stream``).
+Nothing is built when nobody listens.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+KINDS = (
+    "invoke.start",
+    "invoke.end",
+    "model.request",
+    "model.response",
+    "tool.start",
+    "tool.end",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One thing that happened: ``kind`` is one of ``KINDS``.
+
+    ``data`` holds kind-specific details: ``error`` and ``seconds`` on
+    ``invoke.end``; ``model`` and ``messages`` on model events; ``call`` (the
+    tool called) and ``error`` on tool events.
+    """
+
+    kind: str
+    tool: str
+    depth: int
+    run: str
+    iteration: int | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+    time: float = field(default_factory=time.time)
+
+
+Listener = Callable[[Event], Any]
+
+
+class Events:
+    """The listeners of one manager."""
+
+    def __init__(self) -> None:
+        self.listeners: list[Listener] = []
+        self._streams: list[MemoryObjectSendStream[Event]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.listeners or self._streams)
+
+    def emit(self, event: Event) -> None:
+        """Hand ``event`` to every listener; a listener's failure never breaks the run."""
+        for listener in self.listeners:
+            try:
+                listener(event)
+            except Exception:  # a broken progress display must not fail the tool
+                continue
+        for stream in list(self._streams):
+            try:
+                stream.send_nowait(event)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._streams.remove(stream)
+
+    @asynccontextmanager
+    async def stream(self) -> AsyncIterator[MemoryObjectReceiveStream[Event]]:
+        """An async iterator of events while the context is open."""
+        send, receive = anyio.create_memory_object_stream[Event](math.inf)
+        self._streams.append(send)
+        try:
+            async with receive:
+                yield receive
+        finally:
+            if send in self._streams:
+                self._streams.remove(send)
+            send.close()

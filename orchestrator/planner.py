@@ -1,0 +1,133 @@
+"""Planner: everything about a tool that does not depend on args, computed once and cached.
+
+A Plan holds the tool's cascade levels and their template-free merge; the
+SCC of the tool dependency graph decides auto-static (R-CAS-8); toolKeys
+classify each merged key (R-CAS-7). All of it is cached in the registry with
+the files and folders it was computed from, so edits are followed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .authorities import DEFAULT_PHASES, Authorities
+from .cascade import Merged, Plan, merge_levels, static_keys, tool_levels
+from .errors import ConfigurationError, ToolDefinitionError, ToolNotFoundError
+from .graph import reachable_components
+from .registry import Registry, SearchPath
+from .tool import Tool
+
+Verdicts = tuple[tuple[str, bool, str], ...]
+
+
+class Planner:
+    """Plans, SCCs and toolKeys for tools, cached and following file edits."""
+
+    def __init__(self, registry: Registry, authorities: Authorities) -> None:
+        self.registry = registry
+        self.authorities = authorities
+
+    def plan(self, tool: Tool, paths: tuple[SearchPath, ...], checked: set[str] | None = None) -> Plan:
+        """The cached, args-independent part of ``tool``'s cascade."""
+        return self.registry.memo("plans", (tool.uri, paths), lambda deps: self._make_plan(tool, paths, deps), checked)
+
+    def _make_plan(self, tool: Tool, paths: tuple[SearchPath, ...], deps: set[str]) -> Plan:
+        if tool.path is not None:
+            deps.add(str(tool.path))
+        nearest = self.authorities.find(tool, paths, deps)
+        authorities = self.authorities.chain(nearest, paths, deps)
+
+        def find(name: str) -> Tool:
+            try:
+                return self.registry.find(name, paths, deps)
+            except ToolNotFoundError as exc:
+                raise ConfigurationError(
+                    f"$inherit names {name!r}, which is not a tool",
+                    tool=tool.name,
+                    path=tool.path,
+                    line=tool.line_of("$inherit"),
+                    key="$inherit",
+                ) from exc
+
+        levels = tuple(tool_levels(tool, authorities, find))
+        phases = next((a.phases for a in reversed(authorities) if a.phases is not None), DEFAULT_PHASES)
+        first = next((i for i, level in enumerate(levels) if level.templated), len(levels))
+        base = merge_levels(levels[:first], None, tool.name)
+        raw = merge_levels(levels[first:], None, tool.name, base) if first < len(levels) else base
+        trust = raw.values.get("trust")
+        env = tool.trusted and isinstance(trust, Mapping) and trust.get("env") is True
+        return Plan(
+            tool=tool,
+            levels=levels,
+            phases=phases,
+            deps=frozenset(deps),
+            templated=first < len(levels),
+            base=base,
+            rest=levels[first:],
+            static=raw if first == len(levels) else None,
+            keys=tuple(static_keys(levels)),
+            authorities=tuple(a.name for a in authorities),
+            env=env,
+        )
+
+    def component(self, tool: Tool, paths: tuple[SearchPath, ...], checked: set[str] | None) -> frozenset[str]:
+        def compute(deps: set[str]) -> frozenset[str]:
+            def find(key: str) -> Tool | None:
+                try:
+                    return self.registry.find(key, paths, deps)
+                except (ToolNotFoundError, ToolDefinitionError):
+                    return None
+
+            components = reachable_components(tool, lambda t: self.plan(t, paths, deps).keys, find)
+            return components[tool.uri]
+
+        return self.registry.memo("scc", (tool.uri, paths), compute, checked)
+
+    def target_uri(self, key: str, paths: tuple[SearchPath, ...], checked: set[str]) -> str | None:
+        if key in self.registry.functions:
+            return self.registry.functions[key].uri
+        try:
+            hit = self.registry.locate(key, paths, checked)
+        except ToolNotFoundError:
+            return None
+        return hit[0].as_uri() if hit else None
+
+    def toolkeys(
+        self, tool: Tool, merged: Merged, paths: tuple[SearchPath, ...], checked: set[str] | None = None
+    ) -> Verdicts:
+        """Classify every merged key as middleware or data, with the reason (R-CAS-7, R-CAS-8).
+
+        Raises:
+            ConfigurationError: a ``$dynamic`` key that names no tool.
+        """
+        key = (tool.uri, paths, tuple(merged.values), merged.static, merged.dynamic)
+
+        def compute(deps: set[str]) -> Verdicts:
+            component: frozenset[str] | None = None
+            verdicts = []
+            for name in merged.values:
+                if name in merged.static:
+                    verdicts.append((name, False, "listed in $static"))
+                    continue
+                if name == tool.name:
+                    verdicts.append((name, False, "self-reference"))
+                    continue
+                uri = self.target_uri(name, paths, deps)
+                if name in merged.dynamic:
+                    if uri is None:
+                        raise ConfigurationError(
+                            "listed in $dynamic but names no tool", tool=tool.name, key=name, path=tool.path
+                        )
+                    verdicts.append((name, True, "listed in $dynamic"))
+                elif uri is None:
+                    verdicts.append((name, False, "names no tool"))
+                else:
+                    if component is None:
+                        component = self.component(tool, paths, deps)
+                    if uri in component:
+                        verdicts.append((name, False, f"auto-static: {name} is in a dependency cycle with {tool.name}"))
+                    else:
+                        verdicts.append((name, True, "names a tool"))
+            return tuple(verdicts)
+
+        return self.registry.memo("toolkeys", key, compute, checked)
