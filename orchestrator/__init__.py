@@ -16,10 +16,10 @@ from .errors import (
     ToolNotFoundError,
     ValidationError,
 )
+from .events import Event
 from .explain import EntryExplanation, Explanation, KeyExplanation
 from .manager import Manager
 from .ordering import Entry
-from .events import Event
 from .tool import Tool, ToolInfo
 
 __version__ = "0.1.0"
