@@ -84,3 +84,29 @@ def inject(ctx: Context, entries: Sequence[Entry | Mapping[str, Any]]) -> None:
     if any(e.constrained for e in fresh):
         rest = sort_entries([strip(e, ran) for e in rest], ctx.phases, ctx.tool.name)
     ctx.chain = [*ctx.chain[: ctx.pos], *rest]
+
+
+class Checkpoint:
+    """The runner state of a context at one moment, to run the rest of its chain again."""
+
+    __slots__ = ("pos", "chain", "finished", "body_ran", "result", "has_result")
+
+    def __init__(self, ctx: Context) -> None:
+        self.pos = ctx.pos
+        self.chain = list(ctx.chain)
+        self.finished = ctx.finished
+        self.body_ran = ctx.body_ran
+        self.has_result = "result" in ctx.locals
+        self.result = ctx.locals.get("result")
+
+
+def rewind(ctx: Context, checkpoint: Checkpoint) -> None:
+    """Put ctx's runner back where ``checkpoint`` was taken (a retry runs the rest of the chain again)."""
+    ctx.pos = checkpoint.pos
+    ctx.chain = list(checkpoint.chain)
+    ctx.finished = checkpoint.finished
+    ctx.body_ran = checkpoint.body_ran
+    if checkpoint.has_result:
+        ctx.locals["result"] = checkpoint.result
+    else:
+        ctx.locals.pop("result", None)

@@ -137,6 +137,14 @@ class BoundManager:
         """Insert entries right after the current position (R-CHAIN-9)."""
         chain.inject(self._ctx, entries)
 
+    def checkpoint(self) -> chain.Checkpoint:
+        """Remember where this context's chain is, for ``rewind`` (retry and fallback middleware)."""
+        return chain.Checkpoint(self._ctx)
+
+    def rewind(self, checkpoint: chain.Checkpoint) -> None:
+        """Go back to ``checkpoint``: the next ``next()`` runs the rest of the chain (and the body) again."""
+        chain.rewind(self._ctx, checkpoint)
+
     def search_path(self, folder: str | Path) -> SearchPath:
         """A search path for ``folder``, trusted only when the program marked it so."""
         return self._ctx._manager.search_path(folder)

@@ -12,6 +12,7 @@ Every error the engine raises on purpose derives from ``OrchestratorError``::
     │   ├── ArgsValidationError
     │   └── ReturnsValidationError
     ├── InvocationError
+    │   └── ModelError
     ├── InvocationTimeout
     └── SecurityError
 
@@ -128,6 +129,10 @@ class ReturnsValidationError(ValidationError):
 
 class InvocationError(OrchestratorError):
     """Raised when an invocation is malformed or exceeds a limit (unknown ``$`` option, depth)."""
+
+
+class ModelError(InvocationError):
+    """Raised when a model provider fails, answers out of shape, or a scripted model's expectation is not met."""
 
 
 class InvocationTimeout(OrchestratorError):

@@ -273,27 +273,38 @@ class Manager:
         the rest. ``hidden=True`` includes tools with ``visibility: hidden``.
         """
         found = []
-        for ref, _path, _sp in self.registry.discover(self.paths):
+        for ref, path, _sp in self.registry.discover(self.paths):
             try:
-                tool = self.registry.find(ref, self.paths, None)
-                plan = self.planner.plan(tool, self.paths, None)
-                merged = plan.static or merge_levels(plan.rest, None, tool.name, plan.base)
+                info = self.describe(ref)
             except OrchestratorError as exc:
-                found.append(ToolInfo(ref, ref, "unknown", None, False, None, _path, exc))
+                found.append(ToolInfo(ref, ref, "unknown", None, False, None, path, exc))
                 continue
-            info = ToolInfo(
-                ref,
-                tool.name,
-                tool.kind,
-                tool.description,
-                merged.values.get("visibility") == "hidden",
-                merged.values.get("params"),
-                tool.path,
-                None,
-            )
             if hidden or not info.hidden:
                 found.append(info)
         return found
+
+    def describe(
+        self, ref: str, paths: tuple[SearchPath, ...] | None = None, checked: set[str] | None = None
+    ) -> ToolInfo:
+        """What ``ref`` is, without running it: kind, description, merged ``params`` (unrendered), hidden.
+
+        Raises:
+            OrchestratorError: the tool cannot be found, loaded or its cascade resolved.
+        """
+        paths = paths or self.paths
+        tool = self.registry.find(ref, paths, checked)
+        plan = self.planner.plan(tool, paths, checked)
+        merged = plan.static or merge_levels(plan.rest, None, tool.name, plan.base)
+        values = merged.values
+        return ToolInfo(
+            ref,
+            tool.name,
+            tool.kind,
+            tool.description,
+            values.get("visibility") == "hidden",
+            values.get("params"),
+            tool.path,
+        )
 
     def _prepare(
         self,

@@ -70,3 +70,17 @@ def fill_defaults(schema: Any, value: Any) -> Any:
         elif isinstance(sub, Mapping) and "default" in sub:
             filled[name] = sub["default"]
     return filled
+
+
+def object_schema(params: Any) -> tuple[dict[str, Any], bool]:
+    """A JSON Schema for an object of arguments, and whether ``params`` had to be wrapped.
+
+    Tool-calling APIs (MCP, OpenAI functions) take objects only: a params that
+    is not an object schema becomes ``{value: <params>}``, and callers unwrap
+    ``arguments["value"]`` on the way in. No params at all is any object.
+    """
+    if params is None:
+        return {"type": "object"}, False
+    if isinstance(params, Mapping) and (params.get("type") == "object" or "properties" in params):
+        return dict(params), False
+    return {"type": "object", "properties": {"value": params}, "required": ["value"]}, True

@@ -21,6 +21,7 @@ DOCUMENTED = {
     "InvocationTimeout",
     "KeyExplanation",
     "Manager",
+    "ModelError",
     "OrchestratorError",
     "OrderCycleError",
     "ReturnsValidationError",

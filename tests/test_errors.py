@@ -19,6 +19,7 @@ def test_errors_form_the_documented_tree():
         "InvocationError",
         "InvocationTimeout",
         "SecurityError",
+        "ModelError",
     ):
         assert issubclass(getattr(errors, name), base)
         assert name in errors.__doc__

@@ -1,0 +1,233 @@
+"""The agent loop (R-AGENT-1, R-AGENT-3): a markdown tool's prompt run by a model with tools.
+
+Three layers of middleware fall out of the pipeline: the agent's own
+metadata middleware; every model request is an invocation of the built-in
+``model-call`` tool (extend it through ``model-pipeline`` metadata, passed as
+its overrides: ``{retry: {attempts: 3}}``); every tool call is an independent
+``ctx.manager.invoke`` with that tool's own pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ..errors import ConfigurationError, InvocationError, OrchestratorError, ReturnsValidationError
+from ..prompt import render_prompt
+from ..schema import object_schema
+from .model import parse_model
+
+if TYPE_CHECKING:
+    from ..context import Context
+
+log = logging.getLogger("orchestrator.agent")
+
+NEXT = "next"
+CHOICES = ("auto", "none", "required")
+_WIRE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def model_spec(ctx: Context) -> dict[str, Any] | None:
+    """The parsed model of ctx: set by the ``model`` middleware, else parsed from metadata."""
+    spec = ctx.locals.get("model")
+    if spec is None and ctx.meta.get("model"):
+        folder = ctx.tool.path.parent if ctx.tool.path else None
+        spec = parse_model(ctx.meta["model"], tool=ctx.tool.name, folder=folder)
+    return spec
+
+
+def _setting(ctx: Context, key: str, default: Any, kind: type) -> Any:
+    value = ctx.meta.get(key, default)
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+        raise ConfigurationError(f"{key} must be a {kind.__name__}, not {value!r}", tool=ctx.tool.name, key=key)
+    return value
+
+
+class Agent:
+    """One run of the loop for one markdown tool's context."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.manager = ctx._manager
+        spec = model_spec(ctx)
+        if spec is None:
+            raise ConfigurationError("agent-execute needs a model", tool=ctx.tool.name, key="model")
+        self.spec = spec
+        self.max_iterations = _setting(ctx, "max-iterations", 40, int)
+        self.max_errors = _setting(ctx, "max-consecutive-errors", 3, int)
+        choice = _setting(ctx, "tool-choice", "auto", str)
+        self.choice = choice
+        self.allowed = self._allowed()
+        self.tools = self._offered()
+        self.wire = {t["name"]: t for t in self.tools}
+        if choice not in CHOICES and choice not in self.allowed:
+            raise ConfigurationError(
+                f"tool-choice must be auto, none, required or an offered tool, not {choice!r}",
+                tool=ctx.tool.name,
+                key="tool-choice",
+            )
+        returns = ctx.meta.get("returns")
+        self.wants_json = isinstance(returns, Mapping) and (returns.get("type") == "object" or "properties" in returns)
+        self.returns = returns if self.wants_json else None
+        pipeline = ctx.meta.get("model-pipeline")
+        if pipeline is not None and not isinstance(pipeline, Mapping):
+            raise ConfigurationError("model-pipeline must map middleware names to args", tool=ctx.tool.name)
+        self.pipeline = dict(pipeline) if pipeline else None
+
+    def _allowed(self) -> frozenset[str]:
+        ctx = self.ctx
+        names = ctx.meta.get("tools") or []
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ConfigurationError("tools must be a list of tool names", tool=ctx.tool.name, key="tools")
+        allowed = ctx.locals.get("allowed-tools")
+        if allowed is None and ctx.meta.get("allowed-tools") is not None:
+            allowed = frozenset(ctx.meta["allowed-tools"])
+        found = [n for n in names if allowed is None or n in allowed]
+        if ctx.target is not ctx:
+            found.append(NEXT)
+        return frozenset(found)
+
+    def _offered(self) -> list[dict[str, Any]]:
+        ctx = self.ctx
+        offered = []
+        for name in [*(ctx.meta.get("tools") or []), NEXT]:
+            if name not in self.allowed:
+                continue
+            if name == NEXT:
+                schema: dict[str, Any] = {"type": "object", "properties": {}}
+                wrapped, description = False, "Continue the wrapped tool's pipeline and return its result."
+            else:
+                info = self.manager.describe(name, ctx.paths, ctx.run.checked)
+                schema, wrapped = object_schema(info.params)
+                description = info.description or ""
+            offered.append(
+                {
+                    "name": _WIRE.sub("_", name.replace("/", "__")),
+                    "ref": name,
+                    "wrapped": wrapped,
+                    "description": description,
+                    "parameters": schema,
+                }
+            )
+        return offered
+
+    async def run(self) -> Any:
+        """Ask the model until it answers; run its tool calls in between."""
+        ctx = self.ctx
+        messages: list[dict[str, Any]] = []
+        if ctx.meta.get("system"):
+            messages.append({"role": "system", "content": str(ctx.meta["system"])})
+        messages.append({"role": "user", "content": str(render_prompt(ctx))})
+        errors = 0
+        choice = self.choice
+        for iteration in range(1, self.max_iterations + 1):
+            response = await self._ask(messages, choice, iteration)
+            calls = response.get("tool_calls") or []
+            if not calls or choice == "none":
+                return self._answer(response.get("content"))
+            messages.append({"role": "assistant", "content": response.get("content") or "", "tool_calls": calls})
+            outcomes = await self._call_all(calls, iteration)
+            for call, (_ok, _value, text) in zip(calls, outcomes, strict=True):
+                messages.append({"role": "tool", "tool_call_id": call["id"], "name": call["name"], "content": text})
+            if choice == "required":
+                values = [value for _ok, value, _text in outcomes]
+                return values[0] if len(values) == 1 else values
+            errors = errors + 1 if not any(ok for ok, _v, _t in outcomes) else 0
+            if errors >= self.max_errors:
+                raise InvocationError(
+                    f"the model's tool calls failed {errors} times in a row; last: {outcomes[-1][2]}",
+                    tool=ctx.tool.name,
+                )
+            if choice not in CHOICES:
+                choice = "auto"  # a named tool is forced once, then the model may answer
+        raise InvocationError(f"no answer after max-iterations ({self.max_iterations})", tool=ctx.tool.name)
+
+    async def _ask(self, messages: list[dict[str, Any]], choice: str, iteration: int) -> dict[str, Any]:
+        ctx = self.ctx
+        tools = (
+            [{k: t[k] for k in ("name", "description", "parameters")} for t in self.tools] if choice != "none" else []
+        )
+        wire_choice = choice if choice in CHOICES else self.tools[[t["ref"] for t in self.tools].index(choice)]["name"]
+        request = {
+            "model": self.spec,
+            "messages": list(messages),
+            "tools": tools,
+            "tool-choice": wire_choice,
+            "response-format": self.returns,
+        }
+        self.manager.emit("model.request", ctx, iteration, model=self.spec.get("name"), messages=len(messages))
+        response = await ctx.manager.invoke("model-call", request, overrides=self.pipeline)
+        if not isinstance(response, Mapping):
+            raise InvocationError(f"model-call returned {type(response).__name__}, not a response", tool=ctx.tool.name)
+        self.manager.emit(
+            "model.response",
+            ctx,
+            iteration,
+            content=response.get("content"),
+            calls=[c.get("name") for c in response.get("tool_calls") or []],
+            usage=response.get("usage"),
+        )
+        return dict(response)
+
+    def _answer(self, content: Any) -> Any:
+        if not self.wants_json:
+            return content
+        try:
+            return json.loads(content) if isinstance(content, str) else content
+        except json.JSONDecodeError as exc:
+            raise ReturnsValidationError(
+                [("", f"the model's answer is not JSON: {exc}")], tool=self.ctx.tool.name
+            ) from exc
+
+    async def _call_all(self, calls: list[dict[str, Any]], iteration: int) -> list[tuple[bool, Any, str]]:
+        outcomes: list[tuple[bool, Any, str]] = [(False, None, "")] * len(calls)
+
+        async def one(index: int, call: dict[str, Any]) -> None:
+            outcomes[index] = await self._call(call, iteration)
+
+        async with anyio.create_task_group() as group:
+            for index, call in enumerate(calls):
+                group.start_soon(one, index, call)
+        return outcomes
+
+    async def _call(self, call: Mapping[str, Any], iteration: int) -> tuple[bool, Any, str]:
+        """Run one tool call; every failure becomes an error result for the model, never a crash."""
+        ctx = self.ctx
+        offered = self.wire.get(call.get("name", ""))
+        name = offered["ref"] if offered else str(call.get("name"))
+        self.manager.emit("tool.start", ctx, iteration, call=name, arguments=call.get("arguments"))
+        try:
+            if offered is None:
+                log.warning("%s: the model called %r, which is not among its allowed tools", ctx.tool.name, name)
+                raise PermissionError(f"tool {name!r} is not available to this agent")
+            args = call.get("arguments")
+            if isinstance(args, str):
+                args = json.loads(args or "{}")
+            if not isinstance(args, dict):
+                raise TypeError("tool arguments must be a JSON object")
+            if any(key == "$overrides" for key in args):
+                raise PermissionError("$overrides is not accepted from a model")
+            if offered["wrapped"]:
+                args = args.get("value")
+            if name == NEXT:
+                value = await ctx.target.manager.next()
+            else:
+                value = await ctx.manager.invoke(name, args)
+        except Exception as exc:  # the model hears about any failure; cancellation still propagates
+            if not isinstance(exc, (OrchestratorError, PermissionError)):
+                log.debug("%s: tool call %r failed", ctx.tool.name, name, exc_info=True)
+            text = f"error: {type(exc).__name__}: {exc}"
+            self.manager.emit("tool.end", ctx, iteration, call=name, error=text)
+            return False, None, text
+        self.manager.emit("tool.end", ctx, iteration, call=name, error=None)
+        return True, value, value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+async def run_agent(ctx: Context) -> Any:
+    """The body ``agent-execute`` gives a markdown tool that has a model."""
+    return await Agent(ctx).run()

@@ -1,0 +1,331 @@
+"""The agent loop (R-AGENT-1..3) on the offline scripted provider, end to end from .md files."""
+
+from __future__ import annotations
+
+import textwrap
+
+import anyio
+import pytest
+import yaml
+
+from orchestrator import ConfigurationError, InvocationError, Manager, ModelError, ReturnsValidationError
+
+pytestmark = pytest.mark.anyio
+
+WEATHER = """
+import anyio
+frontmatter = {"description": "Weather for a city.", "metadata": {"params": {
+    "type": "object", "properties": {"city": {"type": "string"}, "delay": {"type": "number"}}, "required": ["city"]}}}
+async def main(ctx):
+    await anyio.sleep(ctx.args.get("delay", 0))
+    if ctx.args["city"] == "Atlantis":
+        raise ValueError("no such city")
+    return {"city": ctx.args["city"], "temp": len(ctx.args["city"])}
+"""
+
+
+def agent(write, name: str, script: list, body: str = "Weather in {{ args.city }}?", **meta) -> None:
+    metadata = {"model": {"provider": "scripted", "script": script}, **meta}
+    text = (
+        "---\n"
+        + yaml.safe_dump({"description": f"{name} agent", "metadata": metadata}, sort_keys=False)
+        + "---\n"
+        + body
+        + "\n"
+    )
+    write(f"tools/{name}.md", text)
+
+
+@pytest.fixture
+def manager(write, tools):
+    write("tools/weather.py", textwrap.dedent(WEATHER))
+    write("tools/secret.py", "def main(ctx):\n    return 'classified'\n")
+    return Manager([tools])
+
+
+async def test_r_agent_1_tool_calls_then_answer(write, manager):
+    agent(
+        write,
+        "forecast",
+        [
+            {
+                "calls": [{"name": "weather", "arguments": {"city": "Paris"}}],
+                "expect": {"contains": "Weather in Paris?", "tools": ["weather"]},
+            },
+            {
+                "answer": "It is 5 in Paris.",
+                "expect": {"last-role": "tool", "contains": '{"city": "Paris", "temp": 5}'},
+            },
+        ],
+        tools=["weather"],
+    )
+    assert await manager.invoke("forecast", {"city": "Paris"}) == "It is 5 in Paris."
+
+
+async def test_r_agent_1_without_model_a_markdown_tool_is_a_template(write, manager):
+    write("tools/page.md", "---\nmetadata: {tools: [weather]}\n---\nWeather in {{ args.city }}?\n")
+    assert await manager.invoke("page", {"city": "Rome"}) == "Weather in Rome?"
+
+
+async def test_r_agent_1_model_from_overrides(write, manager):
+    write("tools/page.md", "---\n---\nHi\n")
+    assert (
+        await manager.invoke("page", overrides={"model": {"provider": "scripted", "script": ["from the model"]}})
+        == "from the model"
+    )
+
+
+MEET = """
+import anyio
+state = {}
+async def main(ctx):
+    # Both calls must be in flight at once: each waits until the other arrived.
+    meeting = state.setdefault(ctx.run.id, {"arrived": 0, "event": anyio.Event()})
+    meeting["arrived"] += 1
+    if meeting["arrived"] == 2:
+        meeting["event"].set()
+    with anyio.fail_after(5):
+        await meeting["event"].wait()
+    await anyio.sleep(ctx.args["delay"])
+    return ctx.args["city"]
+"""
+
+
+async def test_r_agent_1_parallel_calls_return_in_call_order(write, manager):
+    write("tools/meet.py", textwrap.dedent(MEET))
+    calls = [
+        {"name": "meet", "arguments": {"city": "Oslo", "delay": 0.05}},
+        {"name": "meet", "arguments": {"city": "Rome", "delay": 0}},
+    ]
+    # A model-call middleware records the transcript each request carries.
+    write(
+        "tools/transcript.py",
+        "async def main(ctx):\n"
+        "    tool_messages = [(m['tool_call_id'], m['content']) for m in ctx.target.args['messages'] if m['role'] == 'tool']\n"
+        "    ctx.nonlocals.setdefault('transcripts', []).append(tool_messages)\n"
+        "    return await ctx.target.manager.next()\n",
+    )
+    agent(write, "both", [{"calls": calls}, "done"], tools=["meet"], **{"model-pipeline": {"transcript": {}}})
+    box: dict = {}
+    with anyio.fail_after(10):
+        assert await manager.invoke("both", {"city": "x"}, context={"nonlocals": box}) == "done"
+    # Rome finished first, yet results go back in call order.
+    assert box["transcripts"][-1] == [("call_1_1", "Oslo"), ("call_1_2", "Rome")]
+
+
+async def test_r_agent_1_tool_errors_go_back_to_the_model(write, manager):
+    agent(
+        write,
+        "brave",
+        [
+            {"calls": [{"name": "weather", "arguments": {"city": "Atlantis"}}]},
+            {"answer": "sorry", "expect": {"contains": "error: ValueError: no such city"}},
+        ],
+        tools=["weather"],
+    )
+    assert await manager.invoke("brave", {"city": "x"}) == "sorry"
+
+
+async def test_r_agent_1_invalid_args_are_an_error_result(write, manager):
+    agent(
+        write,
+        "sloppy",
+        [
+            {"calls": [{"name": "weather", "arguments": {"town": "Paris"}}]},
+            {"answer": "ok", "expect": {"contains": "ArgsValidationError"}},
+        ],
+        tools=["weather"],
+    )
+    assert await manager.invoke("sloppy", {"city": "x"}) == "ok"
+
+
+async def test_r_agent_1_max_consecutive_errors(write, manager):
+    bad = {"calls": [{"name": "weather", "arguments": {"city": "Atlantis"}}]}
+    agent(write, "stubborn", [bad, bad, bad, "never"], tools=["weather"], **{"max-consecutive-errors": 2})
+    with pytest.raises(InvocationError, match="failed 2 times in a row"):
+        await manager.invoke("stubborn", {"city": "x"})
+
+
+async def test_r_agent_1_max_iterations(write, manager):
+    call = {"calls": [{"name": "weather", "arguments": {"city": "Rome"}}]}
+    agent(write, "chatty", [call] * 5, tools=["weather"], **{"max-iterations": 3})
+    with pytest.raises(InvocationError, match=r"max-iterations \(3\)") as info:
+        await manager.invoke("chatty", {"city": "x"})
+    assert info.value.tool == "chatty"
+
+
+async def test_r_agent_1_allowed_tools_is_a_hard_limit(write, manager, caplog):
+    agent(
+        write,
+        "limited",
+        [
+            {"calls": [{"name": "secret", "arguments": {}}], "expect": {"tools": ["weather"]}},
+            {"answer": "refused", "expect": {"contains": "not available to this agent"}},
+        ],
+        tools=["weather", "secret"],
+        **{"allowed-tools": ["weather"]},
+    )
+    ran = []
+    manager.events.listeners.append(lambda e: ran.append(e.tool) if e.kind == "invoke.start" else None)
+    assert await manager.invoke("limited", {"city": "x"}) == "refused"
+    assert "secret" not in ran
+    assert any("not among its allowed tools" in r.getMessage() for r in caplog.records)
+
+
+async def test_r_agent_1_tool_choice_required_returns_the_results(write, manager):
+    agent(
+        write,
+        "must",
+        [{"calls": [{"name": "weather", "arguments": {"city": "Rome"}}]}],
+        tools=["weather"],
+        **{"tool-choice": "required"},
+    )
+    assert await manager.invoke("must", {"city": "x"}) == {"city": "Rome", "temp": 4}
+
+
+async def test_r_agent_1_tool_choice_none_offers_no_tools(write, manager):
+    agent(write, "mute", [{"answer": "plain", "expect": {"tools": []}}], tools=["weather"], **{"tool-choice": "none"})
+    assert await manager.invoke("mute", {"city": "x"}) == "plain"
+
+
+async def test_r_agent_1_tool_choice_must_be_known(write, manager):
+    agent(write, "odd", ["x"], tools=["weather"], **{"tool-choice": "sometimes"})
+    with pytest.raises(ConfigurationError, match="tool-choice"):
+        await manager.invoke("odd", {"city": "x"})
+
+
+async def test_r_agent_1_json_returns_are_parsed_and_validated(write, manager):
+    returns = {"type": "object", "properties": {"temp": {"type": "integer"}}, "required": ["temp"]}
+    agent(write, "structured", [{"answer": '{"temp": 21}', "expect": {"response-format": True}}], returns=returns)
+    assert await manager.invoke("structured", {"city": "x"}) == {"temp": 21}
+    agent(write, "wrong", ['{"temp": "warm"}'], returns=returns)
+    with pytest.raises(ReturnsValidationError, match="/temp"):
+        await manager.invoke("wrong", {"city": "x"})
+    agent(write, "prose", ["it is warm"], returns=returns)
+    with pytest.raises(ReturnsValidationError, match="not JSON"):
+        await manager.invoke("prose", {"city": "x"})
+
+
+async def test_r_agent_1_overrides_from_a_model_are_refused(write, manager):
+    agent(
+        write,
+        "sneaky",
+        [
+            {"calls": [{"name": "weather", "arguments": {"city": "Rome", "$overrides": {"params": {}}}}]},
+            {"answer": "no", "expect": {"contains": "$overrides is not accepted"}},
+        ],
+        tools=["weather"],
+    )
+    assert await manager.invoke("sneaky", {"city": "x"}) == "no"
+
+
+async def test_r_agent_1_events_show_the_loop(write, manager):
+    agent(write, "traced", [{"calls": [{"name": "weather", "arguments": {"city": "Rome"}}]}, "done"], tools=["weather"])
+    seen = []
+    manager.events.listeners.append(
+        lambda e: (
+            seen.append((e.kind, e.iteration, e.data.get("call")))
+            if e.tool == "traced" and e.kind != "invoke.start"
+            else None
+        )
+    )
+    await manager.invoke("traced", {"city": "x"})
+    assert seen == [
+        ("model.request", 1, None),
+        ("model.response", 1, None),
+        ("tool.start", 1, "weather"),
+        ("tool.end", 1, "weather"),
+        ("model.request", 2, None),
+        ("model.response", 2, None),
+        ("invoke.end", None, None),
+    ]
+
+
+async def test_r_agent_2_model_strings_and_bad_specs(write, manager):
+    for value, needle in [
+        ("gpt-4o", "unknown model provider 'gpt-4o'"),
+        ("openai", "needs a name"),
+        ({"provider": "scripted", "temperature": 1}, "unknown model field"),
+        (42, "model must be"),
+    ]:
+        write("tools/bad.md", "---\n" + yaml.safe_dump({"metadata": {"model": value}}) + "---\nx\n")
+        with pytest.raises(ConfigurationError, match=needle) as info:
+            await manager.invoke("bad")
+        assert info.value.key == "model"
+
+
+async def test_r_agent_2_script_file_beside_the_tool(write, manager):
+    write("tools/replies.yaml", "- from the file\n")
+    write("tools/filed.md", "---\nmetadata:\n  model: {provider: scripted, file: replies.yaml}\n---\nHi\n")
+    assert await manager.invoke("filed") == "from the file"
+
+
+async def test_r_agent_2_scripted_asserts_what_it_was_sent(write, manager):
+    agent(write, "picky", [{"answer": "x", "expect": {"contains": "Tokyo"}}])
+    with pytest.raises(ModelError, match="expected the messages to contain 'Tokyo'"):
+        await manager.invoke("picky", {"city": "Paris"})
+    agent(write, "short", [{"calls": [{"name": "weather", "arguments": {"city": "Rome"}}]}], tools=["weather"])
+    with pytest.raises(ModelError, match="script has 1 turn"):
+        await manager.invoke("short", {"city": "x"})
+
+
+async def test_r_agent_2_retry_on_the_model_call_pipeline(write, manager):
+    agent(
+        write,
+        "flaky",
+        [{"answer": "finally", "fail": 2, "error": "rate limited"}],
+        **{"model-pipeline": {"retry": {"attempts": 3, "backoff": 0}}},
+    )
+    box: dict = {}
+    assert await manager.invoke("flaky", {"city": "x"}, context={"nonlocals": box}) == "finally"
+    assert box["retries"] == [
+        "ModelError: rate limited (turn 1, attempt 1)",
+        "ModelError: rate limited (turn 1, attempt 2)",
+    ]
+    agent(
+        write,
+        "doomed",
+        [{"answer": "never", "fail": 5}],
+        **{"model-pipeline": {"retry": {"attempts": 2, "backoff": 0}}},
+    )
+    with pytest.raises(ModelError, match="attempt 2"):
+        await manager.invoke("doomed", {"city": "x"})
+
+
+async def test_r_agent_2_fallback_to_another_model(write, manager):
+    backup = {"provider": "scripted", "name": "backup", "script": ["from the backup"]}
+    agent(write, "primary", [{"answer": "never", "fail": 9}], **{"model-pipeline": {"fallback": {"models": [backup]}}})
+    assert await manager.invoke("primary", {"city": "x"}) == "from the backup"
+
+
+async def test_r_agent_2_model_call_pipeline_is_explainable(manager):
+    explanation = manager.explain(
+        "model-call",
+        {"model": {"provider": "scripted"}, "messages": []},
+        overrides={"retry": {"attempts": 2}},
+    )
+    assert explanation.key("retry").verdict == "middleware"
+    assert "retry" in [e.name for e in explanation.chain]
+
+
+async def test_r_agent_3_markdown_middleware_continues_its_target(write, manager):
+    write("tools/base.py", "frontmatter = {'metadata': {'reviewer': {}}}\ndef main(ctx):\n    return 'draft text'\n")
+    agent(
+        write,
+        "reviewer",
+        [
+            {"calls": [{"name": "next", "arguments": {}}], "expect": {"tools": ["next"]}},
+            {"answer": "reviewed: draft text", "expect": {"contains": "draft text"}},
+        ],
+        body="Review the result.",
+    )
+    assert await manager.invoke("base") == "reviewed: draft text"
+
+
+async def test_r_agent_3_without_next_the_answer_ends_the_target_chain(write, manager):
+    write(
+        "tools/base.py",
+        "frontmatter = {'metadata': {'gate': {}}}\ndef main(ctx):\n    raise AssertionError('body must not run')\n",
+    )
+    agent(write, "gate", ["blocked by the gate"], body="Decide.")
+    assert await manager.invoke("base") == "blocked by the gate"

@@ -1,0 +1,36 @@
+"""fallback: when a model request fails, ask the next model in the list.
+
+On an agent: `model-pipeline: {fallback: {models: ["openai:gpt-4o-mini", scripted]}}`.
+"""
+
+from orchestrator.agent import parse_model
+from orchestrator.errors import ModelError
+
+frontmatter = {
+    "description": "On a ModelError, runs the rest of a model-call chain again with the next fallback model.",
+    "metadata": {
+        "visibility": "hidden",
+        "params": {
+            "type": "object",
+            "properties": {"models": {"type": "array", "items": {"type": ["string", "object"]}, "minItems": 1}},
+            "required": ["models"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+async def main(ctx):
+    target = ctx.target
+    mark = target.manager.checkpoint()
+    models = [parse_model(m, tool=target.tool.name) for m in ctx.args["models"]]
+    for model in [None, *models]:
+        if model is not None:
+            target.manager.rewind(mark)
+            target.args = {**target.args, "model": model}
+        try:
+            return await target.manager.next()
+        except ModelError as exc:
+            target.nonlocals.setdefault("fallbacks", []).append(f"{exc}")
+            if model is models[-1]:
+                raise
