@@ -1,0 +1,34 @@
+"""The built-in cache middleware."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator import Manager
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_cache_answers_repeated_args_from_memory(write, tools):
+    write(
+        "tools/counter.py",
+        "frontmatter = {'metadata': {'cache': {'ttl': 60}}}\n"
+        "calls = []\n"
+        "def main(ctx):\n    calls.append(ctx.args)\n    return len(calls)\n",
+    )
+    manager = Manager([tools])
+    box: dict = {}
+    assert await manager.invoke("counter", {"n": 1}, context={"nonlocals": box}) == 1
+    assert await manager.invoke("counter", {"n": 1}, context={"nonlocals": box}) == 1
+    assert await manager.invoke("counter", {"n": 2}, context={"nonlocals": box}) == 2
+    assert box["cache-hits"] == 1
+
+
+async def test_cache_on_model_requests(write, tools):
+    script = "[{answer: cached, fail: 0}]"
+    write("tools/ask.md", f"---\nmetadata:\n  model: {{provider: scripted, script: {script}}}\n  model-pipeline: {{cache: {{}}}}\n---\nsame question\n")
+    manager = Manager([tools])
+    box: dict = {}
+    assert await manager.invoke("ask", context={"nonlocals": box}) == "cached"
+    assert await manager.invoke("ask", context={"nonlocals": box}) == "cached"
+    assert box["cache-hits"] == 1
