@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import chain
+from .errors import ConfigurationError, SecurityError
 from .ordering import Entry
 from .registry import SearchPath
 from .tool import Tool
@@ -136,6 +137,27 @@ class BoundManager:
     def inject(self, entries: Sequence[Entry | Mapping[str, Any]]) -> None:
         """Insert entries right after the current position (R-CHAIN-9)."""
         chain.inject(self._ctx, entries)
+
+    def folder(self, path: str | Path, key: str) -> Path:
+        """Resolve ``path`` against the tool's folder, as ``cwd`` and ``paths`` do.
+
+        Raises:
+            ConfigurationError: not a folder.
+            SecurityError: outside the tool's search path while ``trust.files`` is off.
+        """
+        ctx = self._ctx
+        tool = ctx.tool
+        base = tool.path.parent if tool.path else ctx.cwd
+        folder = (base / path).resolve()
+        if not folder.is_dir():
+            raise ConfigurationError(f"{key}: {str(folder)!r} is not a folder", tool=tool.name, key=key)
+        if not ctx.trust.get("files") and tool.root is not None and not folder.is_relative_to(tool.root):
+            raise SecurityError(
+                f"{key}: {str(folder)!r} is outside the tool's search path and trust.files is off",
+                tool=tool.name,
+                key=key,
+            )
+        return folder
 
     def checkpoint(self) -> chain.Checkpoint:
         """Remember where this context's chain is, for ``rewind`` (retry and fallback middleware)."""

@@ -353,7 +353,7 @@ class Manager:
 
         plan = self.planner.plan(tool, paths, run.checked)
         ctx.phases = plan.phases
-        ctx.trust = {"env": plan.env}
+        ctx.trust = {"env": plan.env, "files": tool.trusted}
         over = options["overrides"]
         extra = extra_specs(ctx.locals.get("middleware"), "context locals.middleware")
         if options["middleware"] is not None:

@@ -4,8 +4,6 @@ Folders added here hold markdown tools only, unless the program marked them
 trusted (Manager(trusted_paths=[...])): metadata never grants python code.
 """
 
-from orchestrator.errors import ConfigurationError
-
 frontmatter = {
     "description": "Adds search paths (relative to the tool's folder) for the tools this one invokes.",
     "metadata": {
@@ -18,12 +16,6 @@ frontmatter = {
 async def main(ctx):
     target = ctx.target
     folders = [ctx.args] if isinstance(ctx.args, str) else list(ctx.args)
-    base = target.tool.path.parent if target.tool.path else target.cwd
-    added = []
-    for folder in folders:
-        path = (base / folder).resolve()
-        if not path.is_dir():
-            raise ConfigurationError(f"paths: {str(path)!r} is not a folder", tool=target.tool.name, key="paths")
-        added.append(target.manager.search_path(path))
+    added = [target.manager.search_path(target.manager.folder(folder, "paths")) for folder in folders]
     target.paths = (*added, *target.paths)
     return await target.manager.next()

@@ -1,14 +1,24 @@
-"""trust: what the target may do. It can only narrow what its authorities granted."""
+"""trust: what the target may do. It can only narrow what it was granted.
+
+- env: templates see environment variables (default false; granted by
+  metadata only to tools from folders the program trusts).
+- files: cwd and paths may point outside the tool's own search path
+  (default true for tools from trusted folders, always false otherwise).
+"""
 
 from orchestrator.errors import ConfigurationError
 
-FLAGS = ("env",)
+DEFAULTS = {"env": False, "files": True}
 
 frontmatter = {
-    "description": "Settles the target's trust: env (environment variables visible to templates).",
+    "description": "Settles the target's trust: env (environment variables in templates), files (folders outside its own).",
     "metadata": {
         "visibility": "hidden",
-        "params": {"type": "object", "properties": {"env": {"type": "boolean"}}, "additionalProperties": False},
+        "params": {
+            "type": "object",
+            "properties": {"env": {"type": "boolean"}, "files": {"type": "boolean"}},
+            "additionalProperties": False,
+        },
     },
 }
 
@@ -16,11 +26,10 @@ frontmatter = {
 async def main(ctx):
     target = ctx.target
     spec = ctx.args or {}
-    unknown = set(spec) - set(FLAGS)
-    if not isinstance(spec, dict) or unknown or not all(isinstance(v, bool) for v in spec.values()):
+    if not isinstance(spec, dict) or set(spec) - set(DEFAULTS) or not all(isinstance(v, bool) for v in spec.values()):
         raise ConfigurationError(
-            f"trust must map {', '.join(FLAGS)} to true/false, not {spec!r}", tool=target.tool.name, key="trust"
+            f"trust must map {', '.join(DEFAULTS)} to true/false, not {spec!r}", tool=target.tool.name, key="trust"
         )
-    for flag in FLAGS:
-        target.trust[flag] = bool(target.trust.get(flag)) and spec.get(flag, False)
+    for flag, default in DEFAULTS.items():
+        target.trust[flag] = bool(target.trust.get(flag)) and spec.get(flag, default)
     return await target.manager.next()

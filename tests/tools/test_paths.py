@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import Manager, ToolNotFoundError
+from orchestrator import Manager, SecurityError, ToolNotFoundError
 
 pytestmark = pytest.mark.anyio
 
@@ -21,3 +21,21 @@ async def test_paths_adds_markdown_tools(write, tmp_path):
         await manager.invoke("caller", {"ref": "code"})
     trusting = Manager([tmp_path / "tools"], trusted_paths=[tmp_path / "lib"])
     assert await trusting.invoke("caller", {"ref": "code"}) == "python ran"
+
+
+async def test_paths_from_an_untrusted_folder_stay_inside_it(write, tmp_path):
+    write("tools/caller.py", CALLER)
+    write("lib/hop.md", "---\nmetadata: {paths: ../elsewhere}\n---\nhop\n")
+    write("lib/inner/ok.md", "---\nmetadata: {paths: ..}\n---\nok\n")
+    (tmp_path / "elsewhere").mkdir()
+    manager = Manager([tmp_path / "tools"])
+    with pytest.raises(SecurityError, match="trust.files is off"):
+        await manager.invoke("caller", {"ref": "hop"})
+    assert await manager.invoke("caller", {"ref": "inner/ok"}) == "ok"
+
+
+async def test_trust_files_false_keeps_a_trusted_tool_inside_its_path(write, tmp_path):
+    write("tools/t.md", "---\nmetadata: {paths: ../lib, trust: {files: false}}\n---\nx\n")
+    (tmp_path / "lib").mkdir()
+    with pytest.raises(SecurityError):
+        await Manager([tmp_path / "tools"]).invoke("t")
