@@ -26,17 +26,28 @@ class Run:
     """What an invocation knows of its run: the shared id and history, its own origin and tool.
 
     ``history`` and ``checked`` (files stat-ed in this run) are shared by
-    every invocation under one top-level ``Manager.invoke``.
+    every invocation under one top-level ``Manager.invoke``; ``origin`` and
+    ``tool`` describe the tool of this invocation (built when read).
     """
 
-    __slots__ = ("id", "origin", "tool", "history", "checked")
+    __slots__ = ("id", "history", "checked", "_tool")
 
-    def __init__(self, id: str, history: list[dict[str, Any]], checked: set[str]) -> None:
+    def __init__(self, id: str, history: list[dict[str, Any]], checked: set[str], tool: Tool) -> None:
         self.id = id
         self.history = history
         self.checked = checked
-        self.origin: dict[str, Any] = {}
-        self.tool: dict[str, Any] = {}
+        self._tool = tool
+
+    @property
+    def origin(self) -> dict[str, Any]:
+        """``{uri, frontmatter}`` of the tool this invocation runs."""
+        return {"uri": self._tool.uri, "frontmatter": self._tool.frontmatter}
+
+    @property
+    def tool(self) -> dict[str, Any]:
+        """``{name, uri, kind, description}`` of the tool this invocation runs."""
+        tool = self._tool
+        return {"name": tool.name, "uri": tool.uri, "kind": tool.kind, "description": tool.description}
 
 
 class Context:

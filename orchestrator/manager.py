@@ -326,10 +326,10 @@ class Manager:
             parent = parent or seed.get("parent")
             target = target or seed.get("target")
         if parent is not None:
-            run = Run(parent.run.id, parent.run.history, parent.run.checked)
+            run_id, history, checked = parent.run.id, parent.run.history, parent.run.checked
             paths, cwd, envelope = parent.paths, parent.cwd, parent.envelope
         else:
-            run = Run(secrets.token_hex(8), [], set())
+            run_id, history, checked = secrets.token_hex(8), [], set()
             paths, cwd, envelope = self.paths, self.cwd, None
         if seed:
             if "paths" in seed:
@@ -337,7 +337,8 @@ class Manager:
             if "cwd" in seed:
                 cwd = (cwd / str(seed["cwd"])).resolve()
             envelope = seed.get("envelope", envelope)
-        tool = ref if isinstance(ref, Tool) else self.registry.find(ref, paths, run.checked)
+        tool = ref if isinstance(ref, Tool) else self.registry.find(ref, paths, checked)
+        run = Run(run_id, history, checked, tool)
         ctx = Context(self, tool, args, run, parent=parent, target=target, envelope=envelope, paths=paths, cwd=cwd)
         if seed:
             if "locals" in seed:
@@ -346,8 +347,6 @@ class Manager:
                 if not isinstance(seed["nonlocals"], dict):
                     raise InvocationError("context nonlocals must be a mapping", tool=tool.name)
                 ctx.nonlocals = seed["nonlocals"]  # by reference: the seeder shares it
-        run.origin = {"uri": tool.uri, "frontmatter": tool.frontmatter}
-        run.tool = {"name": tool.name, "uri": tool.uri, "kind": tool.kind, "description": tool.description}
         ctx.locals["prompt"] = tool.prompt
         run.history.append({"tool": tool.name, "args": args, "timestamp": time.time()})
 
