@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -78,9 +79,25 @@ def object_schema(params: Any) -> tuple[dict[str, Any], bool]:
     Tool-calling APIs (MCP, OpenAI functions) take objects only: a params that
     is not an object schema becomes ``{value: <params>}``, and callers unwrap
     ``arguments["value"]`` on the way in. No params at all is any object.
+
+    Raises:
+        ValueError: ``params`` is not usable as a JSON Schema.
     """
     if params is None:
         return {"type": "object"}, False
-    if isinstance(params, Mapping) and (params.get("type") == "object" or "properties" in params):
-        return dict(params), False
-    return {"type": "object", "properties": {"value": params}, "required": ["value"]}, True
+    schema = json.loads(json.dumps(params, default=str))  # a private, JSON-only copy of cached metadata
+    if isinstance(schema, dict) and _is_object_schema(schema):
+        properties = schema.get("properties", {})
+        required = schema.get("required", [])
+        if not isinstance(properties, dict) or not all(isinstance(p, (dict, bool)) for p in properties.values()):
+            raise ValueError("params 'properties' must map names to schemas")
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise ValueError("params 'required' must be a list of names")
+        return {"type": "object", **schema}, False
+    if not isinstance(schema, (dict, bool)):
+        raise ValueError(f"params must be a JSON Schema, not {type(params).__name__}")
+    return {"type": "object", "properties": {"value": schema}, "required": ["value"]}, True
+
+
+def _is_object_schema(schema: dict[str, Any]) -> bool:
+    return schema.get("type") == "object" or ("type" not in schema and "properties" in schema)

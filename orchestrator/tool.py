@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,3 +60,11 @@ class ToolInfo:
     params: Any
     path: Path | None
     error: Exception | None = None
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def wire_name(ref: str) -> str:
+    """A ref as tool-calling APIs (MCP, OpenAI functions) accept names: ``team/summarize`` -> ``team__summarize``."""
+    return _UNSAFE.sub("_", ref.replace("/", "__"))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ import anyio
 from ..errors import ConfigurationError, InvocationError, OrchestratorError, ReturnsValidationError
 from ..prompt import render_prompt
 from ..schema import object_schema
+from ..tool import wire_name
 from .model import parse_model
 
 if TYPE_CHECKING:
@@ -29,7 +29,6 @@ log = logging.getLogger("orchestrator.agent")
 
 NEXT = "next"
 CHOICES = ("auto", "none", "required")
-_WIRE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def model_spec(ctx: Context) -> dict[str, Any] | None:
@@ -103,11 +102,14 @@ class Agent:
                 wrapped, description = False, "Continue the wrapped tool's pipeline and return its result."
             else:
                 info = self.manager.describe(name, ctx.paths, ctx.run.checked)
-                schema, wrapped = object_schema(info.params)
+                try:
+                    schema, wrapped = object_schema(info.params)
+                except ValueError as exc:
+                    raise ConfigurationError(f"tool {name!r}: {exc}", tool=ctx.tool.name, key="tools") from exc
                 description = info.description or ""
             offered.append(
                 {
-                    "name": _WIRE.sub("_", name.replace("/", "__")),
+                    "name": wire_name(name),
                     "ref": name,
                     "wrapped": wrapped,
                     "description": description,

@@ -1,0 +1,409 @@
+"""The MCP server: the manager's non-hidden tools as MCP tools, each call a ``manager.invoke``.
+
+**Names.** MCP tool names allow ``[A-Za-z0-9_.-]`` only (SEP-986) and model
+APIs drop the dot, so a ref's ``/`` becomes ``__`` and any other character
+outside ``[A-Za-z0-9_-]`` becomes ``_``: ``team/summarize`` is served as
+``team__summarize``. A call is resolved through the current listing, never by
+reversing the name, so only listed tools can be called; a ref whose name is
+already taken by an earlier one (search-path order) is left out and logged.
+
+**Schemas.** ``params`` that is an object schema (``type: object``, or
+``properties`` without a ``type``) is the ``inputSchema``; any other schema is
+wrapped as the one required property ``value`` and unwrapped on call; no
+``params`` is ``{"type": "object"}`` with the arguments passed as they are.
+
+**Callers are untrusted.** ``$context`` and ``$middleware`` reach the engine,
+which refuses to remove or override ``$locked`` entries; ``$context`` may not
+set ``paths``, ``cwd``, ``parent`` or ``target``; ``$overrides`` is refused
+unless the server allows it; ``$timeout`` is capped by ``max_timeout``, which
+also applies when the caller gives none; ``ctx.envelope`` is always the
+server's (see ``envelope``).
+
+**The list follows the files.** Every ``tools/list`` lists afresh. While a
+client listens (a handshake session, from ``notifications/initialized`` until
+it closes; or a 2026-era ``subscriptions/listen`` stream) the tool set is
+polled every ``poll_interval`` seconds and ``notifications/tools/list_changed``
+is sent when names, descriptions or schemas change.
+
+The SDK (``pip install 'toolcascade[mcp]'``) is imported by ``build_server``
+and ``serve`` only: importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from . import __version__
+from .errors import ArgsValidationError, ConfigurationError, InvocationError, OrchestratorError, SecurityError
+from .manager import Manager, extract_options
+from .schema import object_schema
+from .tool import wire_name
+
+if TYPE_CHECKING:
+    import mcp.types as types
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.lowlevel import Server
+
+    State = dict[str, Any]
+    Context = ServerRequestContext[State, Any]
+
+log = logging.getLogger("orchestrator.mcp")
+
+POLL_INTERVAL = 1.0
+MAX_NAME = 128  # SEP-986
+REFUSED_CONTEXT = ("paths", "cwd", "parent", "target")  # reach beyond the server's own configuration
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """One served tool: the ref it invokes, and what ``tools/list`` says about it."""
+
+    ref: str
+    name: str
+    description: str | None
+    schema: dict[str, Any]
+    wrapped: bool  # the schema is params wrapped as ``value``
+
+    def key(self) -> tuple[str, str | None, str]:
+        """What a client sees: a change here is a list change."""
+        return self.name, self.description, json.dumps(self.schema, sort_keys=True)
+
+
+def envelope(ctx: Context) -> dict[str, Any]:
+    """The caller identity and transport data a call's ``ctx.envelope`` carries.
+
+    ``client`` is the ``clientInfo`` the client sent (at ``initialize``, or in a
+    2026-era request's ``_meta``); ``session`` the HTTP ``Mcp-Session-Id``, or
+    an id per stdio connection; ``None`` when unknown.
+    """
+    client = None
+    params = ctx.session.client_params
+    if params is not None:
+        client = {"name": params.client_info.name, "version": params.client_info.version}
+    headers = getattr(ctx.request, "headers", None)
+    if headers is not None:
+        session = headers.get("mcp-session-id")
+    else:  # stdio and in-process: the lifespan is per connection
+        session = ctx.lifespan_context.get("session")
+    return {
+        "transport": "mcp",
+        "client": client,
+        "session": session,
+        "request_id": ctx.request_id,
+        "protocol_version": ctx.protocol_version,
+    }
+
+
+class Service:
+    """What the MCP server serves: the listing, the call policy, the list watcher."""
+
+    def __init__(
+        self,
+        manager: Manager,
+        *,
+        allow_overrides: bool = False,
+        max_timeout: float | None = None,
+        poll_interval: float = POLL_INTERVAL,
+    ) -> None:
+        if max_timeout is not None and not (isinstance(max_timeout, (int, float)) and max_timeout > 0):
+            raise ConfigurationError(f"max_timeout must be a positive number of seconds, not {max_timeout!r}")
+        self.manager = manager
+        self.allow_overrides = allow_overrides
+        self.max_timeout = max_timeout
+        self.poll_interval = poll_interval
+        self._reported: set[tuple[str, str]] = set()
+
+    # -- listing ---------------------------------------------------------------
+
+    def listing(self) -> dict[str, Listing]:
+        """Every servable tool by MCP name, listed afresh; problems are logged once each."""
+        served: dict[str, Listing] = {}
+        for info in self.manager.list_tools():
+            if info.error is not None:
+                self._report(info.ref, f"not served: {info.error}")
+                continue
+            name = wire_name(info.ref)
+            if name in served:
+                self._report(info.ref, f"not served: its MCP name {name!r} is taken by {served[name].ref!r}")
+                continue
+            if len(name) > MAX_NAME:
+                self._report(info.ref, f"not served: its MCP name is longer than {MAX_NAME} characters")
+                continue
+            try:
+                schema, wrapped = object_schema(info.params)
+            except ValueError as exc:
+                self._report(info.ref, f"not served: {exc}")
+                continue
+            served[name] = Listing(info.ref, name, info.description, schema, wrapped)
+        return served
+
+    def _report(self, ref: str, message: str) -> None:
+        if (ref, message) not in self._reported:  # the watcher lists every second: say it once
+            self._reported.add((ref, message))
+            log.warning("tool %r %s", ref, message)
+
+    async def list_tools(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        import mcp.types as types
+
+        tools = [
+            types.Tool(name=t.name, description=t.description, input_schema=t.schema) for t in self.listing().values()
+        ]
+        return types.ListToolsResult(tools=tools)
+
+    # -- calls -----------------------------------------------------------------
+
+    async def call_tool(self, ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import INVALID_PARAMS
+
+        listing = self.listing().get(params.name)
+        if listing is None:
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
+        try:
+            args, options = self.options(listing, params.arguments or {}, envelope(ctx))
+            result = await self.manager.invoke(listing.ref, args, **options)
+        except OrchestratorError as exc:
+            return failure(exc)
+        except Exception as exc:  # a tool's own bug: report it, keep serving
+            log.exception("tool %r failed", listing.ref)
+            return failure(exc)
+        return success(result)
+
+    def options(self, listing: Listing, arguments: dict[str, Any], env: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """The args and invoke options for one call, with the caller policy applied.
+
+        Raises:
+            ArgsValidationError: a wrapped schema's ``value`` is missing.
+            InvocationError: an unknown ``$`` option, or a ``$context`` that is not a mapping.
+            SecurityError: ``$overrides`` when not allowed, or a refused ``$context`` key.
+        """
+        ref = listing.ref
+        args, options = extract_options(arguments, ref, None, None, None, None)
+        if listing.wrapped:
+            if "value" not in args:
+                raise ArgsValidationError([("", "'value' is a required property")], tool=ref)
+            # the value itself may be a mapping with ``$`` keys: the top-level ones win
+            args, options = extract_options(args["value"], ref, **options)
+        if options["overrides"] is not None and not self.allow_overrides:
+            raise SecurityError(
+                "$overrides is not accepted from MCP callers (the server was not started with --allow-overrides)",
+                tool=ref,
+                key="$overrides",
+            )
+        caller = options["context"] or {}
+        if not isinstance(caller, Mapping):
+            raise InvocationError(f"$context must be a mapping, not {type(caller).__name__}", tool=ref, key="$context")
+        for key in REFUSED_CONTEXT:
+            if key in caller:
+                raise SecurityError(f"$context.{key} is not accepted from MCP callers", tool=ref, key="$context")
+        options["context"] = {**caller, "envelope": env}  # the server's envelope, never the caller's
+        options["timeout"] = self.timeout(options["timeout"])
+        return args, options
+
+    def timeout(self, requested: Any) -> Any:
+        """``requested`` capped by ``max_timeout``; ``max_timeout`` when none is requested."""
+        if self.max_timeout is None:
+            return requested
+        if requested is None:
+            return self.max_timeout
+        if isinstance(requested, (int, float)) and not isinstance(requested, bool) and requested > 0:
+            return min(requested, self.max_timeout)
+        return requested  # not a timeout: the engine says so
+
+    # -- watching ----------------------------------------------------------------
+
+    async def watch(self, notify: Callable[[], Awaitable[None]], seen: list[tuple[str, str | None, str]]) -> None:
+        """Poll the tool set and call ``notify`` each time it differs from ``seen``, until cancelled."""
+        while True:
+            await anyio.sleep(self.poll_interval)
+            try:
+                now = self.snapshot()
+            except Exception:  # a listing bug must not end the session's notifications
+                log.exception("listing the tools failed")
+                continue
+            if now != seen:
+                seen = now
+                await notify()
+
+    def snapshot(self) -> list[tuple[str, str | None, str]]:
+        return [listing.key() for listing in self.listing().values()]
+
+    async def on_initialized(self, ctx: Context, params: types.NotificationParams) -> None:
+        """A handshake session is ready: watch the tools for it until it closes.
+
+        The SDK runs notification handlers in the connection's task group and
+        cancels them when the connection ends, so this handler is the
+        session's background task.
+        """
+        from anyio import BrokenResourceError, ClosedResourceError
+
+        try:
+            await self.watch(ctx.session.send_tool_list_changed, self.snapshot())
+        except (BrokenResourceError, ClosedResourceError):
+            log.debug("session closed; stopped watching the tools")
+
+    async def listen(
+        self, ctx: Context, params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """Serve a 2026-era ``subscriptions/listen`` stream, watching the tools while it is open."""
+        from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+
+        bus = InMemorySubscriptionBus()  # one per stream: each stream has its own watcher
+        stream = ListenHandler(bus)
+        if not params.notifications.tools_list_changed:
+            return await stream(ctx, params)
+        seen = self.snapshot()  # before the ack: a change the client makes after it is never missed
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.watch, functools.partial(bus.publish, ToolsListChanged()), seen)
+            try:
+                result = await stream(ctx, params)
+            finally:
+                tg.cancel_scope.cancel()
+        return result
+
+
+def success(result: Any) -> types.CallToolResult:
+    """A string as text; anything else as JSON text, plus ``structuredContent`` for an object."""
+    from mcp.types import CallToolResult, TextContent
+
+    if isinstance(result, str):
+        return CallToolResult(content=[TextContent(text=result)])
+    if isinstance(result, Mapping):
+        result = dict(result)
+    text = json.dumps(result, ensure_ascii=False, default=str)
+    structured = json.loads(text) if isinstance(result, dict) else None
+    return CallToolResult(content=[TextContent(text=text)], structured_content=structured)
+
+
+def failure(exc: Exception) -> types.CallToolResult:
+    """An ``isError`` result: ``"<ErrorType>: <message>"`` on one line."""
+    from mcp.types import CallToolResult, TextContent
+
+    message = " ".join(str(exc).split("\n"))
+    return CallToolResult(content=[TextContent(text=f"{type(exc).__name__}: {message}")], is_error=True)
+
+
+@asynccontextmanager
+async def _lifespan(server: Server[State]) -> AsyncIterator[State]:
+    # Entered once per stdio (or in-process) connection, once per app over HTTP.
+    yield {"session": secrets.token_hex(8)}
+
+
+@functools.cache
+def _server_class() -> type[Server[State]]:
+    from mcp.server.lowlevel import NotificationOptions, Server
+    from mcp.server.models import InitializationOptions
+
+    class ToolServer(Server[dict[str, Any]]):
+        """The SDK server, advertising ``tools.listChanged`` to handshake clients on every transport."""
+
+        def create_initialization_options(
+            self,
+            notification_options: NotificationOptions | None = None,
+            experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+            extensions: dict[str, dict[str, Any]] | None = None,
+        ) -> InitializationOptions:
+            return super().create_initialization_options(
+                notification_options or NotificationOptions(tools_changed=True), experimental_capabilities, extensions
+            )
+
+    return ToolServer
+
+
+def build_server(
+    manager: Manager,
+    *,
+    allow_overrides: bool = False,
+    max_timeout: float | None = None,
+    poll_interval: float = POLL_INTERVAL,
+) -> Server[State]:
+    """The MCP SDK server (low-level ``mcp.server.lowlevel.Server``) serving ``manager``'s tools.
+
+    Run it yourself (``server.run(read, write, server.create_initialization_options())``,
+    ``server.streamable_http_app()``) or connect to it in-process with ``mcp.Client(server)``.
+
+    Raises:
+        ConfigurationError: ``max_timeout`` is not a positive number.
+    """
+    from mcp.server.caching import CacheHint
+    from mcp.types import NotificationParams
+
+    service = Service(manager, allow_overrides=allow_overrides, max_timeout=max_timeout, poll_interval=poll_interval)
+    server = _server_class()(
+        "toolcascade",
+        version=__version__,
+        lifespan=_lifespan,
+        cache_hints={"tools/list": CacheHint(ttl_ms=0)},  # the list follows the files
+        on_list_tools=service.list_tools,
+        on_call_tool=service.call_tool,
+        on_subscriptions_listen=service.listen,
+    )
+    server.add_notification_handler("notifications/initialized", NotificationParams, service.on_initialized)
+    return server
+
+
+def serve(
+    manager: Manager,
+    *,
+    http: str | None = None,
+    allow_overrides: bool = False,
+    max_timeout: float | None = None,
+    poll_interval: float = POLL_INTERVAL,
+) -> None:
+    """Serve ``manager``'s tools over MCP until the client leaves (stdio) or Ctrl-C (HTTP).
+
+    ``http="127.0.0.1:8000"`` serves streamable HTTP at ``http://127.0.0.1:8000/mcp``,
+    bound to that host only; without it, the server speaks on stdin/stdout.
+
+    Raises:
+        ConfigurationError: a malformed ``http`` address or ``max_timeout``.
+    """
+    server = build_server(
+        manager, allow_overrides=allow_overrides, max_timeout=max_timeout, poll_interval=poll_interval
+    )
+    try:
+        if http is None:
+            anyio.run(_serve_stdio, server)
+        else:
+            host, port = parse_address(http)
+            anyio.run(_serve_http, server, host, port)  # uvicorn runs on asyncio only
+    except KeyboardInterrupt:
+        pass
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``"127.0.0.1:8000"`` -> ``("127.0.0.1", 8000)``; ``"[::1]:8000"`` -> ``("::1", 8000)``.
+
+    Raises:
+        ConfigurationError: not ``HOST:PORT`` with a port from 0 to 65535.
+    """
+    host, sep, port = address.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ConfigurationError(f"the HTTP address must be HOST:PORT (like 127.0.0.1:8000), not {address!r}")
+    return host, int(port)
+
+
+async def _serve_stdio(server: Server[State]) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+async def _serve_http(server: Server[State], host: str, port: int) -> None:
+    import uvicorn
+
+    app = server.streamable_http_app(host=host)
+    config = uvicorn.Config(app, host=host, port=port, access_log=False, lifespan="on")
+    log.info("serving MCP on http://%s:%d/mcp", host, port)
+    await uvicorn.Server(config).serve()
