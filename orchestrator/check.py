@@ -1,0 +1,272 @@
+"""check: load every tool and authority under the search paths and report every problem (SPEC section 8).
+
+Nothing is invoked and no template is rendered: files are loaded, cascades
+merged without args, chains built and sorted, and template strings compiled.
+Every problem is collected, so one broken file never hides another. Warnings
+point at likely typos: unknown frontmatter keys, and metadata keys that miss a
+tool name by one edit (they silently become data instead of middleware).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+
+from .authorities import FOLDER_FILE, load_authority
+from .cascade import make_level, merge_levels
+from .errors import OrchestratorError
+from .interpolate import compile_template, has_templates, is_template
+from .loader import KNOWN_KEYS, read_text, split_frontmatter
+from .ordering import build_chain
+from .registry import SearchPath
+from .schema import validator_for
+from .tool import Tool
+
+if TYPE_CHECKING:
+    from .cascade import Merged, Plan
+    from .manager import Manager
+
+AUTHORITY_KEYS = ("name", "description", "metadata", "phases", "inherit")
+SCHEMA_KEYS = ("params", "returns")
+# Shorter keys (log, cwd, tag, dog ...) are one edit from too many words to be worth a warning.
+MIN_TYPO_LENGTH = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One finding of ``check``: where it is, what it is, and whether it fails the check."""
+
+    path: str | None
+    line: int | None
+    message: str
+    severity: str = "error"  # 'error' | 'warning'
+
+    def __str__(self) -> str:
+        label = "warning: " if self.severity == "warning" else ""
+        if self.path is None:
+            return f"{label}{self.message}"
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: {label}{self.message}"
+
+
+def check(manager: Manager) -> list[Problem]:
+    """Every problem in the tools and authorities of ``manager``'s search paths (not the built-ins).
+
+    Problems are sorted by file and line; each is reported once.
+    """
+    report = _Report(manager.cwd)
+    user_paths = manager.paths[:-1]
+    names = frozenset(ref for ref, _path, _sp in manager.registry.discover(manager.paths))
+    for ref, path, _sp in manager.registry.discover(user_paths):
+        try:
+            _check_tool(manager, ref, path, names, report)
+        except Exception as exc:  # a shape no step expected: still one problem, never a crash
+            report.error(exc, path)
+    for path, root in authority_files(manager):
+        try:
+            _check_authority(manager, path, root, names, report)
+        except Exception as exc:
+            report.error(exc, path)
+    return report.problems()
+
+
+def authority_files(manager: Manager) -> Iterator[tuple[Path, Path | None]]:
+    """Every user authority file with the root to load it against: named ones, then ``AUTHORITY.md``."""
+    builtin = manager.authorities.builtin.resolve()
+    for folder in manager.authorities.folders(manager.paths):
+        if folder.resolve() == builtin or not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.md")):
+            if path.name != "README.md":
+                yield path, None
+    for sp in manager.paths[:-1]:
+        for path in _folder_authorities(sp):
+            yield path, sp.root
+
+
+def _folder_authorities(sp: SearchPath) -> Iterator[Path]:
+    if not sp.root.is_dir():
+        return
+    for folder, dirs, files in os.walk(sp.root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))  # as discovery skips them
+        if FOLDER_FILE in files:
+            yield Path(folder, FOLDER_FILE)
+
+
+def one_edit_apart(a: str, b: str) -> bool:
+    """True when one insertion, deletion, substitution or swap of neighbours turns ``a`` into ``b``."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    start = 0
+    while start < min(len(a), len(b)) and a[start] == b[start]:
+        start += 1
+    if len(a) == len(b):
+        swapped = start + 1 < len(a) and a[start] == b[start + 1] and a[start + 1] == b[start]
+        return a[start + 1 :] == b[start + 1 :] or (swapped and a[start + 2 :] == b[start + 2 :])
+    shorter, longer = (a, b) if len(a) < len(b) else (b, a)
+    return shorter[start:] == longer[start + 1 :]
+
+
+class _Report:
+    """Collects problems, with paths shown relative to the working directory when inside it."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+        self.found: dict[Problem, None] = {}
+
+    def add(self, path: Path | str | None, line: int | None, message: str, severity: str = "error") -> None:
+        self.found.setdefault(Problem(self._show(path), line, message, severity))
+
+    def warn(self, path: Path | str | None, line: int | None, message: str) -> None:
+        self.add(path, line, message, "warning")
+
+    def error(self, exc: Exception, path: Path | None, line: int | None = None) -> None:
+        """Report an exception; its own file and line win over the fallback ``path``/``line``."""
+        if not isinstance(exc, OrchestratorError):
+            self.add(path, line, f"internal error while checking: {type(exc).__name__}: {exc}")
+            return
+        message = str(exc)
+        if exc.where and message.startswith(exc.where + ": "):
+            message = message[len(exc.where) + 2 :]
+        if exc.path is not None:
+            path, line = Path(exc.path), exc.line
+        self.add(path, line, message)
+
+    def problems(self) -> list[Problem]:
+        return sorted(self.found, key=lambda p: (p.path or "", p.line or 0))
+
+    def _show(self, path: Path | str | None) -> str | None:
+        if path is None:
+            return None
+        try:
+            return str(Path(path).relative_to(self.cwd))
+        except ValueError:
+            return str(path)
+
+
+def _check_tool(manager: Manager, ref: str, path: Path | None, names: frozenset[str], report: _Report) -> None:
+    try:
+        tool = manager.registry.find(ref, manager.paths, None)
+    except Exception as exc:  # one broken file never stops the check
+        report.error(exc, path)
+        return
+    _unknown_keys(tool.frontmatter, KNOWN_KEYS, tool.path, tool.lines, report)
+    _check_templates(tool.metadata, tool.path, tool.lines, report)
+    if tool.prompt is not None and is_template(tool.prompt):
+        for err in _syntax_errors(tool.prompt):
+            line = tool.prompt_line + (err.lineno or 1) - 1
+            report.add(tool.path, line, f"template syntax error in the prompt: {err.message or err}")
+    _near_misses(manager, tool.metadata, tool.path, tool.lines, names, report)
+    try:
+        plan = manager.planner.plan(tool, manager.paths, None)
+        merged = plan.static or merge_levels(plan.rest, None, tool.name, plan.base)
+        verdicts = manager.planner.toolkeys(tool, merged, manager.paths, None)
+        build_chain(tool, merged, verdicts, [], plan.phases, {})
+    except Exception as exc:
+        report.error(exc, tool.path, tool.line_of("$order"))
+        return
+    _check_schemas(tool, plan, merged, report)
+
+
+def _check_authority(manager: Manager, path: Path, root: Path | None, names: frozenset[str], report: _Report) -> None:
+    try:
+        authority = load_authority(path, root)
+        frontmatter = split_frontmatter(read_text(path), path)[0]
+    except Exception as exc:
+        report.error(exc, path)
+        return
+    _unknown_keys(frontmatter, AUTHORITY_KEYS, path, authority.lines, report)
+    _check_templates(authority.metadata, path, authority.lines, report)
+    _near_misses(manager, authority.metadata, path, authority.lines, names, report)
+    try:
+        make_level(
+            authority.name, "authority", authority.metadata, hide_private=False, path=path, lines=authority.lines
+        )
+        manager.authorities.chain(authority, manager.paths, None)
+    except Exception as exc:
+        report.error(exc, path)
+
+
+def _unknown_keys(
+    frontmatter: Mapping[str, Any], known: Iterable[str], path: Path | None, lines: Mapping[str, int], report: _Report
+) -> None:
+    known = tuple(known)
+    for key in frontmatter:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(str(key), known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
+        report.warn(path, lines.get(key), f"unknown frontmatter key {key!r} is ignored{hint}")
+
+
+def _check_templates(metadata: Mapping[str, Any], path: Path | None, lines: Mapping[str, int], report: _Report) -> None:
+    for key, value in metadata.items():
+        if str(key).startswith("$"):
+            continue  # annotations are never interpolated (R-CAS-3)
+        for source in _strings(value):
+            for err in _syntax_errors(source):
+                report.add(path, lines.get(key), f"template syntax error in metadata key {key!r}: {err.message or err}")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every template string inside ``value``, recursively, as the cascade would render them."""
+    if isinstance(value, str):
+        if is_template(value):
+            yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _syntax_errors(source: str) -> list[jinja2.TemplateSyntaxError]:
+    try:
+        compile_template(source)
+    except jinja2.TemplateSyntaxError as err:
+        return [err]
+    return []
+
+
+def _near_misses(
+    manager: Manager,
+    metadata: Mapping[str, Any],
+    path: Path | None,
+    lines: Mapping[str, int],
+    names: frozenset[str],
+    report: _Report,
+) -> None:
+    static = metadata.get("$static")
+    deliberate = {static} if isinstance(static, str) else set(static) if isinstance(static, list) else set()
+    for key in metadata:
+        if not isinstance(key, str) or key.startswith("$") or key in deliberate or len(key) < MIN_TYPO_LENGTH:
+            continue
+        if manager.registry.exists(key, manager.paths):
+            continue
+        close = sorted(name for name in names if one_edit_apart(key, name))
+        if close:
+            report.warn(path, lines.get(key), f"metadata key {key!r} is not a tool; did you mean {close[0]!r}?")
+
+
+def _check_schemas(tool: Tool, plan: Plan, merged: Merged, report: _Report) -> None:
+    for key in SCHEMA_KEYS:
+        schema = merged.values.get(key)
+        if schema is None or has_templates(schema):
+            continue  # a templated schema is only known once args are
+        try:
+            validator_for(schema, tool.name)
+        except OrchestratorError as exc:
+            # Reported where the value was set (an authority's schema is wrong once, in its own file).
+            source = merged.sources[key].level
+            level = next((lv for lv in reversed(plan.levels) if lv.name == source and key in lv.data), None)
+            path, line = (level.path, level.lines.get(key)) if level is not None else (tool.path, tool.line_of(key))
+            report.add(
+                path, line, f"{key!r} is not a valid JSON schema: {exc.detail.removeprefix('invalid JSON schema: ')}"
+            )

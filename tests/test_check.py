@@ -1,0 +1,260 @@
+"""check: every problem of every tool and authority file, as path:line: message (SPEC section 8)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from orchestrator import Manager
+from orchestrator.check import Problem, check, one_edit_apart
+
+GOOD = """
+---
+description: Fine.
+metadata:
+  params: {type: object, properties: {name: {type: string}}}
+  shout: {times: 2}
+---
+Hello, {{ args.name }}!
+"""
+
+SHOUT = """
+frontmatter = {"metadata": {"params": {"type": "object"}}}
+
+async def main(ctx):
+    return await ctx.target.manager.next()
+"""
+
+
+def lines(manager: Manager) -> list[str]:
+    return [str(problem) for problem in check(manager)]
+
+
+@pytest.fixture
+def manager(tmp_path, tools, write):
+    write("tools/good.md", GOOD)
+    write("tools/shout.py", SHOUT)
+    return Manager([tools], cwd=tmp_path)
+
+
+def test_check_a_clean_folder_has_no_problems(manager):
+    assert check(manager) == []
+
+
+def test_check_skips_the_builtin_tools(tmp_path):
+    assert check(Manager([], cwd=tmp_path)) == []
+
+
+def test_check_problem_line_format():
+    assert str(Problem("tools/a.md", 3, "bad")) == "tools/a.md:3: bad"
+    assert str(Problem("tools/a.md", None, "bad")) == "tools/a.md: bad"
+    assert str(Problem("tools/a.md", 4, "odd", "warning")) == "tools/a.md:4: warning: odd"
+    assert str(Problem(None, None, "bad")) == "bad"
+
+
+def test_check_reports_bad_yaml_with_its_line(manager, write):
+    write("tools/bad.md", "---\ndescription: x\nmetadata:\n  params: {type: object\n---\nhi\n")
+    [problem] = check(manager)
+    assert problem.path == os.path.join("tools", "bad.md")
+    assert problem.line == 5
+    assert problem.message.startswith("invalid YAML in frontmatter")
+    assert problem.severity == "error"
+
+
+def test_check_reports_a_python_tool_that_does_not_import(manager, write):
+    write("tools/broken.py", "frontmatter = {}\ndef main(ctx:\n    pass\n")
+    assert lines(manager) == [f"{os.path.join('tools', 'broken.py')}:2: syntax error: '(' was never closed"]
+
+
+def test_check_reports_an_unknown_authority_at_its_key(manager, write):
+    write("tools/ruled.md", "---\ndescription: x\nauthority: nowhere\n---\nhi\n")
+    [problem] = check(manager)
+    assert (problem.path, problem.line) == (os.path.join("tools", "ruled.md"), 3)
+    assert problem.message.startswith("unknown authority 'nowhere'")
+
+
+def test_check_reports_an_order_cycle_with_the_cycle(manager, write):
+    write(
+        "tools/loop.md",
+        """
+        ---
+        metadata:
+          log: {}
+          cwd: .
+          $order:
+            log: {before: [cwd]}
+            cwd: {before: [log]}
+        ---
+        hi
+        """,
+    )
+    [problem] = check(manager)
+    assert (problem.path, problem.line) == (os.path.join("tools", "loop.md"), 5)
+    assert "cycle: log -> cwd -> log" in problem.message
+
+
+def test_check_compiles_metadata_templates_without_rendering_them(manager, write):
+    write(
+        "tools/tpl.md",
+        """
+        ---
+        metadata:
+          fine: '{{ args.name }}'
+          nested: {deeper: ['{{ args.name ']}
+        ---
+        hi
+        """,
+    )
+    [problem] = check(manager)
+    assert (problem.path, problem.line) == (os.path.join("tools", "tpl.md"), 4)
+    assert problem.message.startswith("template syntax error in metadata key 'nested': ")
+
+
+def test_check_reports_a_prompt_template_error_at_its_file_line(manager, write):
+    write("tools/tpl.md", "---\ndescription: x\n---\n\nfirst line\nsecond {% if %}\n")
+    [problem] = check(manager)
+    assert (problem.path, problem.line) == (os.path.join("tools", "tpl.md"), 6)
+    assert problem.message.startswith("template syntax error in the prompt: ")
+
+
+def test_check_warns_about_unknown_frontmatter_keys_with_a_suggestion(manager, write):
+    write("tools/typo.md", "---\ndescripton: x\nmetdata: {}\ncolour: red\n---\nhi\n")
+    assert lines(manager) == [
+        f"{os.path.join('tools', 'typo.md')}:2: warning: unknown frontmatter key 'descripton' is ignored; "
+        "did you mean 'description'?",
+        f"{os.path.join('tools', 'typo.md')}:3: warning: unknown frontmatter key 'metdata' is ignored; "
+        "did you mean 'metadata'?",
+        f"{os.path.join('tools', 'typo.md')}:4: warning: unknown frontmatter key 'colour' is ignored "
+        "(known: name, description, authority, metadata)",
+    ]
+
+
+def test_check_warns_about_metadata_keys_one_edit_from_a_tool(manager, write):
+    write("tools/near.md", "---\nmetadata:\n  paramz: {type: object}\n  shoutt: {}\n  colour: red\n---\nhi\n")
+    assert lines(manager) == [
+        f"{os.path.join('tools', 'near.md')}:3: warning: metadata key 'paramz' is not a tool; did you mean 'params'?",
+        f"{os.path.join('tools', 'near.md')}:4: warning: metadata key 'shoutt' is not a tool; did you mean 'shout'?",
+    ]
+
+
+def test_check_near_miss_spares_static_keys_and_short_keys(manager, write):
+    write("tools/data.md", "---\nmetadata:\n  path: data/\n  logs: 1\n  lag: 2\n  $static: [path, logs]\n---\nhi\n")
+    assert check(manager) == []
+
+
+def test_check_one_edit_apart():
+    assert one_edit_apart("paramz", "params")  # substitution
+    assert one_edit_apart("shoutt", "shout")  # insertion
+    assert one_edit_apart("shot", "shout")  # deletion
+    assert one_edit_apart("parmas", "params")  # neighbours swapped
+    assert not one_edit_apart("params", "params")
+    assert not one_edit_apart("pram", "params")
+    assert not one_edit_apart("apsram", "params")
+
+
+def test_check_reports_an_invalid_params_schema(manager, write):
+    write("tools/schema.md", "---\nmetadata:\n  params: {type: nonsense}\n---\nhi\n")
+    [problem] = check(manager)
+    assert (problem.path, problem.line) == (os.path.join("tools", "schema.md"), 3)
+    assert problem.message.startswith("'params' is not a valid JSON schema: ")
+
+
+def test_check_reports_authority_problems_once_in_their_own_files(manager, write):
+    write("authorities/loop-a.md", "---\ninherit: loop-b\n---\n")
+    write("authorities/loop-b.md", "---\ninherit: loop-a\n---\n")
+    write("authorities/tpl.md", "---\nmetadata:\n  greeting: '{{ oops'\n  validate-arg: {}\n  $locked: 3\n---\n")
+    write("tools/team/AUTHORITY.md", "---\ninherit: missing\n---\n")
+    write("tools/team/one.md", "one")
+    write("tools/team/two.md", "two")
+    assert lines(manager) == [
+        f"{os.path.join('authorities', 'loop-a.md')}:2: authority inheritance forms a cycle: loop-a -> loop-b -> loop-a",
+        f"{os.path.join('authorities', 'loop-b.md')}:2: authority inheritance forms a cycle: loop-b -> loop-a -> loop-b",
+        f"{os.path.join('authorities', 'tpl.md')}:3: template syntax error in metadata key 'greeting': "
+        "unexpected end of template, expected 'end of print statement'.",
+        f"{os.path.join('authorities', 'tpl.md')}:4: warning: metadata key 'validate-arg' is not a tool; "
+        "did you mean 'validate-args'?",
+        f"{os.path.join('authorities', 'tpl.md')}:5: $locked must be a name or a list of names (level 'tpl', key '$locked')",
+        f"{os.path.join('tools', 'team', 'AUTHORITY.md')}:2: authority 'team/AUTHORITY.md' inherits unknown authority "
+        "'missing'",
+    ]
+
+
+def test_check_one_broken_file_never_hides_the_others(manager, write):
+    write("tools/a.md", "---\nmetadata: [1\n---\n")
+    write("tools/b.md", "---\nauthority: nowhere\n---\nb")
+    write("tools/c.md", "c {{ oops")
+    assert [p.path for p in check(manager)] == [os.path.join("tools", n) for n in ("a.md", "b.md", "c.md")]
+
+
+SEVERAL = {
+    "tools/badyaml.md": "---\ndescription: x\nmetadata:\n  params: {type: object\n---\nhi\n",
+    "tools/ruled.md": "---\nauthority: nowhere\n---\nhi\n",
+    "tools/loop.md": "---\nmetadata:\n  log: {}\n  cwd: .\n  $order:\n    log: {before: [cwd]}\n    cwd: {before: [log]}\n---\nhi\n",
+    "tools/tpl.md": "---\nmetdata: {}\nmetadata:\n  who: '{{ args.name '\n  paramz: {}\n---\n\nHi {% if %}\n",
+    "tools/shout.py": SHOUT,
+}
+
+
+def run_check(tmp_path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", "check", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+    )
+
+
+def test_check_cli_reports_every_problem_as_path_line_message_and_exits_1(tmp_path, write):
+    for name, text in SEVERAL.items():
+        write(name, text)
+    out = run_check(tmp_path)
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr
+    tools = "tools" + os.sep
+    assert out.stdout.splitlines() == [
+        f"{tools}badyaml.md:5: invalid YAML in frontmatter: did not find expected ',' or '}}'",
+        f"{tools}loop.md:5: $order constraints form a cycle: log -> cwd -> log (tool 'loop')",
+        f"{tools}ruled.md:2: unknown authority 'nowhere'; looked in {tmp_path / 'authorities'}, "
+        f"{Manager().authorities.builtin} (tool 'ruled')",
+        f"{tools}tpl.md:2: warning: unknown frontmatter key 'metdata' is ignored; did you mean 'metadata'?",
+        f"{tools}tpl.md:4: template syntax error in metadata key 'who': unexpected end of template, "
+        "expected 'end of print statement'.",
+        f"{tools}tpl.md:5: warning: metadata key 'paramz' is not a tool; did you mean 'params'?",
+        f"{tools}tpl.md:8: template syntax error in the prompt: Expected an expression, got 'end of statement block'",
+    ]
+    assert out.stderr == "checked 5 tools in tools: 5 errors, 2 warnings\n"
+
+
+def test_check_cli_clean_folder_exits_0_with_a_summary_on_stderr(tmp_path, write):
+    write("tools/good.md", GOOD)
+    write("tools/shout.py", SHOUT)
+    out = run_check(tmp_path)
+    assert out.returncode == 0
+    assert out.stdout == ""
+    assert out.stderr == "checked 2 tools in tools: ok\n"
+
+
+def test_check_cli_warnings_alone_exit_0(tmp_path, write):
+    write("tools/typo.md", "---\ndescripton: x\n---\nhi\n")
+    out = run_check(tmp_path, "--path", "tools")
+    assert out.returncode == 0
+    assert (
+        out.stdout
+        == f"tools{os.sep}typo.md:2: warning: unknown frontmatter key 'descripton' is ignored; did you mean 'description'?\n"
+    )
+    assert out.stderr == "checked 1 tool in tools: 1 warning\n"
+
+
+def test_check_survives_a_python_tool_with_odd_metadata(manager, write):
+    write("tools/odd.py", "frontmatter = {1: 2, 'metadata': {3: '{{ x', 'paramz': {}}}\ndef main(ctx):\n    return 1\n")
+    found = lines(manager)
+    assert (
+        f"{os.path.join('tools', 'odd.py')}: warning: metadata key 'paramz' is not a tool; did you mean 'params'?"
+        in found
+    )

@@ -1,0 +1,444 @@
+"""The toolcascade command line (SPEC section 8), driven as users drive it: subprocesses and real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from orchestrator import Event, __version__
+from orchestrator.cli import Progress, cli
+
+GREET = """
+---
+description: Greets someone.
+metadata:
+  params: {type: object, properties: {name: {type: string}}, required: [name]}
+  shout: {times: 2}
+  $order:
+    shout: {after: [$pre-execute], before: [execute]}
+---
+Hello, {{ args.name }}!
+"""
+
+SHOUT = """
+frontmatter = {"description": "Upper-cases the wrapped result.", "metadata": {"params": {"type": "object"}}}
+
+async def main(ctx):
+    result = await ctx.target.manager.next()
+    return str(result).upper() + "!" * ctx.args.get("times", 1)
+"""
+
+ECHO = """
+frontmatter = {"description": "Returns its args and two metadata keys.", "metadata": {"$inherit": False}}
+
+def main(ctx):
+    return {"args": ctx.args, "n": ctx.meta.get("n"), "tags": ctx.meta.get("tags")}
+"""
+
+
+def environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")}
+    env.update(NO_COLOR="1", COLUMNS="200", PYTHONWARNINGS="error")
+    return env
+
+
+def toolcascade(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        input=stdin,
+        env=environment(),
+        timeout=60,
+    )
+
+
+def invoke(*args: str, stdin: str | None = None):
+    """The CLI in-process (fast), with the same plain-output environment as the subprocesses."""
+    env = {"NO_COLOR": "1", "COLUMNS": "200", "FORCE_COLOR": None, "TTY_COMPATIBLE": None}
+    return CliRunner(env=env).invoke(cli, list(args), input=stdin, prog_name="toolcascade")
+
+
+def one_error_line(stderr: str) -> str:
+    assert "Traceback" not in stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+@pytest.fixture
+def project(tmp_path, write, tools):
+    write("tools/greet.md", GREET)
+    write("tools/shout.py", SHOUT)
+    write("tools/echo.py", ECHO)
+    return tmp_path
+
+
+# -- run ------------------------------------------------------------------------
+
+
+def test_cli_run_passes_json_args_and_prints_string_results_raw(project):
+    out = toolcascade("run", "greet", '{"name": "Ada"}', cwd=project)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "HELLO, ADA!!!\n"
+    assert out.stderr == ""  # no progress display when stderr is not a terminal
+
+
+def test_cli_run_reads_args_from_stdin_with_dash(project):
+    out = toolcascade("run", "greet", "-", cwd=project, stdin='{"name": "Bo"}')
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "HELLO, BO!!!\n"
+
+
+def test_cli_run_prints_other_results_as_indented_json(project):
+    out = toolcascade("run", "echo", '{"x": [1, 2]}', cwd=project)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"args": {"x": [1, 2]}, "n": None, "tags": None}
+    assert out.stdout.startswith('{\n  "args"')
+
+
+def test_cli_run_path_option_is_searched(project):
+    result = CliRunner().invoke(cli, ["run", "echo", '{"a": 1}', "--path", str(project / "tools")])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["args"] == {"a": 1}
+
+
+def test_cli_run_missing_path_is_a_usage_error(tmp_path):
+    result = CliRunner().invoke(cli, ["run", "echo", "--path", str(tmp_path / "nowhere")])
+    assert result.exit_code == 2
+    assert "does not exist" in result.stderr
+
+
+def test_cli_run_without_args_uses_empty_object_and_default_tools_folder(project):
+    out = toolcascade("run", "echo", cwd=project)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["args"] == {}
+
+
+def test_cli_run_set_values_are_yaml_typed(project):
+    out = toolcascade("run", "echo", "--set", "n=3", "--set", "tags=[a, b]", cwd=project)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["n"] == 3
+    assert data["tags"] == ["a", "b"]
+
+
+def test_cli_run_set_overrides_middleware_args(project):
+    out = toolcascade("run", "greet", '{"name": "Ada"}', "--set", "shout={times: 4}", cwd=project)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "HELLO, ADA!!!!!\n"
+
+
+def test_cli_run_set_without_equals_is_a_usage_error(project):
+    out = toolcascade("run", "echo", "--set", "n", cwd=project)
+    assert out.returncode == 2
+    assert "'n' is not key=value" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_cli_run_invalid_json_args_say_where(project):
+    out = toolcascade("run", "greet", '{"name": }', cwd=project)
+    assert out.returncode == 1
+    line = one_error_line(out.stderr)
+    assert "ARGS is not valid JSON" in line
+    assert "line 1, column 10" in line
+
+
+def test_cli_run_invalid_json_from_stdin_names_stdin(project):
+    out = toolcascade("run", "greet", "-", cwd=project, stdin="{\n  'name': 1}")
+    assert out.returncode == 1
+    assert "stdin is not valid JSON" in one_error_line(out.stderr)
+    assert "line 2, column 3" in out.stderr
+
+
+def test_cli_run_bare_word_args_hint_at_json_quotes(project):
+    out = toolcascade("run", "greet", "hello", cwd=project)
+    assert out.returncode == 1
+    assert "a JSON string needs quotes" in one_error_line(out.stderr)
+
+
+def test_cli_run_unknown_tool_is_one_line_and_exit_1(project):
+    out = toolcascade("run", "nope", cwd=project)
+    assert out.returncode == 1
+    line = one_error_line(out.stderr)
+    assert line.startswith("error: ToolNotFoundError: no tool 'nope'")
+    assert out.stdout == ""
+
+
+def test_cli_run_validation_error_is_one_line_naming_the_tool(project):
+    out = toolcascade("run", "greet", '{"name": 42}', cwd=project)
+    assert out.returncode == 1
+    line = one_error_line(out.stderr)
+    assert line.startswith("error: ArgsValidationError: ")
+    assert "/name" in line
+    assert "tool 'greet'" in line
+
+
+def test_cli_run_definition_error_carries_file_and_line(project, write):
+    write("tools/broken.md", "---\ndescription: x\nmetadata: [1\n---\nhi\n")
+    out = toolcascade("run", "broken", cwd=project)
+    assert out.returncode == 1
+    line = one_error_line(out.stderr)
+    assert line.startswith("error: ToolDefinitionError: ")
+    assert "broken.md:" in line
+
+
+def test_cli_run_debug_shows_the_traceback(project):
+    out = toolcascade("run", "greet", '{"name": 42}', "--debug", cwd=project)
+    assert out.returncode == 1
+    assert "Traceback" in out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith("error: ArgsValidationError: ")
+
+
+def test_cli_run_a_failing_tool_body_is_one_line_with_a_debug_hint(project, write):
+    write(
+        "tools/boom.py", "frontmatter = {'metadata': {'$inherit': False}}\ndef main(ctx):\n    raise ValueError('x')\n"
+    )
+    out = toolcascade("run", "boom", cwd=project)
+    assert out.returncode == 1
+    line = one_error_line(out.stderr)
+    assert line == "error: ValueError: x (run with --debug for the traceback)"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_cli_run_shows_progress_on_stderr_when_it_is_a_terminal(project, write):
+    import pty
+
+    write(
+        "tools/slow.py",
+        "import anyio\nfrontmatter = {'metadata': {'$inherit': False}}\n"
+        "async def main(ctx):\n    await anyio.sleep(0.2)\n    return 'done'\n",
+    )
+    master, slave = pty.openpty()
+    env = {k: v for k, v in environment().items() if k not in ("NO_COLOR", "COLUMNS")}
+    env["TERM"] = "xterm"
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "run", "slow"],
+            stdout=subprocess.PIPE,
+            stderr=slave,
+            cwd=project,
+            env=env,
+        )
+        os.close(slave)
+        stdout, _ = process.communicate(timeout=60)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the terminal is closed once the process is gone
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(master)
+    assert process.returncode == 0
+    assert stdout == b"done\n"  # stdout carries only the result
+    assert b"running slow" in shown
+
+
+def test_cli_progress_names_visible_tools_and_the_iteration():
+    updates: list[str] = []
+
+    class Status:
+        def update(self, text: str) -> None:
+            updates.append(text)
+
+    progress = Progress(Status())  # type: ignore[arg-type]
+    events = [
+        Event("invoke.start", "agent", 0, "r"),
+        Event("invoke.start", "trust", 1, "r"),  # built-in middleware: not shown
+        Event("model.request", "agent", 0, "r", 2),
+        Event("invoke.start", "model-call", 1, "r"),
+        Event("tool.start", "agent", 0, "r", 2, {"call": "weather"}),
+        Event("invoke.start", "weather", 1, "r"),
+        Event("invoke.end", "weather", 1, "r"),
+        Event("tool.end", "agent", 0, "r", 2, {"call": "weather"}),
+    ]
+    for event in events:
+        progress(event)
+    assert updates == [
+        "running agent",
+        "running agent",
+        "running agent · iteration 2 · asking the model",
+        "running agent · iteration 2 · asking the model",
+        "running agent · iteration 2 · calling weather",
+        "running agent · iteration 2 · calling weather › weather",
+        "running agent · iteration 2 · calling weather",
+        "running agent · iteration 2",
+    ]
+
+
+# -- list -----------------------------------------------------------------------
+
+
+def test_cli_list_prints_a_table_of_visible_tools(project, write):
+    write("tools/secret.md", "---\ndescription: Not for listing.\nmetadata: {visibility: hidden}\n---\nx\n")
+    out = toolcascade("list", cwd=project)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "KIND", "DESCRIPTION"]
+    greet = next(line for line in lines if line.startswith("greet"))
+    assert greet.split(None, 2) == ["greet", "markdown", "Greets someone."]
+    assert any(line.split()[:2] == ["shout", "python"] for line in lines)
+    assert "secret" not in out.stdout
+    assert "validate-args" not in out.stdout  # built-ins are hidden
+
+
+def test_cli_list_all_includes_hidden_tools(project, write):
+    write("tools/secret.md", "---\ndescription: Not for listing.\nmetadata: {visibility: hidden}\n---\nx\n")
+    out = invoke("list", "--all", "--path", str(project / "tools"))
+    assert out.exit_code == 0, out.output
+    secret = next(line for line in out.stdout.splitlines() if line.startswith("secret"))
+    assert secret.split(None, 3) == ["secret", "markdown", "hidden", "Not for listing."]
+    assert "validate-args" in out.stdout
+
+
+def test_cli_list_shows_a_broken_tool_with_its_error(project, write):
+    write("tools/broken.md", "---\nmetadata: [1\n---\nhi\n")
+    out = toolcascade("list", cwd=project)
+    assert out.returncode == 0, out.stderr
+    broken = next(line for line in out.stdout.splitlines() if line.startswith("broken"))
+    assert broken.split()[1] == "error"
+    assert "broken.md:3: invalid YAML" in broken
+    assert "greet" in out.stdout  # one bad file hides nothing else
+
+
+def test_cli_list_json_is_a_list_of_objects(project, write):
+    write("tools/broken.md", "---\nmetadata: [1\n---\nhi\n")
+    out = invoke("list", "--json", "--path", str(project / "tools"))
+    assert out.exit_code == 0, out.output
+    rows = {row["ref"]: row for row in json.loads(out.stdout)}
+    assert set(rows) == {"greet", "shout", "echo", "broken"}
+    greet = rows["greet"]
+    assert set(greet) == {"name", "ref", "kind", "description", "hidden", "params", "path", "error"}
+    assert greet["kind"] == "markdown"
+    assert greet["params"]["required"] == ["name"]
+    assert greet["path"] == str(project / "tools" / "greet.md")
+    assert greet["error"] is None
+    assert "invalid YAML" in rows["broken"]["error"]
+
+
+def test_cli_list_json_all_marks_hidden_tools(project):
+    out = invoke("list", "--json", "--all", "--path", str(project / "tools"))
+    rows = {row["ref"]: row for row in json.loads(out.stdout)}
+    assert rows["validate-args"]["hidden"] is True
+    assert rows["greet"]["hidden"] is False
+
+
+# -- show -----------------------------------------------------------------------
+
+
+def test_cli_show_explains_keys_levels_verdicts_and_chain(project):
+    out = toolcascade("show", "greet", cwd=project)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "\x1b[" not in text  # piped: no colour codes
+    assert "description: Greets someone." in text  # the frontmatter
+    rows = {line.split()[0]: line for line in text.splitlines() if line.strip()}
+    assert "greet (tool)" in rows["shout"] and "middleware" in rows["shout"] and "names a tool" in rows["shout"]
+    assert '{"times": 2}' in rows["shout"]
+    assert "default (authority)" in rows["validate-args"]
+    chain = text[text.index("chain (run order)") :]
+    names = [line.split()[1] for line in chain.splitlines()[3:] if line.strip()]
+    assert names.index("shout") < names.index("execute")
+    assert names[0] == "trust"
+    trust = next(line for line in chain.splitlines() if line.split()[1:2] == ["trust"])
+    assert "locked" in trust and "$configure" in trust
+
+
+def test_cli_show_reports_data_keys_with_their_reason(project, write):
+    write("tools/note.md", "---\nmetadata:\n  colour: blue\n  greet: {}\n  $static: [greet]\n---\nx\n")
+    out = invoke("show", "note", "--path", str(project / "tools"))
+    assert out.exit_code == 0, out.output
+    rows = {line.split()[0]: line for line in out.stdout.splitlines() if line.strip()}
+    assert "data" in rows["colour"] and "names no tool" in rows["colour"]
+    assert "data" in rows["greet"] and "listed in $static" in rows["greet"]
+
+
+def test_cli_show_json_is_the_explanation(project):
+    out = invoke("show", "greet", "--json", "--set", "shout={times: 5}", "--path", str(project / "tools"))
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert data["tool"] == "greet"
+    shout = next(k for k in data["keys"] if k["key"] == "shout")
+    assert shout["value"] == {"times": 5}
+    assert shout["level"] == "overrides"
+    assert [e["name"] for e in data["chain"]][-1] == "validate-returns"
+
+
+def test_cli_show_takes_args_for_templated_metadata(project, write):
+    write("tools/hello.md", "---\nmetadata:\n  who: '{{ args.name }}'\n---\nhi\n")
+    failed = invoke("show", "hello", "--path", str(project / "tools"))
+    assert failed.exit_code == 1
+    assert failed.stderr.startswith("error: InterpolationError: ")
+    out = invoke("show", "hello", '{"name": "Ada"}', "--json", "--path", str(project / "tools"))
+    assert out.exit_code == 0, out.output
+    assert next(k for k in json.loads(out.stdout)["keys"] if k["key"] == "who")["value"] == "Ada"
+
+
+def test_cli_show_unknown_tool_is_one_line(project):
+    out = toolcascade("show", "nope", cwd=project)
+    assert out.returncode == 1
+    assert one_error_line(out.stderr).startswith("error: ToolNotFoundError:")
+
+
+# -- version, help, serve, import cost -------------------------------------------
+
+
+def test_cli_version(project):
+    out = toolcascade("--version", cwd=project)
+    assert out.returncode == 0
+    assert out.stdout.strip() == f"toolcascade, version {__version__}"
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["list"], ["show"], ["check"], ["serve"]])
+def test_cli_help_on_every_command_has_examples(command):
+    result = CliRunner().invoke(cli, [*command, "--help"], prog_name="toolcascade")
+    assert result.exit_code == 0, result.output
+    assert "Usage: toolcascade" in result.output
+    assert "Examples:" in result.output
+    assert "toolcascade " + (command[0] if command else "run") in result.output
+
+
+def test_cli_help_from_python_dash_m(project):
+    out = toolcascade("--help", cwd=project)
+    assert out.returncode == 0
+    assert "Usage: toolcascade [OPTIONS] COMMAND" in out.stdout
+    for command in ("run", "list", "show", "check", "serve"):
+        assert f"  {command} " in out.stdout
+
+
+def test_cli_serve_without_the_mcp_extra_says_how_to_install_it(project):
+    code = (
+        "import sys; sys.modules['mcp'] = None; sys.argv = ['toolcascade', 'serve']; "
+        "from orchestrator.cli import main; main()"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=project, env=environment(), timeout=60
+    )
+    assert out.returncode == 1
+    assert one_error_line(out.stderr) == (
+        "error: toolcascade serve needs the MCP extra: pip install 'toolcascade[mcp]'"
+    )
+
+
+def test_cli_serve_refuses_a_malformed_http_address(project):
+    out = toolcascade("serve", "--http", "localhost", cwd=project)
+    assert out.returncode == 2
+    assert "'localhost' is not HOST:PORT" in out.stderr
+
+
+def test_cli_module_imports_neither_rich_nor_mcp():
+    code = "import sys, orchestrator.cli; print(sorted(m for m in ('mcp', 'rich') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
