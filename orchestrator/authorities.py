@@ -93,7 +93,7 @@ class Authorities:
         self.builtin = builtin or builtin_folder("authorities")
 
     def _load(self, path: Path, root: Path | None, checked: set[str] | None) -> Authority:
-        return self.registry.load(path, lambda p: load_authority(p, root), checked)
+        return self.registry.load(path, lambda p: load_authority(p, root), checked, "authority")
 
     def folders(self, paths: tuple[SearchPath, ...]) -> list[Path]:
         """Where named authorities live: each search path's sibling ``authorities/``, then the built-in one."""

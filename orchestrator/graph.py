@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-import networkx as nx
-
 from .errors import OrchestratorError
 from .tool import Tool
 
@@ -27,7 +25,9 @@ def reachable_components(
     tool or None. A tool whose metadata cannot be resolved (a broken file)
     is a node without edges: its error surfaces when it is invoked.
     """
-    graph: nx.DiGraph = nx.DiGraph()
+    import networkx as nx  # imported on first use: SCCs are cached
+
+    graph = nx.DiGraph()
     graph.add_node(start.uri)
     todo = [start]
     seen = {start.uri}

@@ -131,6 +131,18 @@ def _check_keys(node: yaml.Node | None, path: Path, first_line: int) -> None:
             stack.extend(current.value)
 
 
+def _check_python_keys(value: Any, path: Path, where: str) -> None:
+    """Refuse mapping keys that are not strings in a python tool's ``frontmatter``."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ToolDefinitionError(f"key {key!r} in {where} is not a string", path=path)
+            _check_python_keys(item, path, f"{where}[{key!r}]")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_python_keys(item, path, f"{where}[{index}]")
+
+
 def tool_from_frontmatter(
     data: Mapping[str, Any],
     *,
@@ -243,6 +255,7 @@ def load_python(path: Path, root: Path | None = None, trusted: bool = True) -> T
         raise ToolDefinitionError(
             f"module-level 'frontmatter' must be a mapping, not a {type(data).__name__}", path=path
         )
+    _check_python_keys(data, path, "frontmatter")
     main = getattr(module, "main", None)
     if not callable(main):
         raise ToolDefinitionError("a python tool must define a callable main(ctx)", path=path)

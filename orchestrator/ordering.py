@@ -14,8 +14,6 @@ from functools import lru_cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-import networkx as nx
-
 from .errors import ConfigurationError, OrderCycleError, SecurityError
 
 if TYPE_CHECKING:
@@ -109,8 +107,10 @@ def _rank(entry_after: Iterable[str], rank: Mapping[str, int]) -> int:
 
 @lru_cache(maxsize=4096)
 def _sorted_indexes(shape: Shape, phases: tuple[str, ...]) -> tuple[int, ...]:
+    import networkx as nx  # imported on the first sort: most runs are served from the cache
+
     rank = {phase: i for i, phase in enumerate(phases)}
-    graph: nx.DiGraph = nx.DiGraph()
+    graph = nx.DiGraph()
     key: dict[Any, tuple[int, int]] = {}
     for phase in phases:
         graph.add_node(phase)

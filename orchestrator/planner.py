@@ -66,7 +66,7 @@ class Planner:
             rest=levels[first:],
             static=raw if first == len(levels) else None,
             keys=tuple(static_keys(levels)),
-            authorities=tuple(a.name for a in authorities),
+            authorities=() if tool.metadata.get("$inherit") is False else tuple(a.name for a in authorities),
             env=env,
         )
 

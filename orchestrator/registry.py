@@ -103,7 +103,7 @@ class Registry:
         self.functions: dict[str, Tool] = {}
         self.derived: dict[str, dict[Any, Any]] = {}
         self.generation = 0
-        self._files: dict[str, tuple[Signature, Any]] = {}
+        self._files: dict[tuple[str, str], tuple[Signature, Any]] = {}
         self._seen: dict[str, Signature] = {}
 
     # -- change tracking -------------------------------------------------
@@ -171,8 +171,10 @@ class Registry:
 
     # -- loading ----------------------------------------------------------
 
-    def load(self, path: Path, loader: Callable[[Path], T], checked: set[str] | None = None) -> T:
+    def load(self, path: Path, loader: Callable[[Path], T], checked: set[str] | None = None, kind: str = "tool") -> T:
         """Load ``path`` with ``loader``, cached by (mtime, size); a failure is cached too.
+
+        ``kind`` keeps apart what one file is loaded as (a tool, an authority).
 
         Raises:
             ToolDefinitionError: the file is malformed (re-raised from the cache).
@@ -180,13 +182,13 @@ class Registry:
         name = str(path)
         self.watch((name,), checked)
         sig = self._seen.get(name)
-        entry = self._files.get(name)
+        entry = self._files.get((name, kind))
         if entry is None or entry[0] != sig:
             try:
                 value: Any = loader(path)
             except ToolDefinitionError as exc:
                 value = exc
-            entry = self._files[name] = (sig, value)
+            entry = self._files[(name, kind)] = (sig, value)
         if isinstance(entry[1], ToolDefinitionError):
             raise entry[1]
         return entry[1]  # type: ignore[no-any-return]

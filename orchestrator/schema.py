@@ -6,9 +6,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import jsonschema
-from jsonschema.exceptions import SchemaError
-
 from .errors import ConfigurationError, ValidationError
 
 _VALIDATORS: dict[int, tuple[Any, Any]] = {}
@@ -26,6 +23,9 @@ def validator_for(schema: Any, tool: str | None = None) -> Any:
         return hit[1]
     if not isinstance(schema, (Mapping, bool)):
         raise ConfigurationError(f"a JSON schema must be a mapping, not {type(schema).__name__}", tool=tool)
+    import jsonschema  # imported on the first validation: compiled validators are cached
+    from jsonschema.exceptions import SchemaError
+
     cls = jsonschema.validators.validator_for(schema)
     try:
         cls.check_schema(schema)

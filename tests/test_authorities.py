@@ -148,3 +148,12 @@ def test_r_auth_2_new_authority_file_is_noticed(write, tools):
     assert manager.explain("t").authorities == ("default",)
     write("tools/AUTHORITY.md", "---\nname: late\n---\n")
     assert manager.explain("t").authorities == ("default", "late")
+
+
+def test_r_auth_1_one_file_as_tool_and_as_authority(write, tmp_path):
+    write("proj/authorities/strict.md", "---\nmetadata: {log: true}\n---\n")
+    write("proj/tools/t.md", "---\nauthority: strict\n---\nx\n")
+    manager = Manager([tmp_path / "proj/tools", tmp_path / "proj/authorities"])
+    assert manager.find_tool("strict").kind == "markdown"
+    assert manager.find_authority("t").metadata == {"log": True}
+    assert manager.find_tool("strict").kind == "markdown"

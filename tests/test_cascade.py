@@ -95,6 +95,7 @@ def test_r_cas_1_inherit_false_drops_authorities_and_inherits(write, tools):
     manager = Manager([tools])
     assert manager.invoke_sync("t") == {"own": 1}
     assert manager.explain("t").chain == ()
+    assert manager.explain("t").authorities == ()
 
 
 def test_r_cas_1_inherit_cycle_and_unknown(write, tools):
@@ -408,7 +409,7 @@ def test_r_cas_8_only_the_reachable_subgraph_is_parsed(write, tools):
     write("tools/t.md", "---\nmetadata: {color: blue}\n---\nx\n")
     manager = Manager([tools])
     assert manager.invoke_sync("t") == "x"
-    parsed = set(manager.registry._files)
+    parsed = {path for path, _kind in manager.registry._files}
     assert str(tools / "broken.md") not in parsed
 
 

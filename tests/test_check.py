@@ -251,10 +251,7 @@ def test_check_cli_warnings_alone_exit_0(tmp_path, write):
     assert out.stderr == "checked 1 tool in tools: 1 warning\n"
 
 
-def test_check_survives_a_python_tool_with_odd_metadata(manager, write):
+def test_check_reports_a_python_tool_with_non_string_keys(manager, write):
     write("tools/odd.py", "frontmatter = {1: 2, 'metadata': {3: '{{ x', 'paramz': {}}}\ndef main(ctx):\n    return 1\n")
     found = lines(manager)
-    assert (
-        f"{os.path.join('tools', 'odd.py')}: warning: metadata key 'paramz' is not a tool; did you mean 'params'?"
-        in found
-    )
+    assert f"{os.path.join('tools', 'odd.py')}: key 1 in frontmatter is not a string" in found

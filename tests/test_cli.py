@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator import Event, __version__
-from orchestrator.cli import Progress, cli
+from orchestrator.cli import cli
+from orchestrator.display import Progress
 
 GREET = """
 ---

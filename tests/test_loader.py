@@ -143,6 +143,12 @@ def test_r_tool_5_malformed_markdown(write, tools, name, text, line, needle):
             None,
             "'metadata' must be a mapping",
         ),
+        (
+            "intkey.py",
+            "frontmatter = {'metadata': {'a': [{1: 2}]}}\ndef main(ctx):\n    return 1\n",
+            None,
+            "key 1 in frontmatter['metadata']['a'][0] is not a string",
+        ),
     ],
 )
 def test_r_tool_5_malformed_python(write, tools, name, text, line, needle):

@@ -26,7 +26,10 @@ async def test_cache_answers_repeated_args_from_memory(write, tools):
 
 async def test_cache_on_model_requests(write, tools):
     script = "[{answer: cached, fail: 0}]"
-    write("tools/ask.md", f"---\nmetadata:\n  model: {{provider: scripted, script: {script}}}\n  model-pipeline: {{cache: {{}}}}\n---\nsame question\n")
+    write(
+        "tools/ask.md",
+        f"---\nmetadata:\n  model: {{provider: scripted, script: {script}}}\n  model-pipeline: {{cache: {{}}}}\n---\nsame question\n",
+    )
     manager = Manager([tools])
     box: dict = {}
     assert await manager.invoke("ask", context={"nonlocals": box}) == "cached"

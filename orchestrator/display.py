@@ -1,0 +1,180 @@
+"""What the command line draws: rich tables for show and list, and the progress spinner.
+
+rich is imported inside the functions that draw, so ``toolcascade run``
+with piped output never pays for it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from .ordering import DEFAULT_AFTER, DEFAULT_BEFORE
+from .registry import builtin_folder
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.status import Status
+
+    from .events import Event
+
+
+def console(stderr: bool = False) -> Console:
+    """A rich console; piped output gets a wide fixed width so rows are not wrapped at 80 columns."""
+    from rich.console import Console
+
+    found = Console(stderr=stderr)
+    if not found.is_terminal and found.width == 80:
+        found = Console(stderr=stderr, width=160)
+    return found
+
+
+def display(*renderables: Any) -> None:
+    """Print rich renderables on stdout; piped, as plain lines without the padding tables add."""
+    out = console()
+    if out.is_terminal:
+        for renderable in renderables:
+            out.print(renderable)
+        return
+    with out.capture() as captured:
+        for renderable in renderables:
+            out.print(renderable)
+    click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
+
+
+# -- progress -----------------------------------------------------------------
+
+
+class Progress:
+    """Names what runs now on a rich status line, fed by manager events.
+
+    Built-in middleware below the top-level tool (hidden, and quick) is left
+    out so the line does not flicker through the default pipeline.
+    """
+
+    def __init__(self, status: Status) -> None:
+        self.status = status
+        self.quiet = frozenset(p.stem for p in builtin_folder("tools").iterdir() if p.suffix in (".md", ".py"))
+        self.running: dict[int, str] = {}
+
+    def __call__(self, event: Event) -> None:
+        self.status.update(self.describe(event))
+
+    def describe(self, event: Event) -> str:
+        """The status line after ``event``: each visible running tool, outermost first, with what it does."""
+        if event.kind == "invoke.end":
+            self.running = {d: t for d, t in self.running.items() if d < event.depth}
+        elif event.depth == 0 or event.tool not in self.quiet:
+            self.running = {d: t for d, t in self.running.items() if d < event.depth}
+            self.running[event.depth] = event.tool + doing(event)
+        return "running " + (" › ".join(self.running[d] for d in sorted(self.running)) or event.tool)
+
+
+def doing(event: Event) -> str:
+    """What a model or tool event says a tool is doing (nothing for invoke events)."""
+    detail = f" · iteration {event.iteration}" if event.iteration is not None else ""
+    if event.kind == "model.request":
+        detail += " · asking the model"
+    elif event.kind == "tool.start" and event.data.get("call"):
+        detail += f" · calling {event.data['call']}"
+    return detail
+
+
+@contextmanager
+def progress(label: str) -> Iterator[Callable[[Event], None] | None]:
+    """A spinner on stderr while the body runs, when stderr is a terminal; yields the event listener."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    status = console(stderr=True).status(f"running {label}", spinner="dots")
+    with status:
+        yield Progress(status)
+
+
+# -- show ---------------------------------------------------------------------
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=repr)
+
+
+def explanation_view(data: dict[str, Any]) -> list[Any]:
+    """What ``show`` prints for an ``Explanation.to_dict()``: header, frontmatter, keys, chain."""
+    import yaml
+    from rich import box
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
+    view: list[Any] = []
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    head.add_row("tool", Text(f"{data['tool']} ({data['kind']})"))
+    head.add_row("uri", Text(data["uri"]))
+    # From the levels: with `$inherit: false` the authorities are found but contribute nothing.
+    authorities = [name for name, kind in data["levels"] if kind == "authority"]
+    head.add_row("authorities", Text(" → ".join(authorities) or "none ($inherit: false)"))
+    head.add_row("levels", Text(" → ".join(f"{name} ({kind})" for name, kind in data["levels"])))
+    head.add_row("phases", Text(" → ".join(data["phases"])))
+    for note in ("$static", "$dynamic", "$locked"):
+        if data["annotations"][note]:
+            head.add_row(note, Text(", ".join(data["annotations"][note])))
+    view.append(head)
+    view.append("")
+    frontmatter = yaml.safe_dump(data["frontmatter"], sort_keys=False, allow_unicode=True).rstrip()
+    view.append(Panel(Text(frontmatter), title="frontmatter", title_align="left", box=box.ROUNDED, expand=False))
+
+    keys = Table(title="merged metadata", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    for column in ("KEY", "VALUE", "LEVEL", "POLICY", "VERDICT", "WHY"):
+        keys.add_column(column, no_wrap=column in ("KEY", "VERDICT"))
+    for item in data["keys"]:
+        level = f"{item['level']} ({item['level_kind']})"
+        if len(item["levels"]) > 1:
+            level += "\nmerged over " + ", ".join(item["levels"][:-1])
+        verdict = Text(item["verdict"], style="cyan" if item["verdict"] == "middleware" else "dim")
+        keys.add_row(
+            Text(item["key"], style="bold"),
+            Text(compact(item["value"])),
+            Text(level),
+            Text(item["policy"]),
+            verdict,
+            Text(item["reason"]),
+        )
+    for key, level in data["removed"].items():
+        keys.add_row(
+            Text(key, style="bold"),
+            Text("(removed)"),
+            Text(f"{level} ($remove)"),
+            Text(""),
+            Text("-"),
+            Text("removed by $remove"),
+        )
+    view.append("")
+    view.append(keys)
+    view.append("")
+
+    chain = Table(title="chain (run order)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    for column in ("#", "ENTRY", "PHASE", "AFTER", "BEFORE", "ORIGIN", "LOCKED"):
+        chain.add_column(column, no_wrap=column != "AFTER" and column != "BEFORE")
+    for index, entry in enumerate(data["chain"], 1):
+        if entry["before"] or entry["after"]:
+            after, before = ", ".join(entry["after"]), ", ".join(entry["before"])
+        else:
+            after, before = (f"{', '.join(names)} (default)" for names in (DEFAULT_AFTER, DEFAULT_BEFORE))
+        chain.add_row(
+            Text(str(index)),
+            Text(entry["name"], style="bold"),
+            Text(entry["phase"]),
+            Text(after),
+            Text(before),
+            Text(entry["origin"]),
+            Text("locked" if entry["locked"] else "", style="yellow"),
+        )
+    view.append(chain if data["chain"] else Text("chain: empty (the body runs on its own)"))
+    return view
