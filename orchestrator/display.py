@@ -87,8 +87,11 @@ def doing(event: Event) -> str:
 
 @contextmanager
 def progress(label: str) -> Iterator[Callable[[Event], None] | None]:
-    """A spinner on stderr while the body runs, when stderr is a terminal; yields the event listener."""
-    if not sys.stderr.isatty():
+    """A spinner on stderr while the body runs, on a terminal; yields the event listener.
+
+    Nothing is drawn when stdout or stderr is piped: a pipeline sees only the result.
+    """
+    if not (sys.stderr.isatty() and sys.stdout.isatty()):
         yield None
         return
     status = console(stderr=True).status(f"running {label}", spinner="dots")

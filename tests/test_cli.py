@@ -209,22 +209,17 @@ def test_cli_run_a_failing_tool_body_is_one_line_with_a_debug_hint(project, writ
     assert line == "error: ValueError: x (run with --debug for the traceback)"
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
-def test_cli_run_shows_progress_on_stderr_when_it_is_a_terminal(project, write):
+def run_on_terminal(project, *, pipe_stdout: bool) -> tuple[int, bytes, bytes]:
+    """Run `toolcascade run slow` with stderr (and stdout unless piped) on a pseudo-terminal."""
     import pty
 
-    write(
-        "tools/slow.py",
-        "import anyio\nfrontmatter = {'metadata': {'$inherit': False}}\n"
-        "async def main(ctx):\n    await anyio.sleep(0.2)\n    return 'done'\n",
-    )
     master, slave = pty.openpty()
     env = {k: v for k, v in environment().items() if k not in ("NO_COLOR", "COLUMNS")}
     env["TERM"] = "xterm"
     try:
         process = subprocess.Popen(
             [sys.executable, "-m", "orchestrator", "run", "slow"],
-            stdout=subprocess.PIPE,
+            stdout=subprocess.PIPE if pipe_stdout else slave,
             stderr=slave,
             cwd=project,
             env=env,
@@ -242,9 +237,23 @@ def test_cli_run_shows_progress_on_stderr_when_it_is_a_terminal(project, write):
             shown += chunk
     finally:
         os.close(master)
-    assert process.returncode == 0
+    return process.returncode, stdout or b"", shown
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_cli_run_shows_progress_on_a_terminal_and_nothing_when_piped(project, write):
+    write(
+        "tools/slow.py",
+        "import anyio\nfrontmatter = {'metadata': {'$inherit': False}}\n"
+        "async def main(ctx):\n    await anyio.sleep(0.2)\n    return 'done'\n",
+    )
+    code, _stdout, shown = run_on_terminal(project, pipe_stdout=False)
+    assert code == 0
+    assert b"running slow" in shown and b"done" in shown
+    code, stdout, shown = run_on_terminal(project, pipe_stdout=True)
+    assert code == 0
     assert stdout == b"done\n"  # stdout carries only the result
-    assert b"running slow" in shown
+    assert shown == b""  # and nothing extra is drawn when it is piped
 
 
 def test_cli_progress_names_visible_tools_and_the_iteration():
