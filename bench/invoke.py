@@ -56,7 +56,10 @@ async def main() -> None:
         baseline = await per_call(bare, 20000)
         plain = await per_call(lambda: manager.invoke("noop"), 2000)
         page = await per_call(lambda: manager.invoke("page", {"name": "Ada"}), 2000)
+        frozen = Manager([tools], watch_builtins=False)
+        installed = await per_call(lambda: frozen.invoke("noop"), 2000)
         rows = [("bare async call (baseline)", baseline, None), ("python tool, default pipeline", plain, None)]
+        rows.append(("  same, built-ins not watched (installed)", installed, None))
         rows.append(("markdown tool with params + template", page, None))
         for kind in ("leaf", "pass"):
             for count in (5, 20):

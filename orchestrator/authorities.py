@@ -113,7 +113,7 @@ class Authorities:
             return None
         for folder in self.folders(paths):
             candidate = folder / f"{name}.md"
-            self.registry.watch((candidate,), checked)
+            self.registry.watch((str(candidate),), checked)
             if candidate != skip and candidate.is_file():
                 return self._load(candidate, None, checked)
         return None
@@ -144,7 +144,7 @@ class Authorities:
     def _folder_above(self, folder: Path, root: Path, checked: set[str] | None) -> Authority | None:
         while True:
             candidate = folder / FOLDER_FILE
-            self.registry.watch((candidate,), checked)
+            self.registry.watch((str(candidate),), checked)
             if candidate.is_file():
                 return self._load(candidate, root, checked)
             if folder == root or root not in folder.parents:

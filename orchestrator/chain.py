@@ -11,14 +11,20 @@ called it) returns ``locals['result']`` at once.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping, Sequence
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from .ordering import Entry, entry_from_spec, sort_entries, strip
 
 if TYPE_CHECKING:
     from .context import Context
+
+
+def _awaitable(value: Any) -> bool:
+    """inspect.isawaitable without its slow ABC check for the common plain values."""
+    return type(value) is CoroutineType or (value is not None and hasattr(type(value), "__await__"))
+
 
 SKIPPED: Any = type("Skipped", (), {"__repr__": lambda self: "SKIPPED"})()
 """Returned by an entry invocation that was skipped as an invocation cycle."""
@@ -35,7 +41,7 @@ async def advance(ctx: Context) -> Any:
         ctx.pos += 1
         if entry.fn is not None:
             value = entry.fn(ctx, entry.args)
-            if inspect.isawaitable(value):
+            if _awaitable(value):
                 value = await value
         else:
             value = await ctx._manager._invoke_entry(ctx, entry)
@@ -54,7 +60,7 @@ async def execute(ctx: Context) -> Any:
         ctx.body_ran = True
         body = ctx.body if ctx.body is not None else ctx._manager._body
         value = body(ctx)
-        if inspect.isawaitable(value):
+        if _awaitable(value):
             value = await value
         if value is not None:
             ctx.locals["result"] = value

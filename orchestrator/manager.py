@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import anyio
@@ -45,6 +46,9 @@ from .tool import Tool, ToolInfo
 log = logging.getLogger("orchestrator")
 
 OPTIONS = ("context", "middleware", "overrides", "timeout")
+NO_OPTIONS: Mapping[str, Any] = MappingProxyType(
+    {"context": None, "middleware": None, "overrides": None, "timeout": None}
+)
 SEED_KEYS = frozenset({"locals", "nonlocals", "envelope", "parent", "target", "paths", "cwd"})
 
 # Frames of Python stack one nested invocation takes (about 6 measured, with
@@ -59,6 +63,11 @@ class Manager:
     ``paths`` are searched in order, the built-in ``tools/`` last; they are
     trusted (may hold python tools). ``trusted_paths`` marks folders that
     ``paths`` metadata may add with python tools allowed.
+
+    Edits to tool and authority files are picked up on the next invocation.
+    The built-in folders are watched only in a source checkout: in an
+    installed package they change only on reinstall (``watch_builtins``
+    overrides; ``clear_cache()`` forgets everything).
     """
 
     def __init__(
@@ -70,10 +79,14 @@ class Manager:
         max_stack: int = 2000,
         cwd: str | os.PathLike[str] | None = None,
         on_event: Listener | None = None,
+        watch_builtins: bool | None = None,
     ) -> None:
         self.paths = (*(SearchPath.of(p) for p in paths), SearchPath.of(builtin_folder("tools")))
         self.trusted = frozenset(Path(p).resolve() for p in trusted_paths)
-        self.registry = Registry(self.paths)
+        builtins = (builtin_folder("tools"), builtin_folder("authorities"))
+        if watch_builtins is None:  # an installed package's files change only on reinstall
+            watch_builtins = builtins[0].parent.name != "builtin"
+        self.registry = Registry(self.paths, () if watch_builtins else builtins)
         self.authorities = Authorities(self.registry)
         self.planner = Planner(self.registry, self.authorities)
         self.events = Events()
@@ -92,7 +105,7 @@ class Manager:
         """A search path for ``folder``: trusted when the program marked it (or it is a base path)."""
         root = Path(folder).resolve()
         trusted = root in self.trusted or any(sp.root == root for sp in self.paths)
-        return SearchPath(root, trusted)
+        return SearchPath(str(root), trusted)
 
     def register(
         self,
@@ -220,7 +233,8 @@ class Manager:
     ) -> Any:
         depth = parent.depth + 1 if parent is not None else 0
         name = ref.name if isinstance(ref, Tool) else ref
-        if depth > self.max_depth or _stack.get() >= self.max_stack:
+        height = _stack.get() + 1
+        if depth > self.max_depth or height > self.max_stack:
             limit = (
                 f"invocation depth limit ({self.max_depth})"
                 if depth > self.max_depth
@@ -228,11 +242,10 @@ class Manager:
             )
             caller = parent.tool.name if parent is not None else str(name)
             raise InvocationError(f"{limit} reached invoking {str(name)!r}; does {caller!r} recurse?", tool=caller)
-        height = _stack.get() + 1
         token = _stack.set(height)
         try:
             if entry:  # an entry's args are a metadata value: data, never options
-                options = {"context": None, "middleware": None, "overrides": None, "timeout": None}
+                options = NO_OPTIONS
             else:
                 args, options = extract_options(args, name, context, middleware, overrides, timeout)
             seconds = options["timeout"]
@@ -354,7 +367,7 @@ class Manager:
         ctx.phases = plan.phases
         ctx.trust = {"env": plan.env, "files": tool.trusted}
         over = options["overrides"]
-        extra = extra_specs(ctx.locals.get("middleware"), "context locals.middleware")
+        extra = extra_specs(ctx.locals.get("middleware"), "context locals.middleware") if seed else []
         if options["middleware"] is not None:
             extra += extra_specs(options["middleware"], "middleware")
         origins: dict[str, str] = {}

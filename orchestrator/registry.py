@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from .errors import ToolDefinitionError, ToolNotFoundError
 from .loader import load_tool
@@ -38,33 +38,29 @@ def builtin_folder(name: str) -> Path:
     return installed if installed.is_dir() else _PACKAGE.parent / name
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class SearchPath:
+class SearchPath(NamedTuple):
     """A folder tools are found in; ``trusted`` folders may hold python tools.
 
-    Search paths are parts of cache keys on every invocation, so equality and
-    hashing use a precomputed string key instead of pathlib's.
+    Search paths are parts of cache keys on every invocation, so they are
+    plain tuples of a string and a bool: hashed and compared in C.
     """
 
-    root: Path
+    folder: str  # absolute and resolved
     trusted: bool = True
-    key: tuple[str, bool] = field(init=False, repr=False)
-    hashed: int = field(init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        key = (str(self.root), self.trusted)
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "hashed", hash(key))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SearchPath) and other.key == self.key
-
-    def __hash__(self) -> int:
-        return self.hashed
+    @property
+    def root(self) -> Path:
+        """The folder as a Path."""
+        return _as_path(self.folder)
 
     @classmethod
     def of(cls, folder: str | os.PathLike[str], trusted: bool = True) -> SearchPath:
-        return cls(Path(folder).resolve(), trusted)
+        return cls(str(Path(folder).resolve()), trusted)
+
+
+@lru_cache(maxsize=256)
+def _as_path(folder: str) -> Path:
+    return Path(folder)
 
 
 Signature = tuple[int, int] | None
@@ -98,10 +94,13 @@ def check_ref(ref: object) -> tuple[str, ...]:
 class Registry:
     """Finds and caches tools; owns every cache that depends on files."""
 
-    def __init__(self, paths: Iterable[SearchPath]) -> None:
+    def __init__(self, paths: Iterable[SearchPath], frozen: Iterable[Path] = ()) -> None:
         self.paths = tuple(paths)
+        # Folders never watched (an installed package's built-ins): paths below them are not stat-ed.
+        self.frozen = tuple(str(folder) for folder in frozen)
+        self._frozen_below = tuple(os.path.join(folder, "") for folder in self.frozen)
         self.functions: dict[str, Tool] = {}
-        self.derived: dict[str, dict[Any, Any]] = {}
+        self.derived: dict[str, dict[Any, Any]] = {name: {} for name in self._HOT}
         self.generation = 0
         self._files: dict[tuple[str, str], tuple[Signature, Any]] = {}
         self._seen: dict[str, Signature] = {}
@@ -115,6 +114,9 @@ class Registry:
             found = self.derived[name] = {}
         return found
 
+    # The caches the hot path reads, made once so lookups skip cache().
+    _HOT = ("refs", "tools", "plans", "scc", "toolkeys", "static-chains")
+
     def changed(self) -> None:
         """Drop every derived cache (a file, folder or registration changed)."""
         self.generation += 1
@@ -127,12 +129,20 @@ class Registry:
         self._seen.clear()
         self.changed()
 
-    def watch(self, paths: Iterable[str | Path], checked: set[str] | None = None) -> bool:
-        """Stat each path (once per run); return False, dropping derived caches, if any changed."""
+    def watch(self, paths: Iterable[str], checked: set[str] | None = None) -> bool:
+        """Stat each path (once per run); return False, dropping derived caches, if any changed.
+
+        Any change empties every derived cache, so a cached value whose paths
+        were all seen in this run is fresh: only the unseen ones are stat-ed.
+        """
+        if checked is not None and isinstance(paths, frozenset):
+            paths = paths - checked
+            if not paths:
+                return True
         fresh = True
         for path in paths:
-            if type(path) is not str:
-                path = os.fspath(path)
+            if self.frozen and (path.startswith(self._frozen_below) or path in self.frozen):
+                continue
             if checked is not None:
                 if path in checked:
                     continue
@@ -154,7 +164,9 @@ class Registry:
         cached value is reused while none of them changed (each stat-ed once
         per run). A failing ``compute`` caches nothing.
         """
-        cache = self.cache(name)
+        cache = self.derived.get(name)
+        if cache is None:
+            cache = self.cache(name)
         hit = cache.get(key)
         if hit is not None:
             if checked is not None and hit[2] is checked:
@@ -203,7 +215,7 @@ class Registry:
         Raises:
             ToolNotFoundError: the ref is malformed or a match resolves outside its search path.
         """
-        refs = self.cache("refs")
+        refs = self.derived["refs"]
         key = (ref, paths)
         hit = refs.get(key)
         if hit is not None:
@@ -229,7 +241,7 @@ class Registry:
                 break
             if found:
                 break
-        self.cache("refs")[key] = [found, names, checked]
+        self.derived["refs"][key] = [found, frozenset(names), checked]
         return found
 
     def find(self, ref: str, paths: tuple[SearchPath, ...], checked: set[str] | None = None) -> Tool:
@@ -242,7 +254,7 @@ class Registry:
         tool = self.functions.get(ref)
         if tool is not None:
             return tool
-        found = self.cache("tools").get((ref, paths))
+        found = self.derived["tools"].get((ref, paths))
         if found is not None and checked is not None and found[1] is checked:
             return found[0]  # type: ignore[no-any-return]  # already validated in this run
         hit = self.locate(ref, paths, checked)
@@ -250,7 +262,7 @@ class Registry:
             raise ToolNotFoundError(ref, [sp.root for sp in paths])
         path, sp = hit
         tool = self.load(path, lambda p: load_tool(p, sp.root, sp.trusted), checked)
-        self.cache("tools")[(ref, paths)] = [tool, checked]
+        self.derived["tools"][(ref, paths)] = [tool, checked]
         return tool
 
     def exists(self, ref: str, paths: tuple[SearchPath, ...], checked: set[str] | None = None) -> bool:

@@ -148,3 +148,22 @@ def test_r_find_3_untrusted_paths_hold_no_python(write, tmp_path):
     assert manager.find_tool("text", paths=[tmp_path / "extra"]).description == "md"
     trusting = Manager(trusted_paths=[tmp_path / "extra"])
     assert trusting.find_tool("code", paths=[tmp_path / "extra"]).kind == "python"
+
+
+def test_r_find_3_installed_builtins_are_not_watched(write, tools, monkeypatch):
+    write("tools/t.py", "def main(ctx):\n    return 1\n")
+    seen: list[str] = []
+    real = __import__("orchestrator.registry", fromlist=["signature"]).signature
+
+    def spy(path):
+        seen.append(path)
+        return real(path)
+
+    monkeypatch.setattr("orchestrator.registry.signature", spy)
+    builtin = str(builtin_folder("tools"))
+    Manager([tools], watch_builtins=True).invoke_sync("t")
+    assert any(p.startswith(builtin) for p in seen)
+    seen.clear()
+    Manager([tools], watch_builtins=False).invoke_sync("t")
+    assert seen and not any(p.startswith(builtin) for p in seen)
+    assert str(tools / "t.py") in seen  # the user's own files are still watched
