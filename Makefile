@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	cd examples/quickstart && ../../$(BIN)/python main.py
+	@echo
+	@echo "--- examples/agent: a markdown agent on the offline scripted model"
+	cd examples/agent && ../../$(BIN)/python main.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -465,3 +465,17 @@ def test_r_cas_3_template_free_levels_are_merged_once(write, tools, monkeypatch)
     )
     assert manager.invoke_sync("t", {"n": 5})["n"] == "5"
     assert merged_levels == ["t"]  # default and top were merged once, when the plan was made
+
+
+def test_r_cas_9_errors_never_leave_a_half_updated_cache(write, tools):
+    write("tools/t.md", "---\nauthority: house\nmetadata: {k: 1}\n---\nx\n")
+    manager = Manager([tools])
+    with pytest.raises(ConfigurationError, match="unknown authority 'house'"):
+        manager.invoke_sync("t")
+    write("authorities/house.md", "---\nmetadata: {h: 2}\n---\n")
+    assert manager.explain("t").key("h").value == 2
+    write("tools/u.md", "---\nmetadata: {$merge: {tags: append}, tags: oops}\n---\nx\n")
+    with pytest.raises(ConfigurationError):
+        manager.invoke_sync("u")
+    with pytest.raises(ConfigurationError):  # the failure is reported again, not replaced by a stale value
+        manager.invoke_sync("u")
