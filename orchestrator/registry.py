@@ -215,19 +215,13 @@ class Registry:
         Raises:
             ToolNotFoundError: the ref is malformed or a match resolves outside its search path.
         """
-        refs = self.derived["refs"]
-        key = (ref, paths)
-        hit = refs.get(key)
-        if hit is not None:
-            if checked is not None and hit[2] is checked:
-                return hit[0]  # type: ignore[no-any-return]
-            if self.watch(hit[1], checked):
-                hit[2] = checked
-                return hit[0]  # type: ignore[no-any-return]
+        return self.memo("refs", (ref, paths), lambda deps: self._locate(ref, paths, deps), checked)
+
+    def _locate(self, ref: str, paths: tuple[SearchPath, ...], deps: set[str]) -> tuple[Path, SearchPath] | None:
         parts = check_ref(ref)
         folders = [sp.root.joinpath(*parts[:-1]) for sp in paths]
-        names = tuple(str(f) for f in folders)
-        self.watch(names, checked)
+        # The folders, not the files: adding or removing a file changes its folder.
+        self.watch([str(f) for f in folders], deps)
         found = None
         for sp, folder in zip(paths, folders, strict=True):
             for ext in (".md", ".py") if sp.trusted else (".md",):
@@ -241,7 +235,6 @@ class Registry:
                 break
             if found:
                 break
-        self.derived["refs"][key] = [found, frozenset(names), checked]
         return found
 
     def find(self, ref: str, paths: tuple[SearchPath, ...], checked: set[str] | None = None) -> Tool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from servers import free_port, stop
 
 from orchestrator import Manager, ModelError
 from orchestrator.agent.openai import _wire
@@ -48,12 +48,6 @@ def http(url: str, method: str = "GET") -> dict:
         return json.loads(response.read() or b"{}")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def fakellm(tmp_path_factory):
     folder: Path = tmp_path_factory.mktemp("fakellm")
@@ -81,11 +75,7 @@ def fakellm(tmp_path_factory):
     try:
         yield base
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)
 
 
 @pytest.fixture

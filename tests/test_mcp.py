@@ -21,6 +21,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation, ToolListChangedNotification
+from servers import free_port, stop
 
 from orchestrator import ConfigurationError, Manager
 from orchestrator.mcp import build_server, parse_address
@@ -369,12 +370,6 @@ async def test_mcp_stdio_modern_client_listens_for_changes(served):
 # -- over streamable HTTP ---------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("http") / "tools"
@@ -405,12 +400,7 @@ def http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 time.sleep(0.05)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop(process)
         process.stderr.close()
 
 
