@@ -329,3 +329,32 @@ async def test_r_agent_3_without_next_the_answer_ends_the_target_chain(write, ma
     )
     agent(write, "gate", ["blocked by the gate"], body="Decide.")
     assert await manager.invoke("base") == "blocked by the gate"
+
+
+async def test_r_agent_1_tool_pipeline_wraps_every_tool_call(write, manager):
+    write(
+        "tools/audit.py",
+        "async def main(ctx):\n"
+        "    t = ctx.target\n"
+        "    t.nonlocals.setdefault('audit', []).append((t.tool.name, dict(t.args), ctx.args['tag']))\n"
+        "    if t.args.get('city') == 'Forbidden':\n"
+        "        raise PermissionError('not approved')\n"
+        "    return await t.manager.next()\n",
+    )
+    calls = [
+        {"name": "weather", "arguments": {"city": "Rome"}},
+        {"name": "weather", "arguments": {"city": "Forbidden"}},
+    ]
+    agent(
+        write,
+        "audited",
+        [{"calls": calls}, {"answer": "ok", "expect": {"contains": ["Rome", "PermissionError: not approved"]}}],
+        tools=["weather"],
+        **{"tool-pipeline": {"audit": {"tag": "agent"}}},
+    )
+    box: dict = {}
+    assert await manager.invoke("audited", {"city": "x"}, context={"nonlocals": box}) == "ok"
+    assert sorted(box["audit"], key=repr) == [
+        ("weather", {"city": "Forbidden"}, "agent"),
+        ("weather", {"city": "Rome"}, "agent"),
+    ]

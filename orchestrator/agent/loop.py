@@ -4,7 +4,8 @@ Three layers of middleware fall out of the pipeline: the agent's own
 metadata middleware; every model request is an invocation of the built-in
 ``model-call`` tool (extend it through ``model-pipeline`` metadata, passed as
 its overrides: ``{retry: {attempts: 3}}``); every tool call is an independent
-``ctx.manager.invoke`` with that tool's own pipeline.
+``ctx.manager.invoke`` with that tool's own pipeline, extended for this agent
+through ``tool-pipeline`` (its overrides on every call).
 """
 
 from __future__ import annotations
@@ -40,6 +41,14 @@ def model_spec(ctx: Context) -> dict[str, Any] | None:
     return spec
 
 
+def _pipeline(ctx: Context, key: str) -> dict[str, Any] | None:
+    """``model-pipeline`` / ``tool-pipeline``: metadata given as overrides to every model request / tool call."""
+    value = ctx.meta.get(key)
+    if value is not None and not isinstance(value, Mapping):
+        raise ConfigurationError(f"{key} must map middleware names to args", tool=ctx.tool.name, key=key)
+    return dict(value) if value else None
+
+
 def _setting(ctx: Context, key: str, default: Any, kind: type) -> Any:
     value = ctx.meta.get(key, default)
     if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
@@ -73,10 +82,8 @@ class Agent:
         returns = ctx.meta.get("returns")
         self.wants_json = isinstance(returns, Mapping) and (returns.get("type") == "object" or "properties" in returns)
         self.returns = returns if self.wants_json else None
-        pipeline = ctx.meta.get("model-pipeline")
-        if pipeline is not None and not isinstance(pipeline, Mapping):
-            raise ConfigurationError("model-pipeline must map middleware names to args", tool=ctx.tool.name)
-        self.pipeline = dict(pipeline) if pipeline else None
+        self.model_pipeline = _pipeline(ctx, "model-pipeline")
+        self.tool_pipeline = _pipeline(ctx, "tool-pipeline")
 
     def _allowed(self) -> frozenset[str]:
         ctx = self.ctx
@@ -163,7 +170,7 @@ class Agent:
             "response-format": self.returns,
         }
         self.manager.emit("model.request", ctx, iteration, model=self.spec.get("name"), messages=len(messages))
-        response = await ctx.manager.invoke("model-call", request, overrides=self.pipeline)
+        response = await ctx.manager.invoke("model-call", request, overrides=self.model_pipeline)
         if not isinstance(response, Mapping):
             raise InvocationError(f"model-call returned {type(response).__name__}, not a response", tool=ctx.tool.name)
         self.manager.emit(
@@ -219,7 +226,7 @@ class Agent:
             if name == NEXT:
                 value = await ctx.target.manager.next()
             else:
-                value = await ctx.manager.invoke(name, args)
+                value = await ctx.manager.invoke(name, args, overrides=self.tool_pipeline)
         except Exception as exc:  # the model hears about any failure; cancellation still propagates
             if not isinstance(exc, (OrchestratorError, PermissionError)):
                 log.debug("%s: tool call %r failed", ctx.tool.name, name, exc_info=True)
