@@ -9,6 +9,7 @@ the files and folders it was computed from, so edits are followed.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from .authorities import DEFAULT_PHASES, Authorities
 from .cascade import Merged, Plan, merge_levels, static_keys, tool_levels
@@ -83,14 +84,20 @@ class Planner:
 
         return self.registry.memo("scc", (tool.uri, paths), compute, checked)
 
-    def target_uri(self, key: str, paths: tuple[SearchPath, ...], checked: set[str]) -> str | None:
+    def target(self, key: str, paths: tuple[SearchPath, ...], checked: set[str]) -> tuple[str, str] | None:
+        """The uri of the tool ``key`` names and where it is, for people (``tools/shout.py``), or None."""
         if key in self.registry.functions:
-            return self.registry.functions[key].uri
+            return self.registry.functions[key].uri, "a registered function"
         try:
             hit = self.registry.locate(key, paths, checked)
         except ToolNotFoundError:
             return None
-        return hit[0].as_uri() if hit else None
+        if hit is None:
+            return None
+        path, sp = hit
+        if sp == self.registry.paths[-1]:
+            return path.as_uri(), f"built-in {path.relative_to(sp.root).as_posix()}"
+        return path.as_uri(), (Path(sp.root.name) / path.relative_to(sp.root)).as_posix()
 
     def toolkeys(
         self, tool: Tool, merged: Merged, paths: tuple[SearchPath, ...], checked: set[str] | None = None
@@ -112,7 +119,8 @@ class Planner:
                 if name == tool.name:
                     verdicts.append((name, False, "self-reference"))
                     continue
-                uri = self.target_uri(name, paths, deps)
+                found = self.target(name, paths, deps)
+                uri = found[0] if found else None
                 if name in merged.dynamic:
                     if uri is None:
                         raise ConfigurationError(
@@ -127,7 +135,7 @@ class Planner:
                     if uri in component:
                         verdicts.append((name, False, f"auto-static: {name} is in a dependency cycle with {tool.name}"))
                     else:
-                        verdicts.append((name, True, "names a tool"))
+                        verdicts.append((name, True, f"names a tool ({found[1]})" if found else "names a tool"))
             return tuple(verdicts)
 
         return self.registry.memo("toolkeys", key, compute, checked)

@@ -346,7 +346,7 @@ def main(ctx):
     explanation = manager.explain("t")
     verdicts = {k.key: (k.verdict, k.reason) for k in explanation.keys}
     assert verdicts == {
-        "helper": ("middleware", "names a tool"),
+        "helper": ("middleware", "names a tool (tools/helper.md)"),
         "execute": ("data", "listed in $static"),
         "t": ("data", "self-reference"),
         "color": ("data", "names no tool"),

@@ -14,7 +14,7 @@ async def main() -> None:
     explanation = manager.explain("greet", {"name": "Ada"})
     print("\nWhy greet runs the way it does:")
     for key in explanation.keys:
-        print(f"  {key.key:<17} {key.verdict:<10} from {key.level:<8} ({key.reason})")
+        print(f"  {key.key:<22} {key.verdict:<10} from {key.level:<8} {key.reason}")
     print("  chain: " + " -> ".join(entry.name for entry in explanation.chain))
 
     try:
