@@ -81,6 +81,8 @@ class Manager:
         on_event: Listener | None = None,
         watch_builtins: bool | None = None,
     ) -> None:
+        if isinstance(paths, (str, os.PathLike)):  # Manager("tools") means one folder, not five letters
+            paths = (paths,)
         self.paths = (*(SearchPath.of(p) for p in paths), SearchPath.of(builtin_folder("tools")))
         self.trusted = frozenset(Path(p).resolve() for p in trusted_paths)
         builtins = (builtin_folder("tools"), builtin_folder("authorities"))

@@ -167,3 +167,9 @@ def test_r_find_3_installed_builtins_are_not_watched(write, tools, monkeypatch):
     Manager([tools], watch_builtins=False).invoke_sync("t")
     assert seen and not any(p.startswith(builtin) for p in seen)
     assert str(tools / "t.py") in seen  # the user's own files are still watched
+
+
+def test_r_find_1_a_single_folder_string_is_one_path(write, tools):
+    write("tools/t.md", "---\ndescription: one\n---\nx\n")
+    assert Manager(str(tools)).find_tool("t").description == "one"
+    assert Manager(tools).find_tool("t").description == "one"
