@@ -72,19 +72,17 @@ class Manager:
 
     def __init__(
         self,
-        paths: Iterable[str | os.PathLike[str]] = (),
+        paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (),
         *,
-        trusted_paths: Iterable[str | os.PathLike[str]] = (),
+        trusted_paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (),
         max_depth: int = 64,
         max_stack: int = 2000,
         cwd: str | os.PathLike[str] | None = None,
         on_event: Listener | None = None,
         watch_builtins: bool | None = None,
     ) -> None:
-        if isinstance(paths, (str, os.PathLike)):  # Manager("tools") means one folder, not five letters
-            paths = (paths,)
-        self.paths = (*(SearchPath.of(p) for p in paths), SearchPath.of(builtin_folder("tools")))
-        self.trusted = frozenset(Path(p).resolve() for p in trusted_paths)
+        self.paths = (*(SearchPath.of(p) for p in _folders(paths)), SearchPath.of(builtin_folder("tools")))
+        self.trusted = frozenset(Path(p).resolve() for p in _folders(trusted_paths))
         builtins = (builtin_folder("tools"), builtin_folder("authorities"))
         if watch_builtins is None:  # an installed package's files change only on reinstall
             watch_builtins = builtins[0].parent.name != "builtin"
@@ -183,7 +181,7 @@ class Manager:
     def _paths(self, paths: Iterable[str | os.PathLike[str]] | None) -> tuple[SearchPath, ...]:
         if paths is None:
             return self.paths
-        return (*(self.search_path(p) for p in paths), self.paths[-1])
+        return (*(self.search_path(p) for p in _folders(paths)), self.paths[-1])
 
     # -- invocation ------------------------------------------------------------
 
@@ -476,6 +474,11 @@ def extract_options(
         elif isinstance(explicit, Mapping) and isinstance(value, Mapping):
             options[option] = {**value, **explicit}
     return cleaned, options
+
+
+def _folders(value: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> Iterable[str | os.PathLike[str]]:
+    """A folder or several: ``Manager("tools")`` means one folder, not each of its letters."""
+    return (value,) if isinstance(value, (str, os.PathLike)) else value
 
 
 def _mapping(value: Any, what: str, tool: str) -> dict[str, Any]:
