@@ -25,7 +25,7 @@ import anyio
 
 from . import chain
 from .authorities import Authorities, Authority
-from .cascade import Merged, merge_levels, override_level
+from .cascade import Merged, Plan, merge_levels, override_level
 from .context import Context, Run
 from .errors import (
     InvocationError,
@@ -38,7 +38,7 @@ from .explain import Explanation, explanation
 from .interpolate import scope
 from .loader import check_name
 from .ordering import Entry, build_chain, extra_specs
-from .planner import Planner
+from .planner import Planner, Verdicts
 from .prompt import render_prompt
 from .registry import Registry, SearchPath, builtin_folder
 from .tool import Tool, ToolInfo
@@ -350,7 +350,10 @@ class Manager:
             if "cwd" in seed:
                 cwd = (cwd / str(seed["cwd"])).resolve()
             envelope = seed.get("envelope", envelope)
-        tool = ref if isinstance(ref, Tool) else self.registry.find(ref, paths, checked)
+        if isinstance(ref, Tool):
+            tool, plan, static = ref, self.planner.plan(ref, paths, checked), None
+        else:
+            tool, plan, static = self._resolve(ref, paths, checked)
         run = Run(run_id, history, checked, tool)
         ctx = Context(self, tool, args, run, parent=parent, target=target, envelope=envelope, paths=paths, cwd=cwd)
         if seed:
@@ -363,7 +366,6 @@ class Manager:
         ctx.locals["prompt"] = tool.prompt
         run.history.append({"tool": tool.name, "args": args, "timestamp": time.time()})
 
-        plan = self.planner.plan(tool, paths, run.checked)
         ctx.phases = plan.phases
         ctx.trust = {"env": plan.env, "files": tool.trusted}
         over = options["overrides"]
@@ -372,14 +374,11 @@ class Manager:
             extra += extra_specs(options["middleware"], "middleware")
         origins: dict[str, str] = {}
         if plan.static is not None and not over:
-            # Nothing depends on args: verdicts and the sorted chain come from one cache entry.
+            # Nothing depends on args: verdicts and the sorted chain come from the cache.
             merged = plan.static
-            verdicts, chain_ = self.registry.memo(
-                "static-chains",
-                (tool.uri, paths),
-                lambda deps: self._static_chain(tool, merged, paths, plan.phases, deps),
-                run.checked,
-            )
+            if static is None:
+                static = self._static_chain(tool, merged, plan.phases, paths, checked)
+            verdicts, chain_ = static
             ctx.chain = list(chain_) if not extra else build_chain(tool, merged, verdicts, extra, plan.phases, origins)
         else:
             levels = plan.rest
@@ -392,15 +391,46 @@ class Manager:
         ctx.locked = merged.locked
         return ctx, merged, verdicts, origins
 
+    def _resolve(
+        self, ref: str, paths: tuple[SearchPath, ...], checked: set[str]
+    ) -> tuple[Tool, Plan, tuple[Verdicts, tuple[Entry, ...]] | None]:
+        """A ref's tool, plan and (when nothing depends on args) verdicts and sorted chain.
+
+        One cache entry, validated once per run against every file it
+        depends on: the hot path of every invocation.
+        """
+        hit = self.registry.derived["resolved"].get((ref, paths))
+        if hit is not None and hit[2] is checked:  # already validated in this run
+            return hit[0]  # type: ignore[no-any-return]
+
+        def compute(deps: set[str]) -> tuple[Tool, Plan, tuple[Verdicts, tuple[Entry, ...]] | None]:
+            tool = self.registry.find(ref, paths, deps)
+            plan = self.planner.plan(tool, paths, deps)
+            if plan.static is None:
+                return tool, plan, None
+            return tool, plan, self._static_chain(tool, plan.static, plan.phases, paths, deps)
+
+        return self.registry.memo("resolved", (ref, paths), compute, checked)
+
     def _static_chain(
-        self, tool: Tool, merged: Merged, paths: tuple[SearchPath, ...], phases: tuple[str, ...], deps: set[str]
-    ) -> tuple[tuple[tuple[str, bool, str], ...], tuple[Entry, ...]]:
-        verdicts = self.planner.toolkeys(tool, merged, paths, deps)
-        return verdicts, tuple(build_chain(tool, merged, verdicts, [], phases, {}))
+        self,
+        tool: Tool,
+        merged: Merged,
+        phases: tuple[str, ...],
+        paths: tuple[SearchPath, ...],
+        checked: set[str] | None,
+    ) -> tuple[Verdicts, tuple[Entry, ...]]:
+        """Verdicts and the sorted chain of a template-free plan without extra middleware (cached)."""
+
+        def compute(deps: set[str]) -> tuple[Verdicts, tuple[Entry, ...]]:
+            verdicts = self.planner.toolkeys(tool, merged, paths, deps)
+            return verdicts, tuple(build_chain(tool, merged, verdicts, [], phases, {}))
+
+        return self.registry.memo("static-chains", (tool.uri, paths), compute, checked)
 
     async def _invoke_entry(self, ctx: Context, entry: Entry) -> Any:
         """Invoke a chain entry through the full pipeline, or skip it as an invocation cycle (R-CHAIN-10)."""
-        tool = self.registry.find(entry.name, ctx.paths, ctx.run.checked)
+        tool = self._resolve(entry.name, ctx.paths, ctx.run.checked)[0]
         ancestor: Context | None = ctx
         while ancestor is not None:
             if ancestor.tool.uri == tool.uri:
@@ -413,7 +443,7 @@ class Manager:
             if not ancestor.entry:
                 break
             ancestor = ancestor.parent
-        return await self._invoke(tool, entry.args, parent=ctx, target=ctx, entry=True)
+        return await self._invoke(entry.name, entry.args, parent=ctx, target=ctx, entry=True)
 
     def _body(self, ctx: Context) -> Any:
         """A tool's own body: a code tool's ``main(ctx)``, a markdown tool's rendered prompt (R-CHAIN-8)."""

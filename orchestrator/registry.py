@@ -115,7 +115,7 @@ class Registry:
         return found
 
     # The caches the hot path reads, made once so lookups skip cache().
-    _HOT = ("refs", "tools", "plans", "scc", "toolkeys", "static-chains")
+    _HOT = ("refs", "tools", "plans", "scc", "toolkeys", "static-chains", "resolved")
 
     def changed(self) -> None:
         """Drop every derived cache (a file, folder or registration changed)."""
