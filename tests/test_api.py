@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import orchestrator
 
@@ -37,6 +39,9 @@ DOCUMENTED = {
 
 def test_all_is_exactly_the_documented_api():
     assert set(orchestrator.__all__) == DOCUMENTED
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## Public API", 1)[1].split("\n## ", 1)[0]
+    assert set(re.findall(r"`(\w+)`", section)) - {"orchestrator"} == DOCUMENTED
     assert orchestrator.__all__ == sorted(orchestrator.__all__)
     for name in orchestrator.__all__:
         assert getattr(orchestrator, name) is not None
