@@ -358,3 +358,12 @@ async def test_r_agent_1_tool_pipeline_wraps_every_tool_call(write, manager):
         ("weather", {"city": "Forbidden"}, "agent"),
         ("weather", {"city": "Rome"}, "agent"),
     ]
+
+
+async def test_r_agent_1_json_in_code_fences_and_empty_answers(write, manager):
+    returns = {"type": "object", "properties": {"temp": {"type": "integer"}}}
+    agent(write, "fenced", ['```json\n{"temp": 3}\n```'], returns=returns)
+    assert await manager.invoke("fenced", {"city": "x"}) == {"temp": 3}
+    agent(write, "silent", [{"content": None}])
+    with pytest.raises(ModelError, match="neither text nor tool calls"):
+        await manager.invoke("silent", {"city": "x"})

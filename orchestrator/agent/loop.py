@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..errors import ConfigurationError, InvocationError, OrchestratorError, ReturnsValidationError
+from ..errors import ConfigurationError, InvocationError, ModelError, OrchestratorError, ReturnsValidationError
 from ..prompt import render_prompt
 from ..schema import object_schema
 from ..tool import wire_name
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("orchestrator.agent")
 
 NEXT = "next"
+_FENCE = re.compile(r"^```[A-Za-z]*\n|\n?```$")
 CHOICES = ("auto", "none", "required")
 
 
@@ -184,8 +186,12 @@ class Agent:
         return dict(response)
 
     def _answer(self, content: Any) -> Any:
+        if content is None:
+            raise ModelError("the model answered with neither text nor tool calls", tool=self.ctx.tool.name)
         if not self.wants_json:
             return content
+        if isinstance(content, str):
+            content = _FENCE.sub("", content.strip())  # models often wrap JSON in ```json fences
         try:
             return json.loads(content) if isinstance(content, str) else content
         except json.JSONDecodeError as exc:
