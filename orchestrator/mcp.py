@@ -35,6 +35,7 @@ import functools
 import json
 import logging
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -121,6 +122,7 @@ class Service:
         self.max_timeout = max_timeout
         self.poll_interval = poll_interval
         self._reported: set[tuple[str, str]] = set()
+        self._snapshot: tuple[float, list[tuple[str, str | None, str]]] | None = None
 
     # -- listing ---------------------------------------------------------------
 
@@ -235,7 +237,13 @@ class Service:
                 await notify()
 
     def snapshot(self) -> list[tuple[str, str | None, str]]:
-        return [listing.key() for listing in self.listing().values()]
+        """What clients see of the tool set; sessions polling together share one listing per half interval."""
+        now = time.monotonic()
+        if self._snapshot is not None and now - self._snapshot[0] < self.poll_interval / 2:
+            return self._snapshot[1]
+        seen = [listing.key() for listing in self.listing().values()]
+        self._snapshot = (now, seen)
+        return seen
 
     async def on_initialized(self, ctx: Context, params: types.NotificationParams) -> None:
         """A handshake session is ready: watch the tools for it until it closes.
