@@ -43,7 +43,7 @@ class Planner:
                 return self.registry.find(name, paths, deps)
             except ToolNotFoundError as exc:
                 raise ConfigurationError(
-                    f"$inherit names {name!r}, which is not a tool",
+                    f"$inherit names {name!r}, which is not a tool{_sibling_hint(tool, name)}",
                     tool=tool.name,
                     path=tool.path,
                     line=tool.line_of("$inherit"),
@@ -139,3 +139,15 @@ class Planner:
             return tuple(verdicts)
 
         return self.registry.memo("toolkeys", key, compute, checked)
+
+
+def _sibling_hint(tool: Tool, name: str) -> str:
+    """'; refs start at the search path: did you mean ...' when ``name`` sits beside the tool."""
+    if tool.path is None or tool.root is None or tool.path.parent == tool.root:
+        return ""
+    for ext in (".md", ".py"):
+        beside = tool.path.parent / f"{name}{ext}"
+        if beside.is_file():
+            ref = beside.relative_to(tool.root).with_suffix("").as_posix()
+            return f"; refs start at the search path: did you mean {ref!r}?"
+    return ""

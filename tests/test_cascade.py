@@ -479,3 +479,10 @@ def test_r_cas_9_errors_never_leave_a_half_updated_cache(write, tools):
         manager.invoke_sync("u")
     with pytest.raises(ConfigurationError):  # the failure is reported again, not replaced by a stale value
         manager.invoke_sync("u")
+
+
+def test_r_cas_1_inherit_hint_for_a_sibling_ref(write, tools):
+    write("tools/team/base.md", "---\nmetadata: {k: 1}\n---\nx\n")
+    write("tools/team/t.md", "---\nmetadata: {$inherit: base}\n---\nx\n")
+    with pytest.raises(ConfigurationError, match="did you mean 'team/base'"):
+        Manager([tools]).invoke_sync("team/t")
