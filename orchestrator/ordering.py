@@ -211,7 +211,10 @@ def build_chain(
     entries: dict[str, Entry] = {}
     for key, middleware, _reason in verdicts:
         if middleware:
-            before, after = constraints(merged.order.get(key), key)
+            try:
+                before, after = constraints(merged.order.get(key), key)
+            except ConfigurationError as exc:
+                raise ConfigurationError(exc.detail, tool=tool.name, key="$order") from None
             entries[key] = Entry(key, merged.values[key], before, after)
             origins[key] = "metadata"
     for name, spec, source in extra:

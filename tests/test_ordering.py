@@ -124,3 +124,11 @@ def test_r_chain_3_sorted_chains_are_cached(write, tools):
 def test_r_chain_4_malformed_specs_are_refused(spec):
     with pytest.raises(ConfigurationError):
         entry_from_spec(None, spec, "test")
+
+
+def test_r_chain_1_malformed_order_names_the_tool(write, tools):
+    write("tools/m.md", "x\n")
+    write("tools/t.md", "---\nmetadata: {m: 1, $order: {m: {before: 3}}}\n---\nx\n")
+    with pytest.raises(ConfigurationError, match="before of 'm' must be a name") as info:
+        Manager([tools]).invoke_sync("t")
+    assert (info.value.tool, info.value.key) == ("t", "$order")
