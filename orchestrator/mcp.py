@@ -44,7 +44,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from . import __version__
-from .errors import ArgsValidationError, ConfigurationError, InvocationError, OrchestratorError, SecurityError
+from .callers import check_untrusted
+from .errors import ArgsValidationError, ConfigurationError, OrchestratorError
 from .manager import Manager, extract_options
 from .schema import object_schema
 from .tool import wire_name
@@ -61,7 +62,6 @@ log = logging.getLogger("orchestrator.mcp")
 
 POLL_INTERVAL = 1.0
 MAX_NAME = 128  # SEP-986
-REFUSED_CONTEXT = ("paths", "cwd", "parent", "target")  # reach beyond the server's own configuration
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,11 +167,13 @@ class Service:
         from mcp.shared.exceptions import MCPError
         from mcp.types import INVALID_PARAMS
 
-        listing = self.listing().get(params.name)
+        served = self.listing()
+        listing = served.get(params.name)
         if listing is None:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
         try:
-            args, options = self.options(listing, params.arguments or {}, envelope(ctx))
+            refs = frozenset(item.ref for item in served.values())
+            args, options = self.options(listing, params.arguments or {}, envelope(ctx), refs)
             result = await self.manager.invoke(listing.ref, args, **options)
         except OrchestratorError as exc:
             return failure(exc)
@@ -180,8 +182,13 @@ class Service:
             return failure(exc)
         return success(result)
 
-    def options(self, listing: Listing, arguments: dict[str, Any], env: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    def options(
+        self, listing: Listing, arguments: dict[str, Any], env: dict[str, Any], served: frozenset[str] = frozenset()
+    ) -> tuple[Any, dict[str, Any]]:
         """The args and invoke options for one call, with the caller policy applied.
+
+        Callers are untrusted (``orchestrator.callers``): extra middleware may
+        add or override only tools this server serves.
 
         Raises:
             ArgsValidationError: a wrapped schema's ``value`` is missing.
@@ -195,18 +202,8 @@ class Service:
                 raise ArgsValidationError([("", "'value' is a required property")], tool=ref)
             # the value itself may be a mapping with ``$`` keys: the top-level ones win
             args, options = extract_options(args["value"], ref, **options)
-        if options["overrides"] is not None and not self.allow_overrides:
-            raise SecurityError(
-                "$overrides is not accepted from MCP callers (the server was not started with --allow-overrides)",
-                tool=ref,
-                key="$overrides",
-            )
+        check_untrusted(options, served, tool=ref, caller="MCP callers", overrides=self.allow_overrides)
         caller = options["context"] or {}
-        if not isinstance(caller, Mapping):
-            raise InvocationError(f"$context must be a mapping, not {type(caller).__name__}", tool=ref, key="$context")
-        for key in REFUSED_CONTEXT:
-            if key in caller:
-                raise SecurityError(f"$context.{key} is not accepted from MCP callers", tool=ref, key="$context")
         options["context"] = {**caller, "envelope": env}  # the server's envelope, never the caller's
         options["timeout"] = self.timeout(options["timeout"])
         return args, options

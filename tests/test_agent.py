@@ -367,3 +367,30 @@ async def test_r_agent_1_json_in_code_fences_and_empty_answers(write, manager):
     agent(write, "silent", [{"content": None}])
     with pytest.raises(ModelError, match="neither text nor tool calls"):
         await manager.invoke("silent", {"city": "x"})
+
+
+async def test_r_agent_1_models_cannot_reach_outside_their_tools(write, manager):
+    calls = [
+        {"name": "weather", "arguments": {"city": "Rome", "$middleware": {"delegate": {"args": "secret"}}}},
+        {"name": "weather", "arguments": {"city": "Rome", "$context": {"paths": ["/"]}}},
+        {"name": "weather", "arguments": {"city": "Rome", "$middleware": {"weather": {"remove": True}}}},
+    ]
+    agent(
+        write,
+        "contained",
+        [
+            {"calls": calls},
+            {
+                "answer": "ok",
+                "expect": {
+                    "contains": [
+                        "$middleware from a model may add or override only tools it can call, not 'delegate'",
+                        "$context.paths is not accepted from a model",
+                        '{"city": "Rome", "temp": 4}',
+                    ]
+                },
+            },
+        ],
+        tools=["weather"],
+    )
+    assert await manager.invoke("contained", {"city": "x"}) == "ok"

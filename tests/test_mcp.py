@@ -225,6 +225,11 @@ async def test_mcp_callers_cannot_remove_locked_entries_or_override(served, mode
                 await client.call_tool("greet", {"name": "x", "$overrides": {"validate-args": None}}),
                 await client.call_tool("team__shout", {"value": "x", "$overrides": {}}),
                 await client.call_tool("greet", {"name": "x", "$context": {"paths": ["/"]}}),
+                await client.call_tool("greet", {"name": "x", "$middleware": {"paths": {"args": "/"}}}),
+                await client.call_tool("greet", {"name": "x", "$middleware": [{"name": "delegate", "args": "secret"}]}),
+                await client.call_tool(
+                    "greet", {"name": "x", "$context": {"locals": {"middleware": {"cwd": {"args": "/"}}}}}
+                ),
             ]
     assert all(result.is_error for result in results)
     assert text(results[0]).startswith("SecurityError: middleware 'validate-args' is locked and cannot be removed")
@@ -232,6 +237,9 @@ async def test_mcp_callers_cannot_remove_locked_entries_or_override(served, mode
     assert text(results[2]).startswith("SecurityError: $overrides is not accepted from MCP callers")
     assert text(results[3]).startswith("SecurityError: $overrides is not accepted from MCP callers")
     assert text(results[4]).startswith("SecurityError: $context.paths is not accepted from MCP callers")
+    assert text(results[5]).startswith("SecurityError: $middleware from MCP callers may add or override only tools")
+    assert "'delegate'" in text(results[6])
+    assert text(results[7]).startswith("SecurityError: $context from MCP callers may add or override only tools")
 
 
 async def test_mcp_overrides_when_allowed(served):

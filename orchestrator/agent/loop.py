@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..callers import check_untrusted
 from ..errors import ConfigurationError, InvocationError, ModelError, OrchestratorError, ReturnsValidationError
+from ..manager import extract_options
 from ..prompt import render_prompt
 from ..schema import object_schema
 from ..tool import wire_name
@@ -225,8 +227,8 @@ class Agent:
                 args = json.loads(args or "{}")
             if not isinstance(args, dict):
                 raise TypeError("tool arguments must be a JSON object")
-            if any(key == "$overrides" for key in args):
-                raise PermissionError("$overrides is not accepted from a model")
+            _, options = extract_options(args, name, None, None, None, None)
+            check_untrusted(options, self.allowed, tool=name, caller="a model")
             if offered["wrapped"]:
                 args = args.get("value")
             if name == NEXT:
