@@ -434,6 +434,9 @@ async def test_mcp_streamable_http(http_url, mode):
 
 # -- the official MCP Inspector ------------------------------------------------------------
 
+# Pinned: the newest releases need Node 22, and CI machines have Node 20.
+INSPECTOR = "@modelcontextprotocol/inspector@0.15.0"
+
 
 @pytest.mark.skipif(shutil.which("npx") is None, reason="npx is not installed")
 def test_mcp_inspector_cli_lists_and_calls(served, tmp_path):
@@ -443,7 +446,7 @@ def test_mcp_inspector_cli_lists_and_calls(served, tmp_path):
         "serve(Manager([sys.argv[1]]))\n",
         encoding="utf-8",
     )
-    base = ["npx", "-y", "@modelcontextprotocol/inspector", "--cli", sys.executable, str(script), str(served)]
+    base = ["npx", "-y", INSPECTOR, "--cli", sys.executable, str(script), str(served)]
 
     def inspect(*args: str) -> dict:
         done = subprocess.run([*base, *args], capture_output=True, text=True, timeout=600)
@@ -461,7 +464,7 @@ def test_mcp_inspector_cli_lists_and_calls(served, tmp_path):
 
 @pytest.mark.skipif(shutil.which("npx") is None, reason="npx is not installed")
 def test_mcp_inspector_cli_over_streamable_http(http_url):
-    command = ["npx", "-y", "@modelcontextprotocol/inspector", "--cli", http_url, "--transport", "http"]
+    command = ["npx", "-y", INSPECTOR, "--cli", http_url, "--transport", "http"]
     done = subprocess.run(
         [*command, "--method", "tools/call", "--tool-name", "team__shout", "--tool-arg", "value=hi"],
         capture_output=True,
