@@ -21,7 +21,7 @@ import click
 
 from . import __version__
 from .display import display, explanation_view, progress
-from .errors import OrchestratorError
+from .errors import InterpolationError, OrchestratorError
 from .manager import Manager
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -273,7 +273,15 @@ def show(
     """
     value = parse_args(args)
     with reporting(debug):
-        explanation = Manager(search_paths(paths)).explain(tool, value, overrides=overrides or None)
+        manager = Manager(search_paths(paths))
+        try:
+            explanation = manager.explain(tool, value, overrides=overrides or None)
+        except InterpolationError:
+            if args is not None:
+                raise
+            # Templates that need args: show them as written rather than fail.
+            explanation = manager.explain(tool, value, overrides=overrides or None, render=False)
+            click.echo("note: metadata templates are shown unrendered; pass ARGS to render them", err=True)
     data = explanation.to_dict()
     if as_json:
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))

@@ -326,8 +326,12 @@ class Manager:
         parent: Context | None,
         target: Context | None,
         options: Mapping[str, Any],
+        render: bool = True,
     ) -> tuple[Context, Merged, tuple[tuple[str, bool, str], ...], dict[str, str]]:
-        """Steps 2-8 of R-INV-2 up to a sorted chain; returns the context and what explain needs."""
+        """Steps 2-8 of R-INV-2 up to a sorted chain; returns the context and what explain needs.
+
+        ``render=False`` (explain only) merges template strings as they are written.
+        """
         seed = options["context"]
         if seed:
             unknown = set(seed) - SEED_KEYS
@@ -384,7 +388,7 @@ class Manager:
             levels = plan.rest
             if over:
                 levels = (*levels, override_level(_mapping(over, "overrides", tool.name)))
-            merged = merge_levels(levels, partial(scope, ctx), tool.name, plan.base)
+            merged = merge_levels(levels, partial(scope, ctx) if render else None, tool.name, plan.base)
             verdicts = self.planner.toolkeys(tool, merged, paths, run.checked)
             ctx.chain = build_chain(tool, merged, verdicts, extra, plan.phases, origins)
         ctx.meta = dict(merged.values)
@@ -455,15 +459,24 @@ class Manager:
     # -- explain ---------------------------------------------------------------
 
     def explain(
-        self, ref: str, args: Any = None, *, overrides: Mapping[str, Any] | None = None, middleware: Any = None
+        self,
+        ref: str,
+        args: Any = None,
+        *,
+        overrides: Mapping[str, Any] | None = None,
+        middleware: Any = None,
+        render: bool = True,
     ) -> Explanation:
         """Why every key of ``ref`` has its value and how its chain is ordered (R-CAS-9).
+
+        With ``render=False`` metadata templates are shown as written, so a
+        tool whose templates need args can be explained without them.
 
         Raises:
             OrchestratorError: the same errors an invocation would raise before running the chain.
         """
         args, options = extract_options(args, ref, None, middleware, overrides, None)
-        ctx, merged, verdicts, origins = self._prepare(ref, args, None, None, options)
+        ctx, merged, verdicts, origins = self._prepare(ref, args, None, None, options, render)
         plan = self.planner.plan(ctx.tool, ctx.paths, ctx.run.checked)
         return explanation(ctx, plan, merged, verdicts, origins)
 

@@ -486,3 +486,12 @@ def test_r_cas_1_inherit_hint_for_a_sibling_ref(write, tools):
     write("tools/team/t.md", "---\nmetadata: {$inherit: base}\n---\nx\n")
     with pytest.raises(ConfigurationError, match="did you mean 'team/base'"):
         Manager([tools]).invoke_sync("team/t")
+
+
+def test_r_cas_9_explain_can_show_templates_as_written(write, tools):
+    write("tools/t.md", "---\nmetadata: {greeting: 'Dear {{ args.name }}'}\n---\nx\n")
+    manager = Manager([tools])
+    with pytest.raises(InterpolationError):
+        manager.explain("t")
+    assert manager.explain("t", render=False).key("greeting").value == "Dear {{ args.name }}"
+    assert manager.explain("t", {"name": "Ada"}).key("greeting").value == "Dear Ada"

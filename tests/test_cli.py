@@ -452,3 +452,26 @@ def test_cli_module_imports_neither_rich_nor_mcp():
     code = "import sys, orchestrator.cli; print(sorted(m for m in ('mcp', 'rich') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_cli_show_without_args_shows_templates_unrendered(tmp_path):
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "hello.md").write_text(
+        "---\nmetadata:\n  greeting: 'Dear {{ args.customer }}'\n---\n{{ meta.greeting }}\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "show", "hello", "--json", "--path", str(tools)],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    keys = {k["key"]: k["value"] for k in json.loads(out.stdout)["keys"]}
+    assert keys["greeting"] == "Dear {{ args.customer }}"
+    assert "pass ARGS to render them" in out.stderr
+    rendered = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "show", "hello", '{"customer": "Ada"}', "--json", "--path", str(tools)],
+        capture_output=True,
+        text=True,
+    )
+    assert {k["key"]: k["value"] for k in json.loads(rendered.stdout)["keys"]}["greeting"] == "Dear Ada"
