@@ -388,8 +388,11 @@ def test_cli_show_json_is_the_explanation(project):
 
 def test_cli_show_takes_args_for_templated_metadata(project, write):
     write("tools/hello.md", "---\nmetadata:\n  who: '{{ args.name }}'\n---\nhi\n")
-    failed = invoke("show", "hello", "--path", str(project / "tools"))
-    assert failed.exit_code == 1
+    unrendered = invoke("show", "hello", "--json", "--path", str(project / "tools"))
+    assert unrendered.exit_code == 0, unrendered.output
+    assert next(k for k in json.loads(unrendered.stdout)["keys"] if k["key"] == "who")["value"] == "{{ args.name }}"
+    failed = invoke("show", "hello", '{"nobody": 1}', "--path", str(project / "tools"))
+    assert failed.exit_code == 1  # with ARGS given, a template that cannot render is an error
     assert failed.stderr.startswith("error: InterpolationError: ")
     out = invoke("show", "hello", '{"name": "Ada"}', "--json", "--path", str(project / "tools"))
     assert out.exit_code == 0, out.output
