@@ -18,14 +18,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import anyio
 
 from . import chain
 from .authorities import Authorities, Authority
-from .cascade import Merged, Plan, merge_levels, override_level
+from .cascade import Merged, merge_levels, override_level
 from .context import Context, Run
 from .errors import (
     InvocationError,
@@ -37,19 +36,15 @@ from .events import Event, Events, Listener
 from .explain import Explanation, explanation
 from .interpolate import scope
 from .loader import check_name
+from .options import NO_OPTIONS, SEED_KEYS, as_list, as_mapping, extract_options, folders
 from .ordering import Entry, build_chain, extra_specs
-from .planner import Planner, Verdicts
+from .planner import Planner
 from .prompt import render_prompt
 from .registry import Registry, SearchPath, builtin_folder
 from .tool import Tool, ToolInfo
 
 log = logging.getLogger("orchestrator")
 
-OPTIONS = ("context", "middleware", "overrides", "timeout")
-NO_OPTIONS: Mapping[str, Any] = MappingProxyType(
-    {"context": None, "middleware": None, "overrides": None, "timeout": None}
-)
-SEED_KEYS = frozenset({"locals", "nonlocals", "envelope", "parent", "target", "paths", "cwd"})
 
 # Frames of Python stack one nested invocation takes (about 6 measured, with
 # margin); the recursion limit is raised to fit ``max_stack`` of them (R-INV-5).
@@ -81,8 +76,8 @@ class Manager:
         on_event: Listener | None = None,
         watch_builtins: bool | None = None,
     ) -> None:
-        self.paths = (*(SearchPath.of(p) for p in _folders(paths)), SearchPath.of(builtin_folder("tools")))
-        self.trusted = frozenset(Path(p).resolve() for p in _folders(trusted_paths))
+        self.paths = (*(SearchPath.of(p) for p in folders(paths)), SearchPath.of(builtin_folder("tools")))
+        self.trusted = frozenset(Path(p).resolve() for p in folders(trusted_paths))
         builtins = (builtin_folder("tools"), builtin_folder("authorities"))
         if watch_builtins is None:  # an installed package's files change only on reinstall
             watch_builtins = builtins[0].parent.name != "builtin"
@@ -181,7 +176,7 @@ class Manager:
     def _paths(self, paths: Iterable[str | os.PathLike[str]] | None) -> tuple[SearchPath, ...]:
         if paths is None:
             return self.paths
-        return (*(self.search_path(p) for p in _folders(paths)), self.paths[-1])
+        return (*(self.search_path(p) for p in folders(paths)), self.paths[-1])
 
     # -- invocation ------------------------------------------------------------
 
@@ -350,19 +345,19 @@ class Manager:
             paths, cwd, envelope = self.paths, self.cwd, None
         if seed:
             if "paths" in seed:
-                paths = (*(self.search_path(p) for p in _list(seed["paths"], "context paths")), *paths)
+                paths = (*(self.search_path(p) for p in as_list(seed["paths"], "context paths")), *paths)
             if "cwd" in seed:
                 cwd = (cwd / str(seed["cwd"])).resolve()
             envelope = seed.get("envelope", envelope)
         if isinstance(ref, Tool):
             tool, plan, static = ref, self.planner.plan(ref, paths, checked), None
         else:
-            tool, plan, static = self._resolve(ref, paths, checked)
+            tool, plan, static = self.planner.resolve(ref, paths, checked)
         run = Run(run_id, history, checked, tool)
         ctx = Context(self, tool, args, run, parent=parent, target=target, envelope=envelope, paths=paths, cwd=cwd)
         if seed:
             if "locals" in seed:
-                ctx.locals.update(_mapping(seed["locals"], "context locals", tool.name))
+                ctx.locals.update(as_mapping(seed["locals"], "context locals", tool.name))
             if "nonlocals" in seed:
                 if not isinstance(seed["nonlocals"], dict):
                     raise InvocationError("context nonlocals must be a mapping", tool=tool.name)
@@ -381,13 +376,13 @@ class Manager:
             # Nothing depends on args: verdicts and the sorted chain come from the cache.
             merged = plan.static
             if static is None:
-                static = self._static_chain(tool, merged, plan.phases, paths, checked)
+                static = self.planner.static_chain(tool, merged, plan.phases, paths, checked)
             verdicts, chain_ = static
             ctx.chain = list(chain_) if not extra else build_chain(tool, merged, verdicts, extra, plan.phases, origins)
         else:
             levels = plan.rest
             if over:
-                levels = (*levels, override_level(_mapping(over, "overrides", tool.name)))
+                levels = (*levels, override_level(as_mapping(over, "overrides", tool.name)))
             merged = merge_levels(levels, partial(scope, ctx) if render else None, tool.name, plan.base)
             verdicts = self.planner.toolkeys(tool, merged, paths, run.checked)
             ctx.chain = build_chain(tool, merged, verdicts, extra, plan.phases, origins)
@@ -395,46 +390,9 @@ class Manager:
         ctx.locked = merged.locked
         return ctx, merged, verdicts, origins
 
-    def _resolve(
-        self, ref: str, paths: tuple[SearchPath, ...], checked: set[str]
-    ) -> tuple[Tool, Plan, tuple[Verdicts, tuple[Entry, ...]] | None]:
-        """A ref's tool, plan and (when nothing depends on args) verdicts and sorted chain.
-
-        One cache entry, validated once per run against every file it
-        depends on: the hot path of every invocation.
-        """
-        hit = self.registry.derived["resolved"].get((ref, paths))
-        if hit is not None and hit[2] is checked:  # already validated in this run
-            return hit[0]  # type: ignore[no-any-return]
-
-        def compute(deps: set[str]) -> tuple[Tool, Plan, tuple[Verdicts, tuple[Entry, ...]] | None]:
-            tool = self.registry.find(ref, paths, deps)
-            plan = self.planner.plan(tool, paths, deps)
-            if plan.static is None:
-                return tool, plan, None
-            return tool, plan, self._static_chain(tool, plan.static, plan.phases, paths, deps)
-
-        return self.registry.memo("resolved", (ref, paths), compute, checked)
-
-    def _static_chain(
-        self,
-        tool: Tool,
-        merged: Merged,
-        phases: tuple[str, ...],
-        paths: tuple[SearchPath, ...],
-        checked: set[str] | None,
-    ) -> tuple[Verdicts, tuple[Entry, ...]]:
-        """Verdicts and the sorted chain of a template-free plan without extra middleware (cached)."""
-
-        def compute(deps: set[str]) -> tuple[Verdicts, tuple[Entry, ...]]:
-            verdicts = self.planner.toolkeys(tool, merged, paths, deps)
-            return verdicts, tuple(build_chain(tool, merged, verdicts, [], phases, {}))
-
-        return self.registry.memo("static-chains", (tool.uri, paths), compute, checked)
-
     async def _invoke_entry(self, ctx: Context, entry: Entry) -> Any:
         """Invoke a chain entry through the full pipeline, or skip it as an invocation cycle (R-CHAIN-10)."""
-        tool = self._resolve(entry.name, ctx.paths, ctx.run.checked)[0]
+        tool = self.planner.resolve(entry.name, ctx.paths, ctx.run.checked)[0]
         ancestor: Context | None = ctx
         while ancestor is not None:
             if ancestor.tool.uri == tool.uri:
@@ -479,60 +437,3 @@ class Manager:
         ctx, merged, verdicts, origins = self._prepare(ref, args, None, None, options, render)
         plan = self.planner.plan(ctx.tool, ctx.paths, ctx.run.checked)
         return explanation(ctx, plan, merged, verdicts, origins)
-
-
-def extract_options(
-    args: Any,
-    tool: Any,
-    context: Mapping[str, Any] | None,
-    middleware: Any,
-    overrides: Mapping[str, Any] | None,
-    timeout: float | None,
-) -> tuple[Any, dict[str, Any]]:
-    """Split ``$NAME`` keys out of mapping args (R-INV-1); explicit options win, ``$`` values fill gaps.
-
-    Raises:
-        InvocationError: an unknown ``$`` key.
-    """
-    options: dict[str, Any] = {"context": context, "middleware": middleware, "overrides": overrides, "timeout": timeout}
-    if args is None:
-        return {}, options
-    if not isinstance(args, Mapping) or not any(isinstance(k, str) and k.startswith("$") for k in args):
-        return args, options
-    cleaned = {}
-    for key, value in args.items():
-        if not (isinstance(key, str) and key.startswith("$")):
-            cleaned[key] = value
-            continue
-        option = key[1:]
-        if option not in OPTIONS:
-            raise InvocationError(
-                f"unknown option {key!r} in args; allowed: {', '.join('$' + o for o in OPTIONS)}",
-                tool=str(tool),
-                key=key,
-            )
-        explicit = options[option]
-        if explicit is None:
-            options[option] = value
-        elif isinstance(explicit, Mapping) and isinstance(value, Mapping):
-            options[option] = {**value, **explicit}
-    return cleaned, options
-
-
-def _folders(value: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> Iterable[str | os.PathLike[str]]:
-    """A folder or several: ``Manager("tools")`` means one folder, not each of its letters."""
-    return (value,) if isinstance(value, (str, os.PathLike)) else value
-
-
-def _mapping(value: Any, what: str, tool: str) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
-        raise InvocationError(f"{what} must be a mapping, not {type(value).__name__}", tool=tool)
-    return dict(value)
-
-
-def _list(value: Any, what: str) -> list[Any]:
-    if isinstance(value, (str, os.PathLike)):
-        return [value]
-    if not isinstance(value, list):
-        raise InvocationError(f"{what} must be a list of folders")
-    return value

@@ -46,7 +46,8 @@ import anyio
 from . import __version__
 from .callers import check_untrusted
 from .errors import ArgsValidationError, ConfigurationError, OrchestratorError
-from .manager import Manager, extract_options
+from .manager import Manager
+from .options import extract_options
 from .schema import object_schema
 from .tool import wire_name
 

@@ -15,6 +15,7 @@ from .authorities import DEFAULT_PHASES, Authorities
 from .cascade import Merged, Plan, merge_levels, static_keys, tool_levels
 from .errors import ConfigurationError, ToolDefinitionError, ToolNotFoundError
 from .graph import reachable_components
+from .ordering import Entry, build_chain
 from .registry import Registry, SearchPath
 from .tool import Tool
 
@@ -139,6 +140,43 @@ class Planner:
             return tuple(verdicts)
 
         return self.registry.memo("toolkeys", key, compute, checked)
+
+    def resolve(
+        self, ref: str, paths: tuple[SearchPath, ...], checked: set[str]
+    ) -> tuple[Tool, Plan, tuple[Verdicts, tuple[Entry, ...]] | None]:
+        """A ref's tool, plan and (when nothing depends on args) verdicts and sorted chain.
+
+        One cache entry, validated once per run against every file it
+        depends on: the hot path of every invocation.
+        """
+        hit = self.registry.derived["resolved"].get((ref, paths))
+        if hit is not None and hit[2] is checked:  # already validated in this run
+            return hit[0]  # type: ignore[no-any-return]
+
+        def compute(deps: set[str]) -> tuple[Tool, Plan, tuple[Verdicts, tuple[Entry, ...]] | None]:
+            tool = self.registry.find(ref, paths, deps)
+            plan = self.plan(tool, paths, deps)
+            if plan.static is None:
+                return tool, plan, None
+            return tool, plan, self.static_chain(tool, plan.static, plan.phases, paths, deps)
+
+        return self.registry.memo("resolved", (ref, paths), compute, checked)
+
+    def static_chain(
+        self,
+        tool: Tool,
+        merged: Merged,
+        phases: tuple[str, ...],
+        paths: tuple[SearchPath, ...],
+        checked: set[str] | None,
+    ) -> tuple[Verdicts, tuple[Entry, ...]]:
+        """Verdicts and the sorted chain of a template-free plan without extra middleware (cached)."""
+
+        def compute(deps: set[str]) -> tuple[Verdicts, tuple[Entry, ...]]:
+            verdicts = self.toolkeys(tool, merged, paths, deps)
+            return verdicts, tuple(build_chain(tool, merged, verdicts, [], phases, {}))
+
+        return self.registry.memo("static-chains", (tool.uri, paths), compute, checked)
 
 
 def _sibling_hint(tool: Tool, name: str) -> str:

@@ -20,7 +20,7 @@ import anyio
 
 from ..callers import check_untrusted
 from ..errors import ConfigurationError, InvocationError, ModelError, OrchestratorError, ReturnsValidationError
-from ..manager import extract_options
+from ..options import extract_options
 from ..prompt import render_prompt
 from ..schema import object_schema
 from ..tool import wire_name
