@@ -10,30 +10,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from samples import GREET, SHOUT
 
 from orchestrator import Event, __version__
 from orchestrator.cli import cli
 from orchestrator.display import Progress
-
-GREET = """
----
-description: Greets someone.
-metadata:
-  params: {type: object, properties: {name: {type: string}}, required: [name]}
-  shout: {times: 2}
-  $order:
-    shout: {after: [$pre-execute], before: [execute]}
----
-Hello, {{ args.name }}!
-"""
-
-SHOUT = """
-frontmatter = {"description": "Upper-cases the wrapped result.", "metadata": {"params": {"type": "object"}}}
-
-async def main(ctx):
-    result = await ctx.target.manager.next()
-    return str(result).upper() + "!" * ctx.args.get("times", 1)
-"""
 
 ECHO = """
 frontmatter = {"description": "Returns its args and two metadata keys.", "metadata": {"$inherit": False}}

@@ -7,31 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from samples import GREET, SHOUT
 
 from orchestrator import Manager
 
 ROOT = Path(__file__).resolve().parent.parent
-
-GREET = """\
----
-description: Greets someone.
-metadata:
-  params: {type: object, properties: {name: {type: string}}, required: [name]}
-  shout: {times: 2}
-  $order:
-    shout: {after: [$pre-execute], before: [execute]}
----
-Hello, {{ args.name }}!
-"""
-
-SHOUT = """\
-frontmatter = {"metadata": {"params": {"type": "object"}}}
-
-async def main(ctx):
-    target = ctx.target
-    result = await target.manager.next()
-    return str(result).upper() + "!" * ctx.args.get("times", 1)
-"""
 
 
 @pytest.mark.anyio
