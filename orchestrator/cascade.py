@@ -170,7 +170,8 @@ class Plan:
     templated: bool
     base: Merged  # the merge of the levels before the first one holding a template
     rest: tuple[Level, ...]  # the levels from there on, rendered per invocation
-    static: Merged | None  # the whole merge when no level holds a template
+    raw: Merged  # the whole merge with templates left as written (listings, check, trust)
+    static: Merged | None  # the same, when no level holds a template: what every invocation uses
     keys: tuple[str, ...]  # the static key set of R-CAS-8
     authorities: tuple[str, ...]
     env: bool  # whether templates may see environment variables

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 
 from .authorities import FOLDER_FILE, load_authority
-from .cascade import make_level, merge_levels
+from .cascade import make_level
 from .errors import OrchestratorError
 from .interpolate import compile_template, has_templates, is_template
 from .loader import KNOWN_KEYS, read_text, split_frontmatter
@@ -165,7 +165,7 @@ def _check_tool(manager: Manager, ref: str, path: Path | None, names: frozenset[
     _near_misses(manager, tool.metadata, tool.path, tool.lines, names, report)
     try:
         plan = manager.planner.plan(tool, manager.paths, None)
-        merged = plan.static or merge_levels(plan.rest, None, tool.name, plan.base)
+        merged = plan.raw
         verdicts = manager.planner.toolkeys(tool, merged, manager.paths, None)
         build_chain(tool, merged, verdicts, [], plan.phases, {})
     except Exception as exc:

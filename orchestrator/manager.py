@@ -302,8 +302,7 @@ class Manager:
         paths = paths or self.paths
         tool = self.registry.find(ref, paths, checked)
         plan = self.planner.plan(tool, paths, checked)
-        merged = plan.static or merge_levels(plan.rest, None, tool.name, plan.base)
-        values = merged.values
+        values = plan.raw.values
         return ToolInfo(
             ref,
             tool.name,

@@ -66,6 +66,7 @@ class Planner:
             templated=first < len(levels),
             base=base,
             rest=levels[first:],
+            raw=raw,
             static=raw if first == len(levels) else None,
             keys=tuple(static_keys(levels)),
             authorities=() if tool.metadata.get("$inherit") is False else tuple(a.name for a in authorities),
