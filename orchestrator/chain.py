@@ -86,9 +86,11 @@ def inject(ctx: Context, entries: Sequence[Entry | Mapping[str, Any]]) -> None:
     """
     ran = {e.name for e in ctx.chain[: ctx.pos]}
     fresh = [strip(e if isinstance(e, Entry) else entry_from_spec(None, e, "inject"), ran) for e in entries]
-    rest = [*fresh, *ctx.chain[ctx.pos :]]
+    waiting = ctx.chain[ctx.pos :]
     if any(e.constrained for e in fresh):
-        rest = sort_entries([strip(e, ran) for e in rest], ctx.phases, ctx.tool.name)
+        rest = sort_entries([*fresh, *(strip(e, ran) for e in waiting)], ctx.phases, ctx.tool.name)
+    else:
+        rest = [*fresh, *waiting]
     ctx.chain = [*ctx.chain[: ctx.pos], *rest]
 
 
