@@ -19,6 +19,7 @@ from .errors import (
 )
 from .events import Event
 from .explain import EntryExplanation, Explanation, KeyExplanation
+from .limits import Limits
 from .manager import Manager
 from .ordering import Entry
 from .tool import Tool, ToolInfo
@@ -38,6 +39,7 @@ __all__ = [
     "InvocationError",
     "InvocationTimeout",
     "KeyExplanation",
+    "Limits",
     "Manager",
     "ModelError",
     "OrchestratorError",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigurationError, ToolDefinitionError
+from .limits import DEFAULT_LIMITS, Limits
 from .loader import read_text, split_frontmatter
 from .registry import Registry, SearchPath, builtin_folder
 from .tool import Tool
@@ -39,13 +40,13 @@ class Authority:
     lines: Mapping[str, int] = field(default_factory=dict)
 
 
-def load_authority(path: Path, root: Path | None = None) -> Authority:
+def load_authority(path: Path, root: Path | None = None, limits: Limits = DEFAULT_LIMITS) -> Authority:
     """Load an authority file (named ``authorities/NAME.md`` or a folder ``AUTHORITY.md``).
 
     Raises:
         ToolDefinitionError: malformed YAML or fields of the wrong shape.
     """
-    data, lines, _body, _line = split_frontmatter(read_text(path), path)
+    data, lines, _body, _line = split_frontmatter(read_text(path), path, limits)
     folder = path.name == FOLDER_FILE
     default_name = path.relative_to(root).as_posix() if folder and root else path.stem
     name = data.get("name", default_name)
@@ -93,7 +94,7 @@ class Authorities:
         self.builtin = builtin or builtin_folder("authorities")
 
     def _load(self, path: Path, root: Path | None, checked: set[str] | None) -> Authority:
-        return self.registry.load(path, lambda p: load_authority(p, root), checked, "authority")
+        return self.registry.load(path, lambda p: load_authority(p, root, self.registry.limits), checked, "authority")
 
     def folders(self, paths: tuple[SearchPath, ...]) -> list[Path]:
         """Where named authorities live: each search path's sibling ``authorities/``, then the built-in one."""

@@ -21,6 +21,7 @@ import frontmatter
 import yaml
 
 from .errors import ToolDefinitionError
+from .limits import DEFAULT_LIMITS, Limits
 from .tool import Tool
 
 try:
@@ -46,7 +47,9 @@ def check_name(name: object, path: Path | None = None) -> str:
     return name
 
 
-def split_frontmatter(text: str, path: Path) -> tuple[dict[str, Any], dict[str, int], str, int]:
+def split_frontmatter(
+    text: str, path: Path, limits: Limits = DEFAULT_LIMITS
+) -> tuple[dict[str, Any], dict[str, int], str, int]:
     """Split a markdown file into (frontmatter, key lines, body, body line).
 
     Key lines map each top-level key, and each ``metadata`` key, to its line.
@@ -67,14 +70,16 @@ def split_frontmatter(text: str, path: Path) -> tuple[dict[str, Any], dict[str, 
         raise ToolDefinitionError("frontmatter opened with '---' is never closed", path=path, line=1)
     block = text[opening.end() : closing.start()]
     first_line = text.count("\n", 0, opening.end()) + 1
-    data, lines = load_yaml(block, path, first_line)
+    data, lines = load_yaml(block, path, first_line, limits)
     body = text[closing.end() :]
     lead = len(body) - len(body.lstrip())
     body_line = text.count("\n", 0, closing.end() + lead) + 1
     return data, lines, body.strip(), body_line
 
 
-def load_yaml(block: str, path: Path, first_line: int = 1) -> tuple[dict[str, Any], dict[str, int]]:
+def load_yaml(
+    block: str, path: Path, first_line: int = 1, limits: Limits = DEFAULT_LIMITS
+) -> tuple[dict[str, Any], dict[str, int]]:
     """Safely load a YAML mapping; return it with the file line of each key.
 
     ``first_line`` is the file line on which ``block`` starts.
@@ -196,14 +201,14 @@ def tool_from_frontmatter(
     )
 
 
-def load_markdown(path: Path, root: Path | None = None, trusted: bool = True) -> Tool:
+def load_markdown(path: Path, root: Path | None = None, trusted: bool = True, limits: Limits = DEFAULT_LIMITS) -> Tool:
     """Load a ``.md`` tool.
 
     Raises:
         ToolDefinitionError: unreadable file or malformed frontmatter.
     """
     text = read_text(path)
-    data, lines, body, body_line = split_frontmatter(text, path)
+    data, lines, body, body_line = split_frontmatter(text, path, limits)
     return tool_from_frontmatter(
         data, path=path, kind="markdown", root=root, trusted=trusted, lines=lines, prompt=body, prompt_line=body_line
     )
@@ -262,8 +267,8 @@ def load_python(path: Path, root: Path | None = None, trusted: bool = True) -> T
     return tool_from_frontmatter(data, path=path, kind="python", root=root, trusted=trusted, fn=main)
 
 
-def load_tool(path: Path, root: Path | None = None, trusted: bool = True) -> Tool:
+def load_tool(path: Path, root: Path | None = None, trusted: bool = True, limits: Limits = DEFAULT_LIMITS) -> Tool:
     """Load a tool file by its extension."""
     if path.suffix == ".py":
         return load_python(path, root, trusted)
-    return load_markdown(path, root, trusted)
+    return load_markdown(path, root, trusted, limits)

@@ -35,6 +35,7 @@ from .errors import (
 from .events import Event, Events, Listener
 from .explain import Explanation, explanation
 from .interpolate import scope
+from .limits import DEFAULT_LIMITS, Limits
 from .loader import check_name
 from .options import NO_OPTIONS, SEED_KEYS, as_list, as_mapping, extract_options, folders
 from .ordering import Entry, build_chain, extra_specs
@@ -57,7 +58,8 @@ class Manager:
 
     ``paths`` are searched in order, the built-in ``tools/`` last; they are
     trusted (may hold python tools). ``trusted_paths`` marks folders that
-    ``paths`` metadata may add with python tools allowed.
+    ``paths`` metadata may add with python tools allowed. ``limits`` bounds
+    what files, templates and sync code may cost (see ``Limits``).
 
     Edits to tool and authority files are picked up on the next invocation.
     The built-in folders are watched only in a source checkout: in an
@@ -75,13 +77,14 @@ class Manager:
         cwd: str | os.PathLike[str] | None = None,
         on_event: Listener | None = None,
         watch_builtins: bool | None = None,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.paths = (*(SearchPath.of(p) for p in folders(paths)), SearchPath.of(builtin_folder("tools")))
         self.trusted = frozenset(Path(p).resolve() for p in folders(trusted_paths))
         builtins = (builtin_folder("tools"), builtin_folder("authorities"))
         if watch_builtins is None:  # an installed package's files change only on reinstall
             watch_builtins = builtins[0].parent.name != "builtin"
-        self.registry = Registry(self.paths, () if watch_builtins else builtins)
+        self.registry = Registry(self.paths, () if watch_builtins else builtins, limits)
         self.authorities = Authorities(self.registry)
         self.planner = Planner(self.registry, self.authorities)
         self.events = Events()
@@ -89,6 +92,7 @@ class Manager:
             self.events.listeners.append(on_event)
         self.max_depth = max_depth
         self.max_stack = max_stack
+        self.limits = limits
         self.cwd = Path(cwd).resolve() if cwd is not None else Path.cwd()
         limit = max_stack * _FRAMES_PER_INVOCATION + 1000
         if sys.getrecursionlimit() < limit:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from .errors import ToolDefinitionError, ToolNotFoundError
+from .limits import DEFAULT_LIMITS, Limits
 from .loader import load_tool
 from .tool import Tool
 
@@ -94,8 +95,11 @@ def check_ref(ref: object) -> tuple[str, ...]:
 class Registry:
     """Finds and caches tools; owns every cache that depends on files."""
 
-    def __init__(self, paths: Iterable[SearchPath], frozen: Iterable[Path] = ()) -> None:
+    def __init__(
+        self, paths: Iterable[SearchPath], frozen: Iterable[Path] = (), limits: Limits = DEFAULT_LIMITS
+    ) -> None:
         self.paths = tuple(paths)
+        self.limits = limits
         # Folders never watched (an installed package's built-ins): paths below them are not stat-ed.
         self.frozen = tuple(str(folder) for folder in frozen)
         self._frozen_below = tuple(os.path.join(folder, "") for folder in self.frozen)
@@ -254,7 +258,7 @@ class Registry:
         if hit is None:
             raise ToolNotFoundError(ref, [sp.root for sp in paths])
         path, sp = hit
-        tool = self.load(path, lambda p: load_tool(p, sp.root, sp.trusted), checked)
+        tool = self.load(path, lambda p: load_tool(p, sp.root, sp.trusted, self.limits), checked)
         self.derived["tools"][(ref, paths)] = [tool, checked]
         return tool
 

@@ -22,6 +22,7 @@ DOCUMENTED = {
     "InvocationError",
     "InvocationTimeout",
     "KeyExplanation",
+    "Limits",
     "Manager",
     "ModelError",
     "OrchestratorError",

@@ -1,0 +1,36 @@
+"""Limits: every bound the engine puts on work that files and callers can ask for.
+
+One frozen value per manager (``Manager(limits=Limits(...))``); the defaults
+are documented in the README's security model. Loading bounds apply to every
+tool and authority file, rendering bounds to every template render (metadata,
+prompts, directive labels), thread bounds to sync user code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds on what one file, one render or one call may cost.
+
+    ``yaml_nodes`` / ``yaml_bytes``: a frontmatter's YAML graph with aliases
+    expanded (nodes, and bytes of scalar text). ``render_output``: characters
+    one render may produce. ``render_loops``: loop iterations one render may
+    run. ``render_value``: the length of a string or list an operator
+    (``*``, ``+``, ``range``, ``join``, ...) may build. ``threads``: worker
+    threads running sync tool bodies at once. ``ref_length``: characters in a
+    tool ref.
+    """
+
+    yaml_nodes: int = 100_000
+    yaml_bytes: int = 4_000_000
+    render_output: int = 1_000_000
+    render_loops: int = 100_000
+    render_value: int = 1_000_000
+    threads: int = 40
+    ref_length: int = 1_024
+
+
+DEFAULT_LIMITS = Limits()
