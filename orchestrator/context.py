@@ -76,6 +76,7 @@ class Context:
         "phases",
         "locked",
         "trust",
+        "running",
         "_manager",
     )
 
@@ -114,6 +115,7 @@ class Context:
         self.phases: tuple[str, ...] = ()
         self.locked: frozenset[str] = frozenset()
         self.trust: dict[str, bool] = {}
+        self.running = 0  # next() calls of this chain in flight (the runner's concurrency guard)
         self.manager = BoundManager(self)
 
     def __repr__(self) -> str:
