@@ -15,6 +15,7 @@ from typing import Any
 
 from .authorities import Authority
 from .errors import ConfigurationError
+from .frozen import freeze
 from .interpolate import has_templates, render_value
 from .tool import Tool
 
@@ -135,6 +136,7 @@ def make_level(
     """
     lines = lines or {}
     where: dict[str, Any] = {"level": name, "path": path}
+    metadata = freeze(metadata)  # level data is shared by every invocation through the cached plan
     annotations = {k: v for k, v in metadata.items() if k.startswith("$")}
     private = set(_names(annotations.get("$private"), "$private", key="$private", line=lines.get("$private"), **where))
     for key in ("$remove", "$static", "$dynamic", "$locked"):
@@ -292,8 +294,9 @@ class Merger:
             self.removed.pop(key, None)
 
     def result(self) -> Merged:
+        # Merging builds new containers (dict(old) in merge_default): freeze them, as cached plans are shared.
         return Merged(
-            self.values,
+            {key: freeze(value) for key, value in self.values.items()},
             self.sources,
             self.order,
             frozenset(self.static),

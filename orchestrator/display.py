@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .frozen import thaw
 from .ordering import DEFAULT_AFTER, DEFAULT_BEFORE
 from .registry import builtin_folder
 
@@ -130,7 +131,7 @@ def explanation_view(data: dict[str, Any]) -> list[Any]:
             head.add_row(note, Text(", ".join(data["annotations"][note])))
     view.append(head)
     view.append("")
-    frontmatter = yaml.safe_dump(data["frontmatter"], sort_keys=False, allow_unicode=True).rstrip()
+    frontmatter = yaml.safe_dump(thaw(data["frontmatter"]), sort_keys=False, allow_unicode=True).rstrip()
     view.append(Panel(Text(frontmatter), title="frontmatter", title_align="left", box=box.ROUNDED, expand=False))
 
     keys = Table(title="merged metadata", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)

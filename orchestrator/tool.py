@@ -8,13 +8,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .frozen import FrozenDict, freeze
+
 
 @dataclass(frozen=True, slots=True)
 class Tool:
     """A tool as loaded: a markdown file, a python module, or a registered function.
 
-    ``metadata`` and ``frontmatter`` are the author's raw data; treat them as
-    read-only (they are shared by every invocation through the cache).
+    ``metadata`` and ``frontmatter`` are the author's data, frozen
+    (``orchestrator.frozen``): they are shared by every invocation through
+    the cache, so no invocation can change what the next one sees.
     ``root`` is the search path the tool was found in, ``trusted`` whether
     that path was marked trusted by the program.
     """
@@ -33,6 +36,12 @@ class Tool:
     trusted: bool = True
     prompt_line: int = 1
     lines: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        metadata = freeze(self.metadata)
+        front = {k: metadata if v is self.metadata else freeze(v) for k, v in self.frontmatter.items()}
+        object.__setattr__(self, "metadata", metadata)
+        object.__setattr__(self, "frontmatter", FrozenDict(front))
 
     @property
     def hidden(self) -> bool:
