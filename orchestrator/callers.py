@@ -1,56 +1,107 @@
-"""What untrusted callers (MCP clients, models calling tools) may ask for with ``$`` options.
+"""Untrusted callers: what MCP clients and models may ask of an invocation.
 
-Callers pass ``$context`` and ``$middleware`` as data (R-CHAIN-4). The engine
-already refuses to remove or override ``$locked`` entries; on top of that an
-untrusted caller may not send ``$overrides`` (unless allowed), may not seed
-``paths``, ``cwd``, ``parent`` or ``target``, and may add or override only
-middleware it could call itself: hidden built-ins such as ``paths`` or
-``delegate`` would otherwise point a call at any file on disk.
+The program is trusted: its own ``invoke`` calls may pass any option. A call
+made for someone else (an MCP client, a model's tool call) passes a
+``Caller`` to ``invoke``, and the engine applies one rule set to the ``$``
+options that came in the args, wherever the call entered:
+
+- the ref must be one of the tools the caller can call (``Caller.tools``);
+- ``$overrides`` only when the caller is allowed them (an MCP server started
+  with ``--allow-overrides``), never with ``$`` annotations, and never for a
+  key that names a tool the caller cannot call or an engine setting
+  (``ENGINE_SETTINGS``: the model, the tools an agent is offered, ...);
+- ``$context`` carries plain data only: ``locals`` (minus the keys the engine
+  reads, ``ENGINE_LOCALS``) and ``nonlocals``. ``envelope`` (caller identity),
+  ``paths``, ``cwd``, ``parent`` and ``target`` are refused;
+- ``$middleware`` may remove entries that are not ``$locked`` and add or
+  override only tools the caller can call: hidden built-ins such as ``paths``
+  or ``delegate`` would otherwise point a call at any file on disk.
+
+Explicit options the program (the MCP server, the agent loop) passes beside
+the caller's args are its own and are not checked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Container, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvocationError, SecurityError
 from .ordering import extra_specs
 
-REFUSED_CONTEXT = ("paths", "cwd", "parent", "target")
+REFUSED_CONTEXT = ("envelope", "paths", "cwd", "parent", "target")
+ENGINE_LOCALS = frozenset({"prompt", "result", "middleware", "directives", "model", "allowed-tools"})
+"""``ctx.locals`` keys the engine and its built-ins read: set only by trusted code and metadata."""
+ENGINE_SETTINGS = frozenset(
+    {"model", "tools", "allowed-tools", "tool-choice", "model-pipeline", "tool-pipeline", "trust", "visibility"}
+)
+"""Metadata keys that choose models, endpoints, secrets, offered tools or trust: never from an untrusted caller."""
 
 
-def check_untrusted(
-    options: Mapping[str, Any],
-    callable_tools: Container[str],
-    *,
-    tool: str,
-    caller: str,
-    overrides: bool = False,
-) -> None:
-    """Refuse what ``caller`` may not ask for in ``options`` (as ``extract_options`` returns them).
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Someone the program calls a tool for, who is not trusted: an MCP client, a model.
+
+    ``name`` is how errors name it (``"MCP callers"``, ``"a model"``);
+    ``tools`` the refs it may call and use as middleware; ``overrides``
+    whether it may send ``$overrides``.
+    """
+
+    name: str
+    tools: Container[str]
+    overrides: bool = False
+
+
+def check_untrusted(ref: str, options: Mapping[str, Any], caller: Caller) -> None:
+    """Refuse what ``caller`` may not ask for: ``options`` are the ``$`` options from its args.
 
     Raises:
-        SecurityError: refused ``$overrides``, a refused ``$context`` key, or extra
-            middleware naming a tool outside ``callable_tools`` (removals pass).
+        SecurityError: a ref it cannot call, refused ``$overrides``, a refused
+            ``$context`` key or local, or extra middleware naming a tool outside
+            ``caller.tools`` (removals pass).
         InvocationError: a ``$context`` that is not a mapping.
     """
-    if options.get("overrides") is not None and not overrides:
-        raise SecurityError(f"$overrides is not accepted from {caller}", tool=tool, key="$overrides")
+    who = caller.name
+    if ref not in caller.tools:
+        raise SecurityError(f"{who} may not call {ref!r}", tool=ref)
+    overrides = options.get("overrides")
+    if overrides is not None:
+        if not caller.overrides:
+            raise SecurityError(f"$overrides is not accepted from {who}", tool=ref, key="$overrides")
+        _check_overrides(ref, overrides, caller)
     context = options.get("context") or {}
     if not isinstance(context, Mapping):
-        raise InvocationError(f"$context must be a mapping, not {type(context).__name__}", tool=tool, key="$context")
+        raise InvocationError(f"$context must be a mapping, not {type(context).__name__}", tool=ref, key="$context")
     for key in REFUSED_CONTEXT:
         if key in context:
-            raise SecurityError(f"$context.{key} is not accepted from {caller}", tool=tool, key="$context")
+            raise SecurityError(f"$context.{key} is not accepted from {who}", tool=ref, key="$context")
     seeded = context.get("locals")
-    specs = [
-        *extra_specs(options.get("middleware"), "$middleware"),
-        *extra_specs(seeded.get("middleware") if isinstance(seeded, Mapping) else None, "$context"),
-    ]
-    for name, spec, source in specs:
-        if not spec.get("remove") and name not in callable_tools:
+    if isinstance(seeded, Mapping):
+        engine = sorted(ENGINE_LOCALS.intersection(seeded))
+        if engine:
+            hint = "; pass extra middleware as $middleware" if "middleware" in engine else ""
             raise SecurityError(
-                f"{source} from {caller} may add or override only tools it can call, not {name!r}",
-                tool=tool,
-                key=source,
+                f"$context.locals.{engine[0]} is read by the engine and not accepted from {who}{hint}",
+                tool=ref,
+                key="$context",
+            )
+    for name, spec, source in extra_specs(options.get("middleware"), "$middleware"):
+        if not spec.get("remove") and name not in caller.tools:
+            raise SecurityError(
+                f"{source} from {who} may add or override only tools it can call, not {name!r}", tool=ref, key=source
+            )
+
+
+def _check_overrides(ref: str, overrides: Any, caller: Caller) -> None:
+    if not isinstance(overrides, Mapping):
+        return  # not a mapping: the engine reports it
+    for key in overrides:
+        if not isinstance(key, str):
+            continue
+        if key.startswith("$"):
+            raise SecurityError(f"$overrides from {caller.name} may not carry {key}", tool=ref, key="$overrides")
+        if key in ENGINE_SETTINGS:
+            raise SecurityError(
+                f"$overrides from {caller.name} may not set {key!r}: it is an engine setting", tool=ref, key=key
             )

@@ -16,6 +16,7 @@ import secrets
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,12 +25,14 @@ import anyio
 
 from . import chain
 from .authorities import Authorities, Authority
+from .callers import Caller, check_untrusted
 from .cascade import Merged, merge_levels, override_level
 from .context import Context, Run
 from .errors import (
     InvocationError,
     InvocationTimeout,
     OrchestratorError,
+    SecurityError,
     ToolDefinitionError,
 )
 from .events import Event, Events, Listener
@@ -37,6 +40,7 @@ from .explain import Explanation, explanation
 from .interpolate import scope
 from .limits import DEFAULT_LIMITS, Limits
 from .loader import check_name
+from .locks import guard_locked, keep_locked_order
 from .options import NO_OPTIONS, SEED_KEYS, as_list, as_mapping, extract_options, folders
 from .ordering import Entry, build_chain, extra_specs
 from .planner import Planner
@@ -193,14 +197,26 @@ class Manager:
         middleware: Any = None,
         overrides: Mapping[str, Any] | None = None,
         timeout: float | None = None,
+        caller: Caller | None = None,
     ) -> Any:
         """Invoke ``ref`` with ``args`` through the full pipeline and return its result.
+
+        ``caller`` marks a call made for someone untrusted (an MCP client, a
+        model): the ``$`` options in ``args`` then follow ``orchestrator.callers``;
+        the explicit options are the program's own.
 
         Raises:
             OrchestratorError: any of the typed errors of SPEC section 7.
         """
         return await self._invoke(
-            ref, args, parent=None, context=context, middleware=middleware, overrides=overrides, timeout=timeout
+            ref,
+            args,
+            parent=None,
+            context=context,
+            middleware=middleware,
+            overrides=overrides,
+            timeout=timeout,
+            caller=caller,
         )
 
     def invoke_sync(self, ref: str | Tool, args: Any = None, *, backend: str = "asyncio", **options: Any) -> Any:
@@ -229,6 +245,7 @@ class Manager:
         overrides: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         entry: bool = False,
+        caller: Caller | None = None,
     ) -> Any:
         depth = parent.depth + 1 if parent is not None else 0
         name = ref.name if isinstance(ref, Tool) else ref
@@ -239,22 +256,28 @@ class Manager:
                 if depth > self.max_depth
                 else f"nested invocation limit ({self.max_stack})"
             )
-            caller = parent.tool.name if parent is not None else str(name)
-            raise InvocationError(f"{limit} reached invoking {str(name)!r}; does {caller!r} recurse?", tool=caller)
+            who = parent.tool.name if parent is not None else str(name)
+            raise InvocationError(f"{limit} reached invoking {str(name)!r}; does {who!r} recurse?", tool=who)
         token = _stack.set(height)
         try:
+            guarded: frozenset[str] = frozenset()
             if entry:  # an entry's args are a metadata value: data, never options
                 options = NO_OPTIONS
             else:
+                if caller is not None:
+                    asked = extract_options(args, name, None, None, None, None)[1]
+                    check_untrusted(str(name), asked, caller)
+                    sent = asked["overrides"]
+                    guarded = frozenset(k for k in sent if isinstance(k, str)) if isinstance(sent, Mapping) else guarded
                 args, options = extract_options(args, name, context, middleware, overrides, timeout)
             seconds = options["timeout"]
             if seconds is None:
-                ctx = self._prepare(ref, args, parent, target, options)[0]
+                ctx = self._prepare(ref, args, parent, target, options, caller=caller, guarded=guarded)[0]
                 return await (self._observed(ctx) if self.events else chain.advance(ctx))
             if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
                 raise InvocationError(f"timeout must be a positive number of seconds, not {seconds!r}", tool=str(name))
             with anyio.move_on_after(seconds):
-                ctx = self._prepare(ref, args, parent, target, options)[0]
+                ctx = self._prepare(ref, args, parent, target, options, caller=caller, guarded=guarded)[0]
                 return await (self._observed(ctx) if self.events else chain.advance(ctx))
             raise InvocationTimeout(f"timed out after {seconds} s", tool=str(name))
         finally:
@@ -325,10 +348,14 @@ class Manager:
         target: Context | None,
         options: Mapping[str, Any],
         render: bool = True,
+        *,
+        caller: Caller | None = None,
+        guarded: frozenset[str] = frozenset(),
     ) -> tuple[Context, Merged, tuple[tuple[str, bool, str], ...], dict[str, str]]:
         """Steps 2-8 of R-INV-2 up to a sorted chain; returns the context and what explain needs.
 
         ``render=False`` (explain only) merges template strings as they are written.
+        ``guarded`` are override keys sent by ``caller``: they may not name tools it cannot call.
         """
         seed = options["context"]
         if seed:
@@ -384,11 +411,26 @@ class Manager:
             ctx.chain = list(chain_) if not extra else build_chain(tool, merged, verdicts, extra, plan.phases, origins)
         else:
             levels = plan.rest
+            level = None
             if over:
-                levels = (*levels, override_level(as_mapping(over, "overrides", tool.name)))
+                level = override_level(as_mapping(over, "overrides", tool.name))
+                guard_locked(level, plan.raw.locked, tool.name)
+                levels = (*levels, level)
             merged = merge_levels(levels, partial(scope, ctx) if render else None, tool.name, plan.base)
             verdicts = self.planner.toolkeys(tool, merged, paths, run.checked)
+            if caller is not None and guarded:
+                for key, middleware, _why in verdicts:
+                    if middleware and key in guarded and key not in caller.tools:
+                        raise SecurityError(
+                            f"$overrides from {caller.name} may not add middleware {key!r}: it can only use tools "
+                            "it can call",
+                            tool=tool.name,
+                            key=key,
+                        )
             ctx.chain = build_chain(tool, merged, verdicts, extra, plan.phases, origins)
+            if level is not None and level.annotations.get("$order") and merged.locked:
+                unmoved = build_chain(tool, replace(merged, order=plan.raw.order), verdicts, extra, plan.phases, {})
+                keep_locked_order(unmoved, ctx.chain, merged.locked, tool.name)
         ctx.meta = dict(merged.values)
         ctx.locked = merged.locked
         return ctx, merged, verdicts, origins

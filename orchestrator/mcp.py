@@ -12,12 +12,12 @@ already taken by an earlier one (search-path order) is left out and logged.
 wrapped as the one required property ``value`` and unwrapped on call; no
 ``params`` is ``{"type": "object"}`` with the arguments passed as they are.
 
-**Callers are untrusted.** ``$context`` and ``$middleware`` reach the engine,
-which refuses to remove or override ``$locked`` entries; ``$context`` may not
-set ``paths``, ``cwd``, ``parent`` or ``target``; ``$overrides`` is refused
-unless the server allows it; ``$timeout`` is capped by ``max_timeout``, which
-also applies when the caller gives none; ``ctx.envelope`` is always the
-server's (see ``envelope``).
+**Callers are untrusted.** Every call passes ``Caller("MCP callers", served
+refs)`` to the engine, which applies the rules of ``orchestrator.callers`` to
+the ``$`` options in the arguments (``$overrides`` only with
+``--allow-overrides``); ``$timeout`` is capped by ``max_timeout``, which also
+applies when the caller gives none; ``ctx.envelope`` is always the server's
+(see ``envelope``): a caller's ``$context.envelope`` is refused.
 
 **The list follows the files.** Every ``tools/list`` lists afresh. While a
 client listens (a handshake session, from ``notifications/initialized`` until
@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from . import __version__
-from .callers import check_untrusted
-from .errors import ArgsValidationError, ConfigurationError, OrchestratorError
+from .callers import Caller, check_untrusted
+from .errors import ArgsValidationError, ConfigurationError, OrchestratorError, ToolNotFoundError
 from .manager import Manager
 from .options import extract_options
 from .schema import object_schema
@@ -165,17 +165,14 @@ class Service:
     # -- calls -----------------------------------------------------------------
 
     async def call_tool(self, ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
-        from mcp.shared.exceptions import MCPError
-        from mcp.types import INVALID_PARAMS
-
         served = self.listing()
         listing = served.get(params.name)
-        if listing is None:
-            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
+        if listing is None:  # an isError result, as for any other failure, so the model can read it
+            return failure(ToolNotFoundError(params.name, reason=f"this server serves {', '.join(sorted(served))}"))
         try:
-            refs = frozenset(item.ref for item in served.values())
-            args, options = self.options(listing, params.arguments or {}, envelope(ctx), refs)
-            result = await self.manager.invoke(listing.ref, args, **options)
+            caller = Caller("MCP callers", frozenset(item.ref for item in served.values()), self.allow_overrides)
+            args, options = self.options(listing, params.arguments or {}, envelope(ctx), caller)
+            result = await self.manager.invoke(listing.ref, args, caller=caller, **options)
         except OrchestratorError as exc:
             return failure(exc)
         except Exception as exc:  # a tool's own bug: report it, keep serving
@@ -184,30 +181,37 @@ class Service:
         return success(result)
 
     def options(
-        self, listing: Listing, arguments: dict[str, Any], env: dict[str, Any], served: frozenset[str] = frozenset()
+        self, listing: Listing, arguments: dict[str, Any], env: dict[str, Any], caller: Caller
     ) -> tuple[Any, dict[str, Any]]:
-        """The args and invoke options for one call, with the caller policy applied.
+        """The args for one call (the caller's ``$`` options still in them) and the server's own options.
 
-        Callers are untrusted (``orchestrator.callers``): extra middleware may
-        add or override only tools this server serves.
+        The engine checks the caller's ``$`` options (``orchestrator.callers``);
+        the server adds its envelope and caps ``$timeout`` by ``max_timeout``.
+        A wrapped schema's ``$`` options travel beside ``value``; when the value
+        is not a mapping they cannot ride in it, so they are checked here.
 
         Raises:
             ArgsValidationError: a wrapped schema's ``value`` is missing.
-            InvocationError: an unknown ``$`` option, or a ``$context`` that is not a mapping.
-            SecurityError: ``$overrides`` when not allowed, or a refused ``$context`` key.
+            SecurityError, InvocationError: ``$`` options beside a plain value that the rules refuse.
         """
-        ref = listing.ref
-        args, options = extract_options(arguments, ref, None, None, None, None)
+        args: Any = arguments
+        server: dict[str, Any] = {"context": {"envelope": env}}
         if listing.wrapped:
-            if "value" not in args:
-                raise ArgsValidationError([("", "'value' is a required property")], tool=ref)
-            # the value itself may be a mapping with ``$`` keys: the top-level ones win
-            args, options = extract_options(args["value"], ref, **options)
-        check_untrusted(options, served, tool=ref, caller="MCP callers", overrides=self.allow_overrides)
-        caller = options["context"] or {}
-        options["context"] = {**caller, "envelope": env}  # the server's envelope, never the caller's
-        options["timeout"] = self.timeout(options["timeout"])
-        return args, options
+            if "value" not in arguments:
+                raise ArgsValidationError([("", "'value' is a required property")], tool=listing.ref)
+            value = arguments["value"]
+            dollars = {k: v for k, v in arguments.items() if k.startswith("$")}
+            if isinstance(value, Mapping):
+                args = {**value, **dollars}  # the top-level $ options win
+            else:
+                args = value
+                _, asked = extract_options(dollars, listing.ref, None, None, None, None)
+                check_untrusted(listing.ref, asked, caller)
+                server.update({k: v for k, v in asked.items() if v is not None and k != "context"})
+                server["context"] = {**(asked["context"] or {}), "envelope": env}
+        requested = args.get("$timeout") if isinstance(args, Mapping) else server.get("timeout")
+        server["timeout"] = self.timeout(requested)
+        return args, server
 
     def timeout(self, requested: Any) -> Any:
         """``requested`` capped by ``max_timeout``; ``max_timeout`` when none is requested."""

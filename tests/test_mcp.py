@@ -19,7 +19,6 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation, ToolListChangedNotification
 from servers import free_port, stop
 
@@ -205,12 +204,14 @@ async def test_mcp_errors_are_error_results(served, mode):
 
 
 @MODES
-async def test_mcp_unknown_or_hidden_tool_is_a_protocol_error(served, mode):
+async def test_mcp_unknown_or_hidden_tool_is_an_error_result(served, mode):
     with anyio.fail_after(LIMIT):
         async with Client(build_server(Manager([served])), mode=mode) as client:
             for name in ("nope", "secret"):
-                with pytest.raises(MCPError, match=f"Unknown tool: {name}"):
-                    await client.call_tool(name, {})
+                result = await client.call_tool(name, {})
+                assert result.is_error
+                assert text(result).startswith(f"ToolNotFoundError: no tool {name!r}: this server serves ")
+                assert "greet" in text(result)
 
 
 @MODES
@@ -233,13 +234,13 @@ async def test_mcp_callers_cannot_remove_locked_entries_or_override(served, mode
             ]
     assert all(result.is_error for result in results)
     assert text(results[0]).startswith("SecurityError: middleware 'validate-args' is locked and cannot be removed")
-    assert text(results[1]).startswith("SecurityError: middleware 'validate-args' is locked")
+    assert text(results[1]).startswith("SecurityError: $context.locals.middleware is read by the engine")
     assert text(results[2]).startswith("SecurityError: $overrides is not accepted from MCP callers")
     assert text(results[3]).startswith("SecurityError: $overrides is not accepted from MCP callers")
     assert text(results[4]).startswith("SecurityError: $context.paths is not accepted from MCP callers")
     assert text(results[5]).startswith("SecurityError: $middleware from MCP callers may add or override only tools")
     assert "'delegate'" in text(results[6])
-    assert text(results[7]).startswith("SecurityError: $context from MCP callers may add or override only tools")
+    assert text(results[7]).startswith("SecurityError: $context.locals.middleware is read by the engine")
 
 
 async def test_mcp_overrides_when_allowed(served):
@@ -281,8 +282,11 @@ async def test_mcp_envelope_is_the_servers_not_the_callers(served, mode):
     forged = {"transport": "forged", "client": {"name": "evil"}}
     with anyio.fail_after(LIMIT):
         async with Client(build_server(Manager([served])), mode=mode, client_info=CLIENT) as client:
-            result = await client.call_tool("info", {"k": "v", "$context": {"envelope": forged, "locals": {"x": 1}}})
+            refused = await client.call_tool("info", {"k": "v", "$context": {"envelope": forged}})
+            result = await client.call_tool("info", {"k": "v", "$context": {"locals": {"x": 1}}})
             version = client.protocol_version
+    assert refused.is_error
+    assert text(refused).startswith("SecurityError: $context.envelope is not accepted from MCP callers")
     envelope = result.structured_content["envelope"]
     assert envelope["transport"] == "mcp"
     assert envelope["client"] == {"name": "pytest-client", "version": "1.2.3"}
@@ -344,7 +348,9 @@ async def test_mcp_stdio_end_to_end(served):
 
             assert text(await client.call_tool("greet", {"name": "Ada"})) == "Hello, Ada!"
             assert text(await client.call_tool("team__shout", {"value": "hi"})) == "HI!"
-            info = await client.call_tool("info", {"a": 1, "$context": {"envelope": {"transport": "forged"}}})
+            forged = await client.call_tool("info", {"a": 1, "$context": {"envelope": {"transport": "forged"}}})
+            assert forged.is_error and "$context.envelope is not accepted" in text(forged)
+            info = await client.call_tool("info", {"a": 1})
             assert info.structured_content["args"] == {"a": 1}
             envelope = info.structured_content["envelope"]
             assert envelope["transport"] == "mcp" and envelope["client"]["name"] == "pytest-client"

@@ -2,15 +2,17 @@
 
 On model requests through an agent's `model-pipeline`:
 `model-pipeline: {cache: {ttl: 600}}` answers a repeated request from memory.
-The cache lives in this process, keyed by the target tool and its args (as
-JSON); args that JSON cannot hold are never cached.
+The cache lives in this process. It is keyed by everything that can change
+the answer: the target tool, its args, its merged metadata (so overrides and
+the authority's settings count) and its envelope (the caller's identity), all
+as JSON; a call whose key JSON cannot hold is never cached.
 """
 
 import json
 import time
 
 frontmatter = {
-    "description": "Caches the rest of the chain's result per tool and args, in memory, for ttl seconds.",
+    "description": "Caches the rest of the chain's result per tool, args, metadata and caller, for ttl seconds.",
     "metadata": {
         "visibility": "hidden",
         "params": {
@@ -30,7 +32,10 @@ entries = {}
 async def main(ctx):
     target = ctx.target
     try:
-        key = (target.tool.uri, json.dumps(target.args, sort_keys=True))
+        key = (
+            target.tool.uri,
+            json.dumps([target.args, target.meta, target.envelope], sort_keys=True),
+        )
     except (TypeError, ValueError):
         return await target.manager.next()
     now = time.monotonic()

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..callers import check_untrusted
+from ..callers import Caller
 from ..errors import ConfigurationError, InvocationError, ModelError, OrchestratorError, ReturnsValidationError
 from ..options import extract_options
 from ..prompt import render_prompt
@@ -86,6 +86,7 @@ class Agent:
         returns = ctx.meta.get("returns")
         self.wants_json = isinstance(returns, Mapping) and (returns.get("type") == "object" or "properties" in returns)
         self.returns = returns if self.wants_json else None
+        self.caller = Caller("a model", self.allowed)
         self.model_pipeline = _pipeline(ctx, "model-pipeline")
         self.tool_pipeline = _pipeline(ctx, "tool-pipeline")
 
@@ -105,9 +106,18 @@ class Agent:
     def _offered(self) -> list[dict[str, Any]]:
         ctx = self.ctx
         offered = []
+        wires: dict[str, str] = {}
         for name in [*(ctx.meta.get("tools") or []), NEXT]:
             if name not in self.allowed:
                 continue
+            wire = wire_name(name)
+            if wires.setdefault(wire, name) != name:
+                raise ConfigurationError(
+                    f"tools {wires[wire]!r} and {name!r} would both be offered to the model as {wire!r}; "
+                    "rename one of them",
+                    tool=ctx.tool.name,
+                    key="tools",
+                )
             if name == NEXT:
                 schema: dict[str, Any] = {"type": "object", "properties": {}}
                 wrapped, description = False, "Continue the wrapped tool's pipeline and return its result."
@@ -120,7 +130,7 @@ class Agent:
                 description = info.description or ""
             offered.append(
                 {
-                    "name": wire_name(name),
+                    "name": wire,
                     "ref": name,
                     "wrapped": wrapped,
                     "description": description,
@@ -227,14 +237,13 @@ class Agent:
                 args = json.loads(args or "{}")
             if not isinstance(args, dict):
                 raise TypeError("tool arguments must be a JSON object")
-            _, options = extract_options(args, name, None, None, None, None)
-            check_untrusted(options, self.allowed, tool=name, caller="a model")
-            if offered["wrapped"]:
-                args = args.get("value")
             if name == NEXT:
+                extract_options(args, name, None, None, None, None)  # refuses unknown $ options
                 value = await ctx.target.manager.next()
             else:
-                value = await ctx.manager.invoke(name, args, overrides=self.tool_pipeline)
+                if offered["wrapped"]:
+                    args = args.get("value")  # params that are not an object schema travel as {value: ...}
+                value = await ctx.manager.invoke(name, args, overrides=self.tool_pipeline, caller=self.caller)
         except Exception as exc:  # the model hears about any failure; cancellation still propagates
             if not isinstance(exc, (OrchestratorError, PermissionError)):
                 log.debug("%s: tool call %r failed", ctx.tool.name, name, exc_info=True)

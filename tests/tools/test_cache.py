@@ -35,3 +35,19 @@ async def test_cache_on_model_requests(write, tools):
     assert await manager.invoke("ask", context={"nonlocals": box}) == "cached"
     assert await manager.invoke("ask", context={"nonlocals": box}) == "cached"
     assert box["cache-hits"] == 1
+
+
+async def test_cache_keys_on_metadata_and_caller_not_only_args(write, tools):
+    write(
+        "tools/audience.py",
+        "frontmatter = {'metadata': {'cache': {'ttl': 60}, 'audience': 'public'}}\n"
+        "def main(ctx):\n    return f\"{ctx.meta['audience']} answer for {ctx.envelope.get('user')}\"\n",
+    )
+    manager = Manager([tools])
+    assert await manager.invoke("audience", {"q": 1}) == "public answer for None"
+    internal = await manager.invoke("audience", {"q": 1}, overrides={"audience": "internal"})
+    assert internal == "internal answer for None"
+    alice = await manager.invoke("audience", {"q": 1}, context={"envelope": {"user": "alice"}})
+    bob = await manager.invoke("audience", {"q": 1}, context={"envelope": {"user": "bob"}})
+    assert (alice, bob) == ("public answer for alice", "public answer for bob")
+    assert await manager.invoke("audience", {"q": 1}, context={"envelope": {"user": "alice"}}) == alice
