@@ -17,12 +17,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+import anyio
 import click
 
 from . import __version__
 from .display import display, explanation_view, progress
-from .errors import InterpolationError, OrchestratorError
+from .errors import InterpolationError, OrchestratorError, describe
 from .manager import Manager
+from .registry import builtin_folder
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -109,10 +111,47 @@ def reporting(debug: bool) -> Iterator[None]:
         while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
             leaf = leaf.exceptions[0]  # type: ignore[assignment]  # anyio task groups wrap a lone error
         if debug:
-            traceback.print_exception(exc)
-        text = " ".join(str(leaf).split("\n"))
+            click.echo(trimmed_traceback(exc), err=True, nl=False)
         hint = "" if debug or isinstance(leaf, OrchestratorError) else " (run with --debug for the traceback)"
-        fail(f"{type(leaf).__name__}: {text}{hint}")
+        fail(f"{describe(leaf)}{hint}")
+
+
+_ENGINE = (
+    str(Path(__file__).resolve().parent),
+    str(builtin_folder("tools")),
+    str(Path(anyio.__file__).resolve().parent),
+    "<frozen ",
+)
+
+
+def trimmed_traceback(exc: BaseException) -> str:
+    """The traceback of ``exc`` without the engine's own frames (the onion is dozens deep), as pytest does.
+
+    Frames of ``orchestrator``, its built-in tools and ``anyio`` are left out
+    and counted; the user's tools and libraries stay. An error raised by the
+    engine itself keeps every frame.
+    """
+    import asyncio
+
+    engine = (*_ENGINE, str(Path(asyncio.__file__).resolve().parent))
+    report = traceback.TracebackException.from_exception(exc)
+    if all(frame.filename.startswith(engine) for frame in report.stack):
+        return "".join(report.format())  # the engine's own error: its frames are the story
+    seen: set[int] = set()
+    pending = [report]
+    while pending:
+        item = pending.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        kept = [frame for frame in item.stack if not frame.filename.startswith(engine)]
+        hidden = len(item.stack) - len(kept)
+        item.stack = traceback.StackSummary.from_list(kept)
+        if hidden:
+            item.__notes__ = [*(item.__notes__ or []), f"({hidden} frames of toolcascade and anyio hidden)"]
+        pending.extend(x for x in (item.__cause__, item.__context__) if x is not None)
+        pending.extend(item.exceptions or ())
+    return "".join(report.format())
 
 
 def parse_args(text: str | None) -> Any:
@@ -362,7 +401,11 @@ def serve(paths: Sequence[Path], http: str | None, allow_overrides: bool, max_ti
             click.echo(MCP_MISSING, err=True)
             sys.exit(1)
         raise
-    manager = Manager(search_paths(paths))
+    folders = search_paths(paths)
+    manager = Manager(folders)
+    if not any(info.error is None for info in manager.list_tools()):
+        where = ", ".join(str(f.resolve()) for f in folders) or f"no folder: there is no ./tools in {Path.cwd()}"
+        click.echo(f"warning: serving no tools (looked in {where}); pass --path /abs/path/to/tools", err=True)
     try:
         with reporting(debug):
             serve_mcp(manager, http=http, allow_overrides=allow_overrides, max_timeout=max_timeout)

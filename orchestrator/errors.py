@@ -23,8 +23,10 @@ Each class carries structured fields (``tool``, ``path``, ``line``, ``level``,
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from types import TracebackType
 
 
 class OrchestratorError(Exception):
@@ -141,3 +143,44 @@ class InvocationTimeout(OrchestratorError):
 
 class SecurityError(OrchestratorError):
     """Raised when something tries what its trust or a lock forbids."""
+
+
+TOOL_MODULES = "_toolcascade_tools."
+"""Python tools are imported under this package name (``orchestrator.loader``)."""
+
+
+def name_tool(exc: BaseException) -> None:
+    """Note on a tool code's own exception which tool raised it: ``(tool 'raiser', tools/raiser.py:4)``.
+
+    The tool is the deepest frame of the traceback that runs a python tool's
+    file; the note is added once (``add_note``: tracebacks show it, and
+    ``describe`` puts it on the one-line message). Engine errors already
+    name their tool and are left alone.
+    """
+    if isinstance(exc, OrchestratorError) or getattr(exc, "__notes__", None):
+        return
+    tb: TracebackType | None = exc.__traceback__
+    found = None
+    while tb is not None:
+        module = tb.tb_frame.f_globals.get("__name__", "")
+        if isinstance(module, str) and module.startswith(TOOL_MODULES):
+            found = tb
+        tb = tb.tb_next
+    if found is None:
+        return
+    frame = found.tb_frame
+    path = frame.f_code.co_filename
+    front = frame.f_globals.get("frontmatter")
+    name = front.get("name") if isinstance(front, dict) else None
+    try:
+        shown = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        shown = path
+    shown = os.path.basename(path) if shown.startswith("..") else shown  # never the server's layout
+    exc.add_note(f"(tool {name or Path(path).stem!r}, {shown}:{found.tb_lineno})")
+
+
+def describe(exc: BaseException) -> str:
+    """``"<ErrorType>: <message> <notes>"`` on one line, for CLI and MCP error reports."""
+    text = " ".join(" ".join([str(exc), *getattr(exc, "__notes__", ())]).split())
+    return f"{type(exc).__name__}: {text}"

@@ -34,6 +34,7 @@ from .errors import (
     OrchestratorError,
     SecurityError,
     ToolDefinitionError,
+    name_tool,
 )
 from .events import Event, Events, Listener
 from .explain import Explanation, explanation
@@ -280,6 +281,10 @@ class Manager:
                 ctx = self._prepare(ref, args, parent, target, options, caller=caller, guarded=guarded)[0]
                 return await (self._observed(ctx) if self.events else chain.advance(ctx))
             raise InvocationTimeout(f"timed out after {seconds} s", tool=str(name))
+        except Exception as exc:
+            if parent is None:  # once, where the error leaves the engine: which tool's code raised it
+                name_tool(exc)
+            raise
         finally:
             _stack.reset(token)
 
@@ -330,14 +335,16 @@ class Manager:
         tool = self.registry.find(ref, paths, checked)
         plan = self.planner.plan(tool, paths, checked)
         values = plan.raw.values
+        role = tool.frontmatter.get("role")
         return ToolInfo(
             ref,
             tool.name,
             tool.kind,
             tool.description,
-            values.get("visibility") == "hidden",
+            tool.hidden or role == "middleware",  # the tool's own: never inherited (R-TOOL-6)
             values.get("params"),
             tool.path,
+            role=role if isinstance(role, str) else None,
         )
 
     def _prepare(

@@ -45,7 +45,7 @@ import anyio
 
 from . import __version__
 from .callers import Caller, check_untrusted
-from .errors import ArgsValidationError, ConfigurationError, OrchestratorError, ToolNotFoundError
+from .errors import ArgsValidationError, ConfigurationError, OrchestratorError, ToolNotFoundError, describe
 from .manager import Manager
 from .options import extract_options
 from .schema import object_schema
@@ -175,8 +175,9 @@ class Service:
             result = await self.manager.invoke(listing.ref, args, caller=caller, **options)
         except OrchestratorError as exc:
             return failure(exc)
-        except Exception as exc:  # a tool's own bug: report it, keep serving
-            log.exception("tool %r failed", listing.ref)
+        except Exception as exc:  # a tool's own bug: report it in one line, keep serving
+            log.warning("tool %r failed: %s", listing.ref, describe(exc))
+            log.debug("traceback of the failure", exc_info=exc)
             return failure(exc)
         return success(result)
 
@@ -298,8 +299,7 @@ def failure(exc: Exception) -> types.CallToolResult:
     """An ``isError`` result: ``"<ErrorType>: <message>"`` on one line."""
     from mcp.types import CallToolResult, TextContent
 
-    message = " ".join(str(exc).split("\n"))
-    return CallToolResult(content=[TextContent(text=f"{type(exc).__name__}: {message}")], is_error=True)
+    return CallToolResult(content=[TextContent(text=describe(exc))], is_error=True)
 
 
 @asynccontextmanager

@@ -59,6 +59,8 @@ class ToolInfo:
 
     ``params`` is the merged (unrendered) ``params`` metadata; ``error`` is
     set, and the rest unknown, when the tool cannot be loaded or resolved.
+    ``hidden``: ``visibility: hidden`` in the tool's own metadata, or
+    ``role: middleware``; neither is inherited.
     """
 
     ref: str
@@ -69,6 +71,7 @@ class ToolInfo:
     params: Any
     path: Path | None
     error: Exception | None = None
+    role: str | None = None  # 'middleware' for tools written to wrap others (R-TOOL-6)
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")

@@ -187,7 +187,7 @@ def test_cli_run_a_failing_tool_body_is_one_line_with_a_debug_hint(project, writ
     out = toolcascade("run", "boom", cwd=project)
     assert out.returncode == 1
     line = one_error_line(out.stderr)
-    assert line == "error: ValueError: x (run with --debug for the traceback)"
+    assert line == "error: ValueError: x (tool 'boom', tools/boom.py:3) (run with --debug for the traceback)"
 
 
 def run_on_terminal(project, *, pipe_stdout: bool) -> tuple[int, bytes, bytes]:

@@ -198,7 +198,7 @@ async def test_mcp_errors_are_error_results(served, mode):
             after = await client.call_tool("greet", {"name": "still serving"})
     assert invalid.is_error and text(invalid).startswith("ArgsValidationError: invalid args: /name: 3 is not of type")
     assert missing.is_error and text(missing).startswith("ArgsValidationError: ")
-    assert bug.is_error and text(bug) == "ValueError: boom"
+    assert bug.is_error and text(bug) == "ValueError: boom (tool 'boom', boom.py:2)"
     assert unknown_option.is_error and text(unknown_option).startswith("InvocationError: unknown option '$evil'")
     assert text(after) == "Hello, still serving!"
 

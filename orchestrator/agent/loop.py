@@ -123,6 +123,13 @@ class Agent:
                 wrapped, description = False, "Continue the wrapped tool's pipeline and return its result."
             else:
                 info = self.manager.describe(name, ctx.paths, ctx.run.checked)
+                if info.role == "middleware":
+                    raise ConfigurationError(
+                        f"tool {name!r} is middleware (role: middleware): it wraps other tools and cannot be offered "
+                        "to a model",
+                        tool=ctx.tool.name,
+                        key="tools",
+                    )
                 try:
                     schema, wrapped = object_schema(info.params)
                 except ValueError as exc:
