@@ -8,6 +8,7 @@ invocation only levels that hold templates are rendered and merged again.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
 """Sentinel for "no value yet", distinct from an explicit ``null``."""
 
 ANNOTATIONS = frozenset({"$inherit", "$private", "$merge", "$remove", "$static", "$dynamic", "$order", "$locked"})
+ORDER_FIELDS = ("before", "after")
 
 
 # -- merge policies: one function each, chosen from POLICIES -----------------
@@ -138,6 +140,11 @@ def make_level(
     where: dict[str, Any] = {"level": name, "path": path}
     metadata = freeze(metadata)  # level data is shared by every invocation through the cached plan
     annotations = {k: v for k, v in metadata.items() if k.startswith("$")}
+    for key in annotations:
+        if key not in ANNOTATIONS:  # a typo would silently change nothing: say so
+            close = difflib.get_close_matches(key, sorted(ANNOTATIONS), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"annotations are {', '.join(sorted(ANNOTATIONS))}"
+            raise ConfigurationError(f"unknown annotation {key!r}; {hint}", key=key, line=lines.get(key), **where)
     private = set(_names(annotations.get("$private"), "$private", key="$private", line=lines.get("$private"), **where))
     for key in ("$remove", "$static", "$dynamic", "$locked"):
         _names(annotations.get(key), key, key=key, line=lines.get(key), **where)
@@ -157,6 +164,17 @@ def make_level(
             line=lines.get("$order"),
             **where,
         )
+    for entry, spec in order.items():
+        for field_ in spec:
+            if field_ not in ORDER_FIELDS:
+                close = difflib.get_close_matches(str(field_), ORDER_FIELDS, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else "an order has only before and after"
+                raise ConfigurationError(
+                    f"unknown field {field_!r} in the order of {entry!r}; {hint}",
+                    key="$order",
+                    line=lines.get("$order"),
+                    **where,
+                )
     data = {k: v for k, v in metadata.items() if not k.startswith("$") and not (hide_private and k in private)}
     return Level(name, kind, data, annotations, has_templates(data), path, lines)
 

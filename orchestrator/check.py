@@ -20,12 +20,14 @@ import jinja2
 
 from .authorities import FOLDER_FILE, load_authority
 from .cascade import make_level
-from .errors import OrchestratorError
+from .errors import OrchestratorError, ValidationError
 from .interpolate import compile_template, has_templates, is_template
 from .loader import KNOWN_KEYS, read_text, split_frontmatter
 from .ordering import build_chain
+from .planner import order_strays
 from .registry import SearchPath
-from .schema import validator_for
+from .schema import check as check_schema
+from .schema import fill_defaults, validator_for
 from .tool import Tool
 
 if TYPE_CHECKING:
@@ -172,6 +174,8 @@ def _check_tool(manager: Manager, ref: str, path: Path | None, names: frozenset[
         report.error(exc, tool.path, tool.line_of("$order"))
         return
     _check_schemas(tool, plan, merged, report)
+    _check_names(manager, tool, plan, names, report)
+    _check_middleware_args(manager, tool, plan, verdicts, report)
 
 
 def _check_authority(manager: Manager, path: Path, root: Path | None, names: frozenset[str], report: _Report) -> None:
@@ -270,3 +274,89 @@ def _check_schemas(tool: Tool, plan: Plan, merged: Merged, report: _Report) -> N
             report.add(
                 path, line, f"{key!r} is not a valid JSON schema: {exc.detail.removeprefix('invalid JSON schema: ')}"
             )
+
+
+NAMED = ("$remove", "$static", "$dynamic", "$private", "$locked")
+
+
+def _suggest(name: str, candidates: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(candidates), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _check_names(manager: Manager, tool: Tool, plan: Plan, names: frozenset[str], report: _Report) -> None:
+    """Names in annotations that match nothing: a typo there silently changes nothing."""
+    keys = {key for level in plan.levels for key in level.data}
+    known = keys | names
+    for entry, name in order_strays(plan.raw, lambda n: manager.registry.exists(n, manager.paths)):
+        report.warn(
+            *_where(tool, plan, "$order"),
+            f"$order of {entry!r} names {name!r}, which is neither a key, a tool nor a phase "
+            f"(the constraint is ignored){_suggest(name, known)}",
+        )
+    phases = set(plan.phases)
+    for entry, spec in plan.raw.order.items():
+        for field_ in ("before", "after"):
+            value = spec.get(field_)
+            for name in [value] if isinstance(value, str) else value or ():
+                if isinstance(name, str) and name.startswith("$") and name not in phases:
+                    report.warn(
+                        *_where(tool, plan, "$order"),
+                        f"$order of {entry!r} names the phase {name!r}, which is not one of this tool's phases "
+                        f"({', '.join(plan.phases)}){_suggest(name, phases)}",
+                    )
+    for level in plan.levels:
+        if level.kind == "authority":
+            continue  # an authority declares keys for every tool it governs, set or not
+        for note in NAMED:
+            value = level.annotations.get(note)
+            for name in [value] if isinstance(value, str) else value or ():
+                if isinstance(name, str) and name not in known and not manager.registry.exists(name, manager.paths):
+                    report.warn(
+                        level.path,
+                        level.lines.get(note),
+                        f"{note} names {name!r}, which is neither a key nor a tool{_suggest(name, known)}",
+                    )
+
+
+def _where(tool: Tool, plan: Plan, key: str) -> tuple[Path | None, int | None]:
+    """The file and line of the nearest level that sets annotation ``key``."""
+    for level in reversed(plan.levels):
+        if key in level.annotations:
+            return level.path, level.lines.get(key)
+    return tool.path, tool.line_of(key)
+
+
+def _check_middleware_args(
+    manager: Manager, tool: Tool, plan: Plan, verdicts: Iterable[tuple[str, bool, str]], report: _Report
+) -> None:
+    """A middleware key's value is that middleware's args: check it against the middleware's params, statically."""
+    for key, middleware, _why in verdicts:
+        value = plan.raw.values.get(key)
+        if not middleware or has_templates(value):
+            continue  # templated args are only known at run time
+        try:
+            params = manager.describe(key).params
+            if params is None or has_templates(params):
+                continue
+            check_schema(params, fill_defaults(params, value), ValidationError, key)
+        except ValidationError as exc:
+            path, line = _where_key(tool, plan, key)
+            failures = "; ".join(f"{pointer or '/'}: {message}" for pointer, message in exc.errors)
+            found = manager.planner.target(key, manager.paths, set())
+            report.add(
+                path,
+                line,
+                f"{key!r} runs the middleware {found[1] if found else key} with args that fail its params: "
+                f"{failures}; if {key!r} is meant as data, list it in $static",
+            )
+        except OrchestratorError:
+            continue  # the middleware's own problems are reported on its own file
+
+
+def _where_key(tool: Tool, plan: Plan, key: str) -> tuple[Path | None, int | None]:
+    source = plan.raw.sources.get(key)
+    for level in reversed(plan.levels):
+        if source is not None and level.name == source.level and key in level.data:
+            return level.path, level.lines.get(key)
+    return tool.path, tool.line_of(key)

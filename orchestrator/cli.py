@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -347,7 +348,12 @@ def check_(paths: Sequence[Path]) -> None:
 
     folders = search_paths(paths)
     manager = Manager(folders)
-    problems = check(manager)
+    quiet = logging.getLogger("orchestrator")
+    level, quiet.level = quiet.level, logging.ERROR  # check reports what the engine would log, once, with lines
+    try:
+        problems = check(manager)
+    finally:
+        quiet.setLevel(level)
     for problem in problems:
         click.echo(str(problem))
     errors = sum(p.severity == "error" for p in problems)

@@ -8,7 +8,8 @@ the files and folders it was computed from, so edits are followed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from .authorities import DEFAULT_PHASES, Authorities
@@ -20,6 +21,7 @@ from .registry import Registry, SearchPath
 from .tool import Tool
 
 Verdicts = tuple[tuple[str, bool, str], ...]
+log = logging.getLogger("orchestrator")
 
 
 class Planner:
@@ -56,6 +58,13 @@ class Planner:
         first = next((i for i, level in enumerate(levels) if level.templated), len(levels))
         base = merge_levels(levels[:first], None, tool.name)
         raw = merge_levels(levels[first:], None, tool.name, base) if first < len(levels) else base
+        for entry, name in order_strays(raw, lambda n: self.registry.exists(n, paths, deps)):
+            log.warning(
+                "%s: $order of %r names %r, which is neither a key, a tool nor a phase: the constraint is ignored",
+                tool.name,
+                entry,
+                name,
+            )
         trust = raw.values.get("trust")
         env = tool.trusted and isinstance(trust, Mapping) and trust.get("env") is True
         return Plan(
@@ -190,3 +199,19 @@ def _sibling_hint(tool: Tool, name: str) -> str:
             ref = beside.relative_to(tool.root).with_suffix("").as_posix()
             return f"; refs start at the search path: did you mean {ref!r}?"
     return ""
+
+
+def order_strays(merged: Merged, exists: Callable[[str], bool]) -> Iterator[tuple[str, str]]:
+    """(entry, name) for every name in ``$order`` that is neither a merged key, a tool nor a phase.
+
+    Such a constraint is ignored (R-CHAIN-3), which is what a typo
+    (``after: [shuot]``) silently does; ``check`` and the planner say so.
+    """
+    for entry, spec in merged.order.items():
+        names = [entry]
+        for field in ("before", "after"):
+            value = spec.get(field) if isinstance(spec, Mapping) else None
+            names += [value] if isinstance(value, str) else [v for v in value or () if isinstance(v, str)]
+        for name in names:
+            if not name.startswith("$") and name not in merged.values and not exists(name):
+                yield entry, name

@@ -255,3 +255,57 @@ def test_check_reports_a_python_tool_with_non_string_keys(manager, write):
     write("tools/odd.py", "frontmatter = {1: 2, 'metadata': {3: '{{ x', 'paramz': {}}}\ndef main(ctx):\n    return 1\n")
     found = lines(manager)
     assert f"{os.path.join('tools', 'odd.py')}: key 1 in frontmatter is not a string" in found
+
+
+# -- strict where a typo changes behaviour (issue 12) -------------------------------
+
+
+def test_check_reports_an_unknown_annotation_with_the_nearest_one(manager, write):
+    write("tools/typo.md", "---\nmetadata:\n  $inhert: good\n---\nx\n")
+    assert "tools/typo.md:3: unknown annotation '$inhert'; did you mean '$inherit'? (level 'typo', key '$inhert')" in (
+        lines(manager)
+    )
+
+
+def test_check_reports_an_unknown_order_field(manager, write):
+    write("tools/field.md", "---\nmetadata:\n  shout: {}\n  $order:\n    shout: {afterr: [$pre-execute]}\n---\nx\n")
+    found = [line for line in lines(manager) if "field.md" in line]
+    assert found == [
+        "tools/field.md:4: unknown field 'afterr' in the order of 'shout'; did you mean 'after'? "
+        "(level 'field', key '$order')"
+    ]
+
+
+def test_check_warns_about_order_names_that_match_nothing(manager, write):
+    write(
+        "tools/stray.md",
+        "---\nmetadata:\n  shout: {}\n  $order:\n    shout: {after: [shuot, $pre-exeucte]}\n  $static: [tone]\n---\nx\n",
+    )
+    found = [line for line in lines(manager) if "stray.md" in line]
+    assert (
+        "tools/stray.md:4: warning: $order of 'shout' names 'shuot', which is neither a key, a tool nor a phase "
+        "(the constraint is ignored); did you mean 'shout'?" in found
+    )
+    assert any("names the phase '$pre-exeucte'" in line and "did you mean '$pre-execute'?" in line for line in found)
+    assert "tools/stray.md:6: warning: $static names 'tone', which is neither a key nor a tool" in found
+
+
+def test_check_reports_middleware_args_that_fail_the_middlewares_params(manager, write):
+    write("tools/data.md", "---\nmetadata:\n  cache: false\n  retry: {attempts: many}\n---\nx\n")
+    found = [line for line in lines(manager) if "data.md" in line]
+    assert found[0].startswith("tools/data.md:3: 'cache' runs the middleware built-in cache.py with args that fail")
+    assert found[0].endswith("if 'cache' is meant as data, list it in $static")
+    assert found[1].startswith("tools/data.md:4: 'retry' runs the middleware built-in retry.py")
+    assert "/attempts: 'many' is not of type 'integer'" in found[1]
+
+
+def test_run_time_warns_once_per_plan_about_stray_order_names(tools, write, caplog):
+    write("tools/stray.md", "---\nmetadata:\n  $order:\n    log: {after: [shuot]}\n---\nx\n")
+    manager = Manager([tools])
+    with caplog.at_level("WARNING", logger="orchestrator"):
+        for _ in range(3):
+            assert manager.invoke_sync("stray") == "x"
+    warned = [r.getMessage() for r in caplog.records if "shuot" in r.getMessage()]
+    assert warned == [
+        "stray: $order of 'log' names 'shuot', which is neither a key, a tool nor a phase: the constraint is ignored"
+    ]
