@@ -302,8 +302,10 @@ def show(
 
     For each key: its value, the level that set it, the merge policy, and
     whether it runs as middleware or is data (and why). For each chain entry:
-    its phase, constraints, origin and whether it is locked. ARGS (JSON, as
-    for run) is needed only when templates in the metadata use args.
+    its phase, constraints, origin and whether it is locked. Then the prompt,
+    rendered when ARGS (JSON, as for run) are given. ARGS are needed only when
+    templates in the metadata use them. An $order cycle is shown with the
+    entries unsorted, and exits 1.
 
     \b
     Examples:
@@ -325,8 +327,11 @@ def show(
     data = explanation.to_dict()
     if as_json:
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))
-        return
-    display(*explanation_view(data))
+    else:
+        display(*explanation_view(data))
+    if explanation.cycle:
+        loop = " -> ".join([*explanation.cycle, explanation.cycle[0]])
+        fail(f"OrderCycleError: $order constraints form a cycle: {loop} (tool {explanation.tool!r})")
 
 
 @cli.command(name="check", short_help="Report every problem in the tool and authority files.")

@@ -126,8 +126,8 @@ def explanation_view(data: dict[str, Any]) -> list[Any]:
     head.add_row("authorities", Text(" → ".join(authorities) or "none ($inherit: false)"))
     head.add_row("levels", Text(" → ".join(f"{name} ({kind})" for name, kind in data["levels"])))
     head.add_row("phases", Text(" → ".join(data["phases"])))
-    for note in ("$static", "$dynamic", "$locked"):
-        if data["annotations"][note]:
+    for note in ("$static", "$dynamic", "$locked", "$private"):
+        if data["annotations"].get(note):
             head.add_row(note, Text(", ".join(data["annotations"][note])))
     view.append(head)
     view.append("")
@@ -180,5 +180,13 @@ def explanation_view(data: dict[str, Any]) -> list[Any]:
             Text(entry["origin"]),
             Text("locked" if entry["locked"] else "", style="yellow"),
         )
+    if data.get("cycle"):
+        loop = " -> ".join([*data["cycle"], data["cycle"][0]])
+        chain.title = f"chain: CANNOT BE SORTED, $order forms a cycle: {loop} (entries unsorted)"
+        chain.title_style = "bold red"
     view.append(chain if data["chain"] else Text("chain: empty (the body runs on its own)"))
+    if data.get("prompt"):
+        title = "prompt (rendered with ARGS)" if data.get("rendered") else "prompt (as written)"
+        view.append("")
+        view.append(Panel(Text(data["prompt"]), title=title, title_align="left", box=box.ROUNDED, expand=False))
     return view

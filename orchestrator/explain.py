@@ -7,9 +7,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from .ordering import Entry, constraints
+
 if TYPE_CHECKING:
     from .cascade import Merged, Plan
     from .context import Context
+    from .errors import OrderCycleError
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +57,9 @@ class Explanation:
     removed: dict[str, str]
     annotations: dict[str, Any]
     chain: tuple[EntryExplanation, ...]
+    prompt: str | None = None  # as written, or rendered when args were given
+    rendered: bool = False
+    cycle: tuple[str, ...] | None = None  # an $order cycle: the chain is then unsorted
 
     def key(self, name: str) -> KeyExplanation:
         """The explanation of one key.
@@ -72,10 +78,66 @@ class Explanation:
         return json.loads(json.dumps(data, default=repr))
 
 
+def unsorted_chain(merged: Merged, verdicts: Iterable[tuple[str, bool, str]]) -> list[Entry]:
+    """The middleware entries in merged order, unsorted: what ``show`` lists when ``$order`` has a cycle."""
+    entries = []
+    for key, middleware, _why in verdicts:
+        if middleware:
+            before, after = constraints(merged.order.get(key), key)
+            entries.append(Entry(key, merged.values[key], before, after))
+    return entries
+
+
+def phases_of(chain: Iterable[Entry], phases: tuple[str, ...]) -> dict[str, str]:
+    """Each entry's real phase: the latest phase it comes after, directly or through the entries it follows.
+
+    An entry with only ``after: [m2]`` is in ``m2``'s phase; one with no
+    constraints of its own is in ``$configure`` (its default, R-CHAIN-1).
+    """
+    rank = {phase: i for i, phase in enumerate(phases)}
+    entries = {e.name: e for e in chain}
+    found: dict[str, str] = {}
+
+    def phase(name: str, seen: frozenset[str]) -> str:
+        if name in found:
+            return found[name]
+        entry = entries[name]
+        afters = entry.after if entry.constrained else ("$configure",)
+        best = "$configure"
+        for item in afters:
+            if item in rank:
+                candidate = item
+            elif item in entries and item not in seen:
+                candidate = phase(item, seen | {name})
+            else:
+                continue
+            if rank.get(candidate, 0) > rank.get(best, 0):
+                best = candidate
+        found[name] = best
+        return best
+
+    for name in entries:
+        phase(name, frozenset())
+    return found
+
+
 def explanation(
-    ctx: Context, plan: Plan, merged: Merged, verdicts: Iterable[tuple[str, bool, str]], origins: Mapping[str, str]
+    ctx: Context,
+    plan: Plan,
+    merged: Merged,
+    verdicts: Iterable[tuple[str, bool, str]],
+    origins: Mapping[str, str],
+    *,
+    cycle: OrderCycleError | None = None,
+    render: bool = True,
 ) -> Explanation:
-    """Build the Explanation of a prepared (not yet run) context."""
+    """Build the Explanation of a prepared (not yet run) context.
+
+    The prompt is rendered (metadata and args in scope, directives left as
+    written) when ``render`` and the tool has args; a prompt that fails to
+    render is shown as written.
+    """
+    verdicts = tuple(verdicts)
     keys = tuple(
         KeyExplanation(
             key=key,
@@ -89,29 +151,39 @@ def explanation(
         )
         for key, middleware_, reason in verdicts
     )
-    rank = {phase: i for i, phase in enumerate(plan.phases)}
+    real = phases_of(ctx.chain, plan.phases)
     entries = tuple(
         EntryExplanation(
             name=e.name,
             args=e.args,
             before=e.before,
             after=e.after,
-            phase=max(
-                (s for s in (e.after if e.constrained else ("$configure",)) if s in rank),
-                key=rank.__getitem__,
-                default="$configure",
-            ),
+            phase=real[e.name],
             origin=origins.get(e.name, "metadata"),
             locked=e.name in merged.locked,
         )
         for e in ctx.chain
     )
+    # Private keys that apply to this tool: its own level's, and its nearest authority's (R-CAS-2).
+    nearest = [lv for lv in plan.levels if lv.kind == "authority"][-1:]
+    own = [lv for lv in plan.levels if lv.kind == "tool"]
+    private = sorted({name for lv in (*nearest, *own) for name in _names(lv.annotations.get("$private"))})
     annotations = {
         "$order": dict(merged.order),
         "$static": sorted(merged.static),
         "$dynamic": sorted(merged.dynamic),
         "$locked": sorted(merged.locked),
+        "$private": private,
     }
+    prompt, rendered = ctx.tool.prompt, False
+    if render and prompt and ctx.args not in (None, {}):
+        from .errors import OrchestratorError
+        from .prompt import render_prompt
+
+        try:
+            prompt, rendered = str(render_prompt(ctx)), True
+        except OrchestratorError:
+            pass  # shown as written
     return Explanation(
         tool=ctx.tool.name,
         uri=ctx.tool.uri,
@@ -124,4 +196,13 @@ def explanation(
         removed=dict(merged.removed),
         annotations=annotations,
         chain=entries,
+        prompt=prompt,
+        rendered=rendered,
+        cycle=tuple(cycle.cycle) if cycle is not None else None,
     )
+
+
+def _names(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    return [v for v in value or () if isinstance(v, str)] if isinstance(value, list) else []

@@ -32,12 +32,13 @@ from .errors import (
     InvocationError,
     InvocationTimeout,
     OrchestratorError,
+    OrderCycleError,
     SecurityError,
     ToolDefinitionError,
     name_tool,
 )
 from .events import Event, Events, Listener
-from .explain import Explanation, explanation
+from .explain import Explanation, explanation, unsorted_chain
 from .interpolate import scope
 from .limits import DEFAULT_LIMITS, Limits
 from .loader import check_name
@@ -358,10 +359,12 @@ class Manager:
         *,
         caller: Caller | None = None,
         guarded: frozenset[str] = frozenset(),
+        sort: bool = True,
     ) -> tuple[Context, Merged, tuple[tuple[str, bool, str], ...], dict[str, str]]:
         """Steps 2-8 of R-INV-2 up to a sorted chain; returns the context and what explain needs.
 
-        ``render=False`` (explain only) merges template strings as they are written.
+        ``render=False`` (explain only) merges template strings as they are written;
+        ``sort=False`` (explain of a chain with an ``$order`` cycle) leaves the chain unsorted.
         ``guarded`` are override keys sent by ``caller``: they may not name tools it cannot call.
         """
         seed = options["context"]
@@ -386,8 +389,9 @@ class Manager:
             if "cwd" in seed:
                 cwd = (cwd / str(seed["cwd"])).resolve()
             envelope = seed.get("envelope", envelope)
-        if isinstance(ref, Tool):
-            tool, plan, static = ref, self.planner.plan(ref, paths, checked), None
+        if isinstance(ref, Tool) or not sort:
+            tool = ref if isinstance(ref, Tool) else self.registry.find(ref, paths, checked)
+            tool, plan, static = tool, self.planner.plan(tool, paths, checked), None
         else:
             tool, plan, static = self.planner.resolve(ref, paths, checked)
         run = Run(run_id, history, checked, tool)
@@ -409,7 +413,7 @@ class Manager:
         if options["middleware"] is not None:
             extra += extra_specs(options["middleware"], "middleware")
         origins: dict[str, str] = {}
-        if plan.static is not None and not over:
+        if sort and plan.static is not None and not over:
             # Nothing depends on args: verdicts and the sorted chain come from the cache.
             merged = plan.static
             if static is None:
@@ -434,8 +438,11 @@ class Manager:
                             tool=tool.name,
                             key=key,
                         )
-            ctx.chain = build_chain(tool, merged, verdicts, extra, plan.phases, origins)
-            if level is not None and level.annotations.get("$order") and merged.locked:
+            if not sort:
+                ctx.chain = unsorted_chain(merged, verdicts)
+            else:
+                ctx.chain = build_chain(tool, merged, verdicts, extra, plan.phases, origins)
+            if sort and level is not None and level.annotations.get("$order") and merged.locked:
                 unmoved = build_chain(tool, replace(merged, order=plan.raw.order), verdicts, extra, plan.phases, {})
                 keep_locked_order(unmoved, ctx.chain, merged.locked, tool.name)
         ctx.meta = dict(merged.values)
@@ -482,10 +489,18 @@ class Manager:
         With ``render=False`` metadata templates are shown as written, so a
         tool whose templates need args can be explained without them.
 
+        An ``$order`` cycle does not stop it: the explanation then carries the
+        cycle (``Explanation.cycle``) and the chain's entries unsorted.
+
         Raises:
             OrchestratorError: the same errors an invocation would raise before running the chain.
         """
         args, options = extract_options(args, ref, None, middleware, overrides, None)
-        ctx, merged, verdicts, origins = self._prepare(ref, args, None, None, options, render)
+        cycle = None
+        try:
+            ctx, merged, verdicts, origins = self._prepare(ref, args, None, None, options, render)
+        except OrderCycleError as exc:  # explain all the rest, with the chain unsorted and the cycle named
+            ctx, merged, verdicts, origins = self._prepare(ref, args, None, None, options, render, sort=False)
+            cycle = exc
         plan = self.planner.plan(ctx.tool, ctx.paths, ctx.run.checked)
-        return explanation(ctx, plan, merged, verdicts, origins)
+        return explanation(ctx, plan, merged, verdicts, origins, cycle=cycle, render=render)
