@@ -45,7 +45,14 @@ import anyio
 
 from . import __version__
 from .callers import Caller, check_untrusted
-from .errors import ArgsValidationError, ConfigurationError, OrchestratorError, ToolNotFoundError, describe
+from .errors import (
+    ArgsValidationError,
+    ConfigurationError,
+    InvocationError,
+    OrchestratorError,
+    ToolNotFoundError,
+    describe,
+)
 from .manager import Manager
 from .options import extract_options
 from .schema import object_schema
@@ -195,7 +202,7 @@ class Service:
             ArgsValidationError: a wrapped schema's ``value`` is missing.
             SecurityError, InvocationError: ``$`` options beside a plain value that the rules refuse.
         """
-        args: Any = arguments
+        args: Any = _decoded(arguments, listing.ref)
         server: dict[str, Any] = {"context": {"envelope": env}}
         if listing.wrapped:
             if "value" not in arguments:
@@ -280,6 +287,27 @@ class Service:
             finally:
                 tg.cancel_scope.cancel()
         return result
+
+
+def _decoded(arguments: dict[str, Any], ref: str) -> dict[str, Any]:
+    """``$context``/``$middleware``/``$overrides`` given as JSON text (the MCP Inspector sends them so) decoded.
+
+    Raises:
+        InvocationError: the text is not JSON.
+    """
+    found = {
+        k: v for k, v in arguments.items() if k in ("$context", "$middleware", "$overrides") and isinstance(v, str)
+    }
+    if not found:
+        return arguments
+    decoded = dict(arguments)
+    for key, text in found.items():
+        try:
+            decoded[key] = json.loads(text)
+        except json.JSONDecodeError as exc:
+            detail = f"{key} is text but not JSON: {exc.msg} at column {exc.colno}"
+            raise InvocationError(detail, tool=ref, key=key) from None
+    return decoded
 
 
 def success(result: Any) -> types.CallToolResult:

@@ -144,3 +144,16 @@ async def test_middleware_cannot_be_offered_to_a_model(roles, write):
     write("tools/agent.md", "---\n" + yaml.safe_dump({"metadata": metadata}) + "---\nHi\n")
     with pytest.raises(ConfigurationError, match=r"'wrap' is middleware \(role: middleware\)"):
         await Manager([roles]).invoke("agent")
+
+
+@pytest.mark.anyio
+async def test_mcp_accepts_options_sent_as_json_text(write, tools):
+    """The MCP Inspector sends object arguments as JSON text."""
+    write("tools/greet.md", "---\nmetadata:\n  tone: plain\n---\nHello {{ meta.tone }} {{ locals.city }}\n")
+    async with Client(build_server(Manager([tools]), allow_overrides=True)) as client:
+        result = await client.call_tool(
+            "greet", {"$context": '{"locals": {"city": "Oslo"}}', "$overrides": '{"tone": "warm"}'}
+        )
+        bad = await client.call_tool("greet", {"$middleware": "{not json"})
+    assert result.content[0].text == "Hello warm Oslo"
+    assert bad.is_error and bad.content[0].text.startswith("InvocationError: $middleware is text but not JSON")
