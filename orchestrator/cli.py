@@ -29,7 +29,9 @@ from .registry import builtin_folder
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-MCP_MISSING = "error: toolcascade serve needs the MCP extra: pip install 'toolcascade[mcp]'"
+MCP_MISSING = (
+    "error: toolcascade serve needs the MCP SDK: pip install 'mcp>=2,<3' (or install toolcascade with its mcp extra)"
+)
 
 
 # -- shared options -------------------------------------------------------------
@@ -390,7 +392,7 @@ def check_(paths: Sequence[Path]) -> None:
 def serve(paths: Sequence[Path], http: str | None, allow_overrides: bool, max_timeout: float, debug: bool) -> None:
     """Serve the non-hidden tools over MCP (stdio by default), params as input schemas.
 
-    Needs the MCP extra: pip install 'toolcascade[mcp]'.
+    Needs the MCP SDK (toolcascade's mcp extra, or pip install 'mcp>=2,<3').
 
     \b
     Examples:

@@ -25,7 +25,7 @@ it closes; or a 2026-era ``subscriptions/listen`` stream) the tool set is
 polled every ``poll_interval`` seconds and ``notifications/tools/list_changed``
 is sent when names, descriptions or schemas change.
 
-The SDK (``pip install 'toolcascade[mcp]'``) is imported by ``build_server``
+The SDK (toolcascade's ``mcp`` extra) is imported by ``build_server``
 and ``serve`` only: importing this module stays cheap.
 """
 

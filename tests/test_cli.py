@@ -422,7 +422,7 @@ def test_cli_serve_without_the_mcp_extra_says_how_to_install_it(project):
     )
     assert out.returncode == 1
     assert one_error_line(out.stderr) == (
-        "error: toolcascade serve needs the MCP extra: pip install 'toolcascade[mcp]'"
+        "error: toolcascade serve needs the MCP SDK: pip install 'mcp>=2,<3' (or install toolcascade with its mcp extra)"
     )
 
 
