@@ -31,7 +31,7 @@ from .errors import InvocationError, SecurityError
 from .ordering import extra_specs
 
 REFUSED_CONTEXT = ("envelope", "paths", "cwd", "parent", "target")
-ENGINE_LOCALS = frozenset({"prompt", "result", "middleware", "directives", "model", "allowed-tools"})
+ENGINE_LOCALS = frozenset({"prompt", "result", "middleware", "directives", "model", "allowed-tools", "stream"})
 """``ctx.locals`` keys the engine and its built-ins read: set only by trusted code and metadata."""
 ENGINE_SETTINGS = frozenset(
     {"model", "tools", "allowed-tools", "tool-choice", "model-pipeline", "tool-pipeline", "trust", "visibility"}

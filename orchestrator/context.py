@@ -25,17 +25,21 @@ if TYPE_CHECKING:
 class Run:
     """What an invocation knows of its run: the shared id and history, its own origin and tool.
 
-    ``history`` and ``checked`` (files stat-ed in this run) are shared by
-    every invocation under one top-level ``Manager.invoke``; ``origin`` and
-    ``tool`` describe the tool of this invocation (built when read).
+    ``history``, ``checked`` (files stat-ed in this run) and ``usage`` (model
+    token counts summed over the run: ``prompt_tokens``, ``completion_tokens``,
+    ...) are shared by every invocation under one top-level ``Manager.invoke``;
+    ``origin`` and ``tool`` describe the tool of this invocation (built when read).
     """
 
-    __slots__ = ("id", "history", "checked", "_tool")
+    __slots__ = ("id", "history", "checked", "usage", "_tool")
 
-    def __init__(self, id: str, history: list[dict[str, Any]], checked: set[str], tool: Tool) -> None:
+    def __init__(
+        self, id: str, history: list[dict[str, Any]], checked: set[str], tool: Tool, usage: dict[str, Any] | None = None
+    ) -> None:
         self.id = id
         self.history = history
         self.checked = checked
+        self.usage = usage if usage is not None else {}
         self._tool = tool
 
     @property

@@ -378,10 +378,10 @@ class Manager:
             parent = parent or seed.get("parent")
             target = target or seed.get("target")
         if parent is not None:
-            run_id, history, checked = parent.run.id, parent.run.history, parent.run.checked
+            run_id, history, checked, usage = parent.run.id, parent.run.history, parent.run.checked, parent.run.usage
             paths, cwd, envelope = parent.paths, parent.cwd, parent.envelope
         else:
-            run_id, history, checked = secrets.token_hex(8), [], set()
+            run_id, history, checked, usage = secrets.token_hex(8), [], set(), {}
             paths, cwd, envelope = self.paths, self.cwd, None
         if seed:
             if "paths" in seed:
@@ -394,7 +394,7 @@ class Manager:
             tool, plan, static = tool, self.planner.plan(tool, paths, checked), None
         else:
             tool, plan, static = self.planner.resolve(ref, paths, checked)
-        run = Run(run_id, history, checked, tool)
+        run = Run(run_id, history, checked, tool, usage)
         ctx = Context(self, tool, args, run, parent=parent, target=target, envelope=envelope, paths=paths, cwd=cwd)
         if seed:
             if "locals" in seed:
