@@ -43,10 +43,13 @@ class Authority:
 def load_authority(path: Path, root: Path | None = None, limits: Limits = DEFAULT_LIMITS) -> Authority:
     """Load an authority file (named ``authorities/NAME.md`` or a folder ``AUTHORITY.md``).
 
+    The file is read and its YAML measured under ``limits``, as a tool's is.
+
     Raises:
-        ToolDefinitionError: malformed YAML or fields of the wrong shape.
+        ToolDefinitionError: unreadable or oversized file, malformed YAML, a frontmatter
+            over ``limits``, or fields of the wrong shape.
     """
-    data, lines, _body, _line = split_frontmatter(read_text(path), path, limits)
+    data, lines, _body, _line = split_frontmatter(read_text(path, limits), path, limits)
     folder = path.name == FOLDER_FILE
     default_name = path.relative_to(root).as_posix() if folder and root else path.stem
     name = data.get("name", default_name)

@@ -149,7 +149,7 @@ def make_level(
     for key in ("$remove", "$static", "$dynamic", "$locked"):
         _names(annotations.get(key), key, key=key, line=lines.get(key), **where)
     policies = annotations.get("$merge", {})
-    if not isinstance(policies, Mapping) or any(p not in POLICIES for p in policies.values()):
+    if not isinstance(policies, Mapping) or any(not isinstance(p, str) or p not in POLICIES for p in policies.values()):
         raise ConfigurationError(
             f"$merge must map keys to one of {', '.join(sorted(POLICIES))}",
             key="$merge",

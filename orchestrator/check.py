@@ -180,8 +180,8 @@ def _check_tool(manager: Manager, ref: str, path: Path | None, names: frozenset[
 
 def _check_authority(manager: Manager, path: Path, root: Path | None, names: frozenset[str], report: _Report) -> None:
     try:
-        authority = load_authority(path, root)
-        frontmatter = split_frontmatter(read_text(path), path)[0]
+        authority = load_authority(path, root, manager.limits)
+        frontmatter = split_frontmatter(read_text(path, manager.limits), path, manager.limits)[0]
     except Exception as exc:
         report.error(exc, path)
         return

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 class Limits:
     """Bounds on what one file, one render or one call may cost.
 
-    ``yaml_nodes`` / ``yaml_bytes``: a frontmatter's YAML graph with aliases
-    expanded (nodes, and bytes of scalar text). ``render_output``: characters
+    ``yaml_nodes`` / ``yaml_bytes`` / ``yaml_depth``: a frontmatter's YAML
+    graph with aliases expanded (nodes, bytes of scalar text, nesting; real
+    metadata, JSON schemas included, stays under ~20 levels). ``file_bytes``:
+    the size of a tool or authority file. ``render_output``: characters
     one render may produce. ``render_loops``: loop iterations one render may
     run. ``render_value``: the length of a string or list an operator
     (``*``, ``+``, ``range``, ``join``, ...) may build. ``threads``: worker
@@ -26,6 +28,8 @@ class Limits:
 
     yaml_nodes: int = 100_000
     yaml_bytes: int = 4_000_000
+    yaml_depth: int = 100
+    file_bytes: int = 16_000_000
     render_output: int = 1_000_000
     render_loops: int = 100_000
     render_value: int = 1_000_000

@@ -1,8 +1,12 @@
 """Turn files into Tools: markdown with YAML frontmatter, or python modules.
 
 YAML is read with the safe loader (the C one when PyYAML has it); errors carry
-the line in the file, not in the frontmatter block. Python tools are imported
-by path as isolated modules: nothing is added to ``sys.path`` and two
+the line in the file, not in the frontmatter block. Files come from other
+people, so reading is bounded before anything is built: a file's size, its
+encoding, and its YAML graph measured with aliases expanded (nodes, bytes of
+text, depth; a recursive alias is refused), so an alias bomb is refused in
+microseconds instead of growing the process by gigabytes. Python tools are
+imported by path as isolated modules: nothing is added to ``sys.path`` and two
 ``helper.py`` in different folders never clash.
 """
 
@@ -10,7 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import re
+import stat
 import sys
 import traceback
 from collections.abc import Mapping
@@ -20,14 +26,10 @@ from typing import Any
 import frontmatter
 import yaml
 
+from .documents import parse_yaml
 from .errors import ToolDefinitionError
 from .limits import DEFAULT_LIMITS, Limits
 from .tool import Tool
-
-try:
-    from yaml import CSafeLoader as SafeLoader
-except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    from yaml import SafeLoader  # type: ignore[assignment]
 
 _HANDLER = frontmatter.YAMLHandler()
 _BOUNDARY = re.compile(r"^-{3,}[ \t]*$", re.MULTILINE)
@@ -55,7 +57,7 @@ def split_frontmatter(
     Key lines map each top-level key, and each ``metadata`` key, to its line.
 
     Raises:
-        ToolDefinitionError: empty file, unclosed or malformed frontmatter.
+        ToolDefinitionError: empty file, unclosed or malformed frontmatter, or one over ``limits``.
     """
     text = text.lstrip("\ufeff")
     if not text.strip():
@@ -80,24 +82,14 @@ def split_frontmatter(
 def load_yaml(
     block: str, path: Path, first_line: int = 1, limits: Limits = DEFAULT_LIMITS
 ) -> tuple[dict[str, Any], dict[str, int]]:
-    """Safely load a YAML mapping; return it with the file line of each key.
+    """Safely load a YAML mapping (a frontmatter) within ``limits``; return it with the file line of each key.
 
     ``first_line`` is the file line on which ``block`` starts.
 
     Raises:
-        ToolDefinitionError: invalid YAML, a non-mapping document, or a key that is not a string.
+        ToolDefinitionError: what ``parse_yaml`` refuses, or a document that is not a mapping.
     """
-    loader = SafeLoader(block)
-    try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        line = first_line + mark.line if mark is not None else first_line
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ToolDefinitionError(f"invalid YAML in frontmatter: {problem}", path=path, line=line) from exc
-    finally:
-        loader.dispose()
+    data, node = parse_yaml(block, path, first_line, limits)
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -106,7 +98,6 @@ def load_yaml(
             path=path,
             line=first_line + (node.start_mark.line if node is not None else 0),
         )
-    _check_keys(node, path, first_line)
     lines: dict[str, int] = {}
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
@@ -117,35 +108,50 @@ def load_yaml(
     return data, lines
 
 
-def _check_keys(node: yaml.Node | None, path: Path, first_line: int) -> None:
-    """Refuse mapping keys that YAML read as something other than a string (``on: push``)."""
-    stack = [node]
+def _check_python_keys(value: Any, path: Path, limits: Limits) -> None:
+    """Hold a python tool's ``frontmatter`` to what YAML could produce: a tree of string keys, within limits.
+
+    The walk is iterative and stops at the first problem: a shared object is
+    counted each time it is reached, a container inside itself is a cycle.
+
+    Raises:
+        ToolDefinitionError: a key that is not a string, a cycle, too deep, or over ``limits``.
+    """
+    stack: list[tuple[Any, str, int] | int] = [(value, "frontmatter", 1)]
+    inside: set[int] = set()  # the containers on the current path
+    nodes = size = 0
     while stack:
-        current = stack.pop()
-        if isinstance(current, yaml.MappingNode):
-            for key_node, value_node in current.value:
-                if key_node.tag != "tag:yaml.org,2002:str":
-                    raise ToolDefinitionError(
-                        f"key {key_node.value!r} is read by YAML as {key_node.tag.rsplit(':', 1)[-1]}, "
-                        f"not a string; quote it: '{key_node.value}'",
-                        path=path,
-                        line=first_line + key_node.start_mark.line,
-                    )
-                stack.append(value_node)
-        elif isinstance(current, yaml.SequenceNode):
-            stack.extend(current.value)
-
-
-def _check_python_keys(value: Any, path: Path, where: str) -> None:
-    """Refuse mapping keys that are not strings in a python tool's ``frontmatter``."""
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise ToolDefinitionError(f"key {key!r} in {where} is not a string", path=path)
-            _check_python_keys(item, path, f"{where}[{key!r}]")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _check_python_keys(item, path, f"{where}[{index}]")
+        item = stack.pop()
+        if not isinstance(item, tuple):  # leaving a container
+            inside.discard(item)
+            continue
+        current, where, depth = item
+        nodes += 1
+        if isinstance(current, str):
+            size += len(current)
+        if nodes > limits.yaml_nodes or size > limits.yaml_bytes:
+            what = f"{limits.yaml_nodes} values" if nodes > limits.yaml_nodes else f"{limits.yaml_bytes} characters"
+            raise ToolDefinitionError(
+                f"frontmatter has more than {what} (at {where}); shorten it or raise Limits.yaml_nodes/yaml_bytes",
+                path=path,
+            )
+        if not isinstance(current, Mapping | list):
+            continue
+        if id(current) in inside:
+            raise ToolDefinitionError(f"{where} contains itself; metadata must be a tree", path=path)
+        if depth > limits.yaml_depth:
+            raise ToolDefinitionError(f"{where} nests more than {limits.yaml_depth} levels deep; flatten it", path=path)
+        inside.add(id(current))
+        stack.append(id(current))
+        children: list[tuple[Any, str, int]] = []
+        if isinstance(current, Mapping):
+            for key, child in current.items():
+                if not isinstance(key, str):
+                    raise ToolDefinitionError(f"key {key!r} in {where} is not a string", path=path)
+                children.append((child, f"{where}[{key!r}]", depth + 1))
+        else:
+            children = [(child, f"{where}[{index}]", depth + 1) for index, child in enumerate(current)]
+        stack.extend(reversed(children))  # first key first, so the first problem is the one reported
 
 
 def tool_from_frontmatter(
@@ -207,29 +213,79 @@ def load_markdown(path: Path, root: Path | None = None, trusted: bool = True, li
     Raises:
         ToolDefinitionError: unreadable file or malformed frontmatter.
     """
-    text = read_text(path)
+    text = read_text(path, limits)
     data, lines, body, body_line = split_frontmatter(text, path, limits)
     return tool_from_frontmatter(
         data, path=path, kind="markdown", root=root, trusted=trusted, lines=lines, prompt=body, prompt_line=body_line
     )
 
 
-def read_text(path: Path) -> str:
-    """Read a UTF-8 file, turning OS and decoding errors into ToolDefinitionError."""
+def file_limit(limits: Limits = DEFAULT_LIMITS) -> int:
+    """The most bytes a tool or authority file may have: ``limits.file_bytes``."""
+    return limits.file_bytes
+
+
+def read_text(path: Path, limits: Limits = DEFAULT_LIMITS) -> str:
+    """Read a tool or authority file as UTF-8 text with universal newlines, as ``open()`` would.
+
+    At most ``file_limit(limits)`` bytes are read: the size is checked before
+    reading, and the read stops there however the file grows meanwhile.
+
+    Raises:
+        ToolDefinitionError: unreadable, not a regular file, too big, not UTF-8, or holding a NUL character.
+    """
+    cap = file_limit(limits)
+    too_big = (
+        f"the file is bigger than the {cap} bytes a tool or authority file may have "
+        "(Limits.file_bytes); shorten it or raise Limits.file_bytes"
+    )
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        # Non-blocking, so a FIFO in a tools folder cannot hang the open; it is refused just below.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        with os.fdopen(fd, "rb") as file:
+            info = os.fstat(file.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise ToolDefinitionError("cannot read file: it is not a regular file", path=path)
+            if info.st_size > cap:
+                raise ToolDefinitionError(too_big, path=path)
+            # Read what the stat promised, then on in chunks should the file have grown since:
+            # never more than cap + 1 bytes, and no cap-sized buffer for a small file.
+            data = bytearray(file.read(min(info.st_size, cap) + 1))
+            while len(data) <= cap and (more := file.read(min(1 << 16, cap + 1 - len(data)))):
+                data += more
+    except OSError as exc:
         raise ToolDefinitionError(f"cannot read file: {exc}", path=path) from exc
+    if len(data) > cap:
+        raise ToolDefinitionError(too_big, path=path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolDefinitionError(
+            f"cannot read file: byte 0x{data[exc.start]:02x} at offset {exc.start} is not UTF-8; save it as UTF-8",
+            path=path,
+            line=data.count(b"\n", 0, exc.start) + 1,
+        ) from exc
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise ToolDefinitionError(
+            "the file holds a NUL character: tool and authority files are text; remove it",
+            path=path,
+            line=text.count("\n", 0, nul) + 1,
+        )
+    return text
 
 
-def load_python(path: Path, root: Path | None = None, trusted: bool = True) -> Tool:
+def load_python(path: Path, root: Path | None = None, trusted: bool = True, limits: Limits = DEFAULT_LIMITS) -> Tool:
     """Import a ``.py`` tool as an isolated module and read its ``frontmatter`` and ``main``.
 
     Each load executes the file afresh under a module name derived from its
     path, so a reload after an edit really re-imports it.
 
     Raises:
-        ToolDefinitionError: syntax error, exception on import, missing ``main``, bad ``frontmatter``.
+        ToolDefinitionError: syntax error, exception on import, missing ``main``, bad ``frontmatter``
+            (a key that is not a string, a cycle, or over ``limits``).
     """
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
     stem = re.sub(r"\W", "_", path.stem)
@@ -260,7 +316,7 @@ def load_python(path: Path, root: Path | None = None, trusted: bool = True) -> T
         raise ToolDefinitionError(
             f"module-level 'frontmatter' must be a mapping, not a {type(data).__name__}", path=path
         )
-    _check_python_keys(data, path, "frontmatter")
+    _check_python_keys(data, path, limits)
     main = getattr(module, "main", None)
     if not callable(main):
         raise ToolDefinitionError("a python tool must define a callable main(ctx)", path=path)
@@ -268,7 +324,11 @@ def load_python(path: Path, root: Path | None = None, trusted: bool = True) -> T
 
 
 def load_tool(path: Path, root: Path | None = None, trusted: bool = True, limits: Limits = DEFAULT_LIMITS) -> Tool:
-    """Load a tool file by its extension."""
+    """Load a tool file by its extension.
+
+    Raises:
+        ToolDefinitionError: the file is malformed or over ``limits``.
+    """
     if path.suffix == ".py":
-        return load_python(path, root, trusted)
+        return load_python(path, root, trusted, limits)
     return load_markdown(path, root, trusted, limits)
