@@ -15,7 +15,7 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 
-from . import chain
+from . import chain, tracing
 from .authorities import Authorities, Authority
 from .callers import Caller, check_untrusted
 from .cascade import Merged, merge_levels, override_level
@@ -275,12 +275,12 @@ class Manager:
             seconds = options["timeout"]
             if seconds is None:
                 ctx = self._prepare(ref, args, parent, target, options, caller=caller, guarded=guarded)[0]
-                return await (self._observed(ctx) if self.events else chain.advance(ctx))
+                return await self._run(ctx, caller)
             if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
                 raise InvocationError(f"timeout must be a positive number of seconds, not {seconds!r}", tool=str(name))
             with anyio.move_on_after(seconds):
                 ctx = self._prepare(ref, args, parent, target, options, caller=caller, guarded=guarded)[0]
-                return await (self._observed(ctx) if self.events else chain.advance(ctx))
+                return await self._run(ctx, caller)
             raise InvocationTimeout(f"timed out after {seconds} s", tool=str(name))
         except Exception as exc:
             if parent is None:  # once, where the error leaves the engine: which tool's code raised it
@@ -288,6 +288,19 @@ class Manager:
             raise
         finally:
             _stack.reset(token)
+
+    def _run(self, ctx: Context, caller: Caller | None) -> Awaitable[Any]:
+        """Run ctx's chain: traced when the program set a tracer provider, observed when someone listens."""
+        tracer = tracing.tracer()
+        if tracer is not None:
+            return self._traced(ctx, tracer, caller is not None and caller.name == "a model")
+        return self._observed(ctx) if self.events else chain.advance(ctx)
+
+    async def _traced(self, ctx: Context, tracer: Any, model_caller: bool) -> Any:
+        with tracing.start(tracer, ctx, model_caller) as span:
+            result = await (self._observed(ctx) if self.events else chain.advance(ctx))
+            tracing.finish(span, ctx, result)
+            return result
 
     async def _observed(self, ctx: Context) -> Any:
         """Run ctx's chain between invoke.start and invoke.end events."""
