@@ -16,7 +16,7 @@ from typing import Any
 from .errors import ConfigurationError, ToolDefinitionError
 from .limits import DEFAULT_LIMITS, Limits
 from .loader import read_text, split_frontmatter
-from .registry import Registry, SearchPath, builtin_folder
+from .registry import Registry, SearchPath, builtin_folder, is_file
 from .tool import Tool
 
 DEFAULT_PHASES = ("$configure", "$post-configure", "$pre-execute", "$execute", "$post-execute")
@@ -97,7 +97,10 @@ class Authorities:
         self.builtin = builtin or builtin_folder("authorities")
 
     def _load(self, path: Path, root: Path | None, checked: set[str] | None) -> Authority:
-        return self.registry.load(path, lambda p: load_authority(p, root, self.registry.limits), checked, "authority")
+        # A folder authority's name derives from its root: one cache entry per root, whichever came first.
+        return self.registry.load(
+            path, lambda p: load_authority(p, root, self.registry.limits), checked, ("authority", root)
+        )
 
     def folders(self, paths: tuple[SearchPath, ...]) -> list[Path]:
         """Where named authorities live: each search path's sibling ``authorities/``, then the built-in one."""
@@ -118,7 +121,7 @@ class Authorities:
         for folder in self.folders(paths):
             candidate = folder / f"{name}.md"
             self.registry.watch((str(candidate),), checked)
-            if candidate != skip and candidate.is_file():
+            if candidate != skip and is_file(candidate):
                 return self._load(candidate, None, checked)
         return None
 
@@ -149,7 +152,7 @@ class Authorities:
         while True:
             candidate = folder / FOLDER_FILE
             self.registry.watch((str(candidate),), checked)
-            if candidate.is_file():
+            if is_file(candidate):
                 return self._load(candidate, root, checked)
             if folder == root or root not in folder.parents:
                 return None

@@ -165,9 +165,13 @@ class BoundManager:
         ctx = self._ctx
         tool = ctx.tool
         base = tool.path.parent if tool.path else ctx.cwd
-        folder = (base / path).resolve()
-        if not folder.is_dir():
-            raise ConfigurationError(f"{key}: {str(folder)!r} is not a folder", tool=tool.name, key=key)
+        try:
+            folder = (base / path).resolve()
+            found = folder.is_dir()
+        except (OSError, ValueError, TypeError):  # too long, NUL, not encodable, not a path at all
+            found = False
+        if not found:
+            raise ConfigurationError(f"{key}: {str(path)[:200]!r} is not a folder", tool=tool.name, key=key)
         if not ctx.trust.get("files") and tool.root is not None and not folder.is_relative_to(tool.root):
             raise SecurityError(
                 f"{key}: {str(folder)!r} is outside the tool's search path and trust.files is off",

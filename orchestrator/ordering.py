@@ -3,11 +3,18 @@
 Every constraint becomes an edge, then the graph is sorted once (R-CHAIN-3):
 among the nodes free to go next, the earliest phase first, then the one
 inserted first. Phase sentinels (``$name``) are nodes that never reach the
-chain. Sorts are cached by the shape of their input.
+chain. Sorts are cached by the shape of their input: at most
+``SHAPE_CACHE_SIZE`` shapes, each of at most ``SHAPE_CACHE_ENTRIES`` entries
+and ``SHAPE_CACHE_CHARS`` characters of names (larger chains, which only
+callers build, are sorted every time rather than kept alive by the cache).
+
+Extra middleware comes from callers as data (R-CHAIN-4); every malformed spec
+is refused with ``ConfigurationError`` naming the accepted forms (``FORMS``).
 """
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -23,6 +30,15 @@ if TYPE_CHECKING:
 DEFAULT_AFTER = ("$configure",)
 DEFAULT_BEFORE = ("$post-configure",)
 FIELDS = ("name", "args", "before", "after", "remove", "fn")
+FORMS = "a middleware spec is {args: ..., before: [...], after: [...], remove: true} or a list of such with name"
+
+# Bounds of the sorted-chain cache (see the module docstring).
+SHAPE_CACHE_SIZE = 4096
+SHAPE_CACHE_ENTRIES = 64
+SHAPE_CACHE_CHARS = 4096
+
+_BRIEF = reprlib.Repr()
+_BRIEF.maxstring = _BRIEF.maxother = 60
 
 Shape = tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
 
@@ -55,6 +71,11 @@ class Entry:
         return data
 
 
+def brief(value: Any) -> str:
+    """A short ``repr`` of caller data of any size or depth, for messages."""
+    return _BRIEF.repr(value)
+
+
 def names(value: Any, what: str) -> tuple[str, ...]:
     """A constraint list: a name or list of names, as a tuple.
 
@@ -67,46 +88,78 @@ def names(value: Any, what: str) -> tuple[str, ...]:
         return (value,)
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return tuple(value)
-    raise ConfigurationError(f"{what} must be a name or a list of names, not {value!r}")
+    raise ConfigurationError(f"{what} must be a name or a list of names, not {brief(value)}")
 
 
 def constraints(spec: Mapping[str, Any] | None, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(before, after) from an ``$order`` value or an entry spec."""
+    """(before, after) from an ``$order`` value or an entry spec.
+
+    Raises:
+        ConfigurationError: ``spec`` is not a mapping, or a constraint is not a name or list of names.
+    """
     if not spec:
         return (), ()
+    if not isinstance(spec, Mapping):
+        raise ConfigurationError(f"the order of {name!r} must be {{before: [...], after: [...]}}, not {brief(spec)}")
     return names(spec.get("before"), f"before of {name!r}"), names(spec.get("after"), f"after of {name!r}")
+
+
+def check_spec(name: Any, spec: Any, source: str) -> str:
+    """Check one extra-middleware spec from caller data; return the entry name it gives.
+
+    ``name`` is the mapping key (mapping form) or None (list form, where the
+    spec carries ``name``). Accepted: ``args`` anything, ``before``/``after``
+    a name or list of names, ``remove`` a boolean, ``fn`` a callable.
+
+    Raises:
+        ConfigurationError: not a mapping, unknown fields, a missing or ``$`` name,
+            fields of the wrong type. The message shows the accepted forms.
+    """
+    if not isinstance(spec, Mapping):
+        label = f"middleware {brief(name)}" if name is not None else "middleware"
+        raise ConfigurationError(f"{label} from {source}: {FORMS}; got {brief(spec)}")
+    unknown = [key for key in spec if key not in FIELDS]
+    name = spec.get("name", name)
+    if not isinstance(name, str) or not name or name.startswith("$"):
+        raise ConfigurationError(
+            f"middleware from {source} needs a 'name' that is a tool name, not a '$' sentinel; "
+            f"{FORMS}; got name {brief(name)}"
+        )
+    if unknown:
+        raise ConfigurationError(
+            f"middleware {name!r} from {source}: unknown field(s) {', '.join(sorted(brief(k) for k in unknown))} "
+            f"(fields: {', '.join(FIELDS)}; tool arguments go under 'args')"
+        )
+    names(spec.get("before"), f"middleware {name!r} from {source}: before")
+    names(spec.get("after"), f"middleware {name!r} from {source}: after")
+    remove = spec.get("remove")
+    if remove is not None and not isinstance(remove, bool):
+        raise ConfigurationError(
+            f"middleware {name!r} from {source}: 'remove' must be true or false, not {brief(remove)}"
+        )
+    fn = spec.get("fn")
+    if fn is not None and not callable(fn):
+        raise ConfigurationError(f"middleware {name!r} from {source}: 'fn' must be callable, not {brief(fn)}")
+    return name
 
 
 def entry_from_spec(name: str | None, spec: Any, source: str) -> Entry:
     """Build an Entry from caller data: ``{args, before, after, remove, fn}`` (plus ``name`` in list form).
 
     Raises:
-        ConfigurationError: unknown fields, a missing or ``$`` name, malformed constraints.
+        ConfigurationError: not a mapping, unknown fields, a missing or ``$`` name, malformed
+            constraints, a ``remove`` that is not a boolean or an ``fn`` that is not callable.
     """
-    if not isinstance(spec, Mapping):
-        raise ConfigurationError(f"middleware spec from {source} must be a mapping, not {type(spec).__name__}")
-    unknown = set(spec) - set(FIELDS)
-    name = spec.get("name", name)
-    if unknown:
-        raise ConfigurationError(
-            f"middleware {name!r} from {source}: unknown field(s) {', '.join(sorted(unknown))} "
-            f"(fields: {', '.join(FIELDS)}; tool arguments go under 'args')"
-        )
-    if not isinstance(name, str) or not name or name.startswith("$"):
-        raise ConfigurationError(f"middleware from {source} needs a 'name' that is not a '$' sentinel")
+    name = check_spec(name, spec, source)
     before, after = constraints(spec, name)
-    fn = spec.get("fn")
-    if fn is not None and not callable(fn):
-        raise ConfigurationError(f"middleware {name!r} from {source}: 'fn' must be callable")
-    return Entry(name, spec.get("args"), before, after, bool(spec.get("remove", False)), fn)
+    return Entry(name, spec.get("args"), before, after, bool(spec.get("remove", False)), spec.get("fn"))
 
 
 def _rank(entry_after: Iterable[str], rank: Mapping[str, int]) -> int:
     return max((rank[s] for s in entry_after if s in rank), default=0)
 
 
-@lru_cache(maxsize=4096)
-def _sorted_indexes(shape: Shape, phases: tuple[str, ...]) -> tuple[int, ...]:
+def _sort_indexes(shape: Shape, phases: tuple[str, ...]) -> tuple[int, ...]:
     import networkx as nx  # imported on the first sort: most runs are served from the cache
 
     rank = {phase: i for i, phase in enumerate(phases)}
@@ -145,6 +198,22 @@ def _sorted_indexes(shape: Shape, phases: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(n for n in order if isinstance(n, int))
 
 
+# Most chains are a handful of entries from files: cached. A chain a caller
+# built from thousands of names would only crowd the cache (and be kept alive
+# by it), so it is sorted every time.
+_sorted_indexes = lru_cache(maxsize=SHAPE_CACHE_SIZE)(_sort_indexes)
+
+
+def _cacheable(shape: Shape) -> bool:
+    """True when ``shape`` is small enough to keep in the sorted-chain cache."""
+    if len(shape) > SHAPE_CACHE_ENTRIES:
+        return False
+    chars = 0
+    for name, before, after in shape:
+        chars += len(name) + sum(map(len, before)) + sum(map(len, after))
+    return chars <= SHAPE_CACHE_CHARS
+
+
 def shape_of(entries: Sequence[Entry]) -> Shape:
     """The part of a chain its order depends on."""
     return tuple((e.name, e.before, e.after) for e in entries)
@@ -156,8 +225,9 @@ def sort_entries(entries: Sequence[Entry], phases: tuple[str, ...], tool: str | 
     Raises:
         OrderCycleError: the constraints form a cycle (listed in the message).
     """
+    shape = shape_of(entries)
     try:
-        indexes = _sorted_indexes(shape_of(entries), phases)
+        indexes = _sorted_indexes(shape, phases) if _cacheable(shape) else _sort_indexes(shape, phases)
     except OrderCycleError as exc:
         raise OrderCycleError(exc.cycle, tool=tool) from None
     return [entries[i] for i in indexes]
@@ -173,22 +243,32 @@ def strip(entry: Entry, gone: set[str]) -> Entry:
 
 
 def extra_specs(value: Any, source: str) -> list[tuple[str, Mapping[str, Any], str]]:
-    """Extra middleware in either form (mapping name -> spec, or list of specs with ``name``)."""
+    """Extra middleware in either form (mapping name -> spec, or list of specs with ``name``), each checked.
+
+    Raises:
+        ConfigurationError: not a mapping or a list, or a malformed spec (see ``check_spec``);
+            the message shows the accepted forms.
+    """
     if value is None:
         return []
     found = []
     if isinstance(value, Mapping):
         for name, spec in value.items():
-            if not isinstance(spec, Mapping):
-                raise ConfigurationError(f"middleware {name!r} from {source}: spec must be a mapping, not {spec!r}")
+            if not isinstance(name, str):
+                raise ConfigurationError(f"middleware from {source}: names must be strings; {FORMS}; got {brief(name)}")
+            check_spec(name, spec, source)
             found.append((name, spec, source))
     elif isinstance(value, list):
         for spec in value:
-            if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str):
-                raise ConfigurationError(f"middleware from {source}: each list item needs a 'name'")
-            found.append((spec["name"], spec, source))
+            if not isinstance(spec, Mapping) or "name" not in spec:
+                raise ConfigurationError(
+                    f"middleware from {source}: each list item needs a 'name'; {FORMS}; got {brief(spec)}"
+                )
+            found.append((check_spec(None, spec, source), spec, source))
     else:
-        raise ConfigurationError(f"middleware from {source} must be a mapping or a list, not {type(value).__name__}")
+        raise ConfigurationError(
+            f"middleware from {source} must be a mapping or a list: {FORMS}; got {type(value).__name__}"
+        )
     return found
 
 

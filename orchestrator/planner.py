@@ -211,7 +211,10 @@ def order_strays(merged: Merged, exists: Callable[[str], bool]) -> Iterator[tupl
         names = [entry]
         for field in ("before", "after"):
             value = spec.get(field) if isinstance(spec, Mapping) else None
-            names += [value] if isinstance(value, str) else [v for v in value or () if isinstance(v, str)]
+            if isinstance(value, str):
+                names.append(value)
+            elif isinstance(value, list | tuple):
+                names += [v for v in value if isinstance(v, str)]
         for name in names:
             if not name.startswith("$") and name not in merged.values and not exists(name):
                 yield entry, name

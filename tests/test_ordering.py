@@ -6,7 +6,7 @@ import pytest
 
 from orchestrator import ConfigurationError, Entry, Manager, OrderCycleError
 from orchestrator.authorities import DEFAULT_PHASES
-from orchestrator.ordering import _sorted_indexes, entry_from_spec, sort_entries
+from orchestrator.ordering import _sorted_indexes, entry_from_spec, extra_specs, sort_entries
 
 
 def order(*entries: Entry, phases=DEFAULT_PHASES) -> list[str]:
@@ -132,3 +132,41 @@ def test_r_chain_1_malformed_order_names_the_tool(write, tools):
     with pytest.raises(ConfigurationError, match="before of 'm' must be a name") as info:
         Manager([tools]).invoke_sync("t")
     assert (info.value.tool, info.value.key) == ("t", "$order")
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        (
+            5,
+            r"must be a mapping or a list: a middleware spec is \{args: ..., before: \[...\], after: \[...\], "
+            r"remove: true\} or a list of such with name; got int",
+        ),
+        ("x", "must be a mapping or a list"),
+        ({"m": 5}, r"middleware 'm' from test: a middleware spec is .*; got 5"),
+        ({"m": [1]}, r"a middleware spec is .*; got \[1\]"),
+        ({"m": {"before": 3}}, "before must be a name or a list of names, not 3"),
+        ({"m": {"after": [1, "x"]}}, r"after must be a name or a list of names, not \[1, 'x'\]"),
+        ({"m": {"remove": "yes"}}, "'remove' must be true or false, not 'yes'"),
+        ({"m": {"remove": True, "times": 3}}, "unknown field"),
+        ({"$configure": {}}, "not a '\\$' sentinel"),
+        ({"": {}}, "needs a 'name'"),
+        ({5: {}}, "names must be strings"),
+        ([5], "each list item needs a 'name'"),
+        ([{"args": 1}], "each list item needs a 'name'"),
+        ([{"name": ["x"]}], "needs a 'name'"),
+        ([{"name": "m", "fn": 1}], "'fn' must be callable"),
+    ],
+)
+def test_r_chain_4_bad_extra_middleware_shows_the_accepted_forms(value, needle):
+    with pytest.raises(ConfigurationError, match=needle) as info:
+        extra_specs(value, "test")
+    assert len(str(info.value)) < 400
+
+
+def test_r_chain_4_good_extra_middleware_in_both_forms():
+    fn = lambda ctx, args: None  # noqa: E731
+    assert [name for name, _spec, _source in extra_specs({"a": {}, "b": {"remove": True}}, "x")] == ["a", "b"]
+    specs = [{"name": "a", "args": [1], "before": "b"}, {"name": "b", "fn": fn, "after": ["$configure"]}]
+    assert [name for name, _spec, _source in extra_specs(specs, "x")] == ["a", "b"]
+    assert extra_specs(None, "x") == []

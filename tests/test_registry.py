@@ -173,3 +173,112 @@ def test_r_find_1_a_single_folder_string_is_one_path(write, tools):
     write("tools/t.md", "---\ndescription: one\n---\nx\n")
     assert Manager(str(tools)).find_tool("t").description == "one"
     assert Manager(tools).find_tool("t").description == "one"
+
+
+# -- one tool per search root: the same file keeps the root and trust of the path it was found through
+
+PROBE = """\
+async def main(ctx):
+    target = ctx.target
+    await target.manager.next()
+    tool = target.tool
+    return {"root": tool.root.name, "trusted": tool.trusted, "files": target.trust["files"], "origin": target.meta.get("origin")}
+"""
+CALLER = """\
+frontmatter = {"metadata": {"paths": "sub"}}
+
+async def main(ctx):
+    return await ctx.manager.invoke(ctx.args["ref"])
+"""
+
+
+@pytest.fixture
+def two_roots(write, tools):
+    """tools/sub/t.md reachable as 'sub/t' (root tools, trusted) and as 't' through `paths: sub` (untrusted)."""
+    write("tools/AUTHORITY.md", "---\nmetadata: {origin: tools}\n---\n")
+    write("tools/probe.py", PROBE)
+    write("tools/caller.py", CALLER)
+    write("tools/sub/t.md", "---\nmetadata: {probe: {}}\n---\nbody\n")
+    return tools
+
+
+DIRECT = {"root": "tools", "trusted": True, "files": True, "origin": "tools"}
+THROUGH_PATHS = {"root": "sub", "trusted": False, "files": False, "origin": None}
+
+
+@pytest.mark.parametrize("direct_first", [True, False])
+def test_r_find_3_a_file_keeps_the_root_and_trust_of_each_search_path(two_roots, direct_first):
+    manager = Manager([two_roots])
+    calls = [("sub/t", None, DIRECT), ("caller", {"ref": "t"}, THROUGH_PATHS)]
+    for ref, args, expected in (calls if direct_first else calls[::-1]) * 2:
+        assert manager.invoke_sync(ref, args) == expected, ref
+
+
+@pytest.mark.parametrize("direct_first", [True, False])
+def test_r_find_3_find_tool_gives_each_search_path_its_own_tool(two_roots, direct_first):
+    manager = Manager([two_roots])
+    lookups = [
+        (lambda: manager.find_tool("sub/t"), (two_roots.resolve(), True)),
+        (lambda: manager.find_tool("t", paths=[two_roots / "sub"]), ((two_roots / "sub").resolve(), False)),
+    ]
+    for find, (root, trusted) in (lookups if direct_first else lookups[::-1]) * 2:
+        tool = find()
+        assert (tool.root, tool.trusted) == (root, trusted)
+    assert manager.find_tool("sub/t") is manager.find_tool("sub/t")
+
+
+@pytest.mark.parametrize("direct_first", [True, False])
+def test_r_find_3_a_malformed_file_fails_through_every_search_path(two_roots, write, direct_first):
+    bad = write("tools/sub/bad.md", "---\nmetadata: [\n---\nx\n")
+    manager = Manager([two_roots])
+    calls = [("sub/bad", None), ("caller", {"ref": "bad"})]
+    for ref, args in (calls if direct_first else calls[::-1]) * 2:
+        with pytest.raises(ToolDefinitionError) as info:
+            manager.invoke_sync(ref, args)
+        assert info.value.path == str(bad)
+    bump(bad, "---\nmetadata: {probe: {}}\n---\nfixed\n")
+    assert manager.invoke_sync("caller", {"ref": "bad"}) == THROUGH_PATHS
+    assert manager.invoke_sync("sub/bad") == DIRECT
+
+
+# -- refs are checked before any file is touched
+
+
+def test_r_find_2_long_refs_are_refused_before_any_stat(tools, monkeypatch):
+    manager = Manager([tools])
+    stats = []
+    monkeypatch.setattr("orchestrator.registry.signature", lambda path: stats.append(path))
+    for ref, needle in [
+        ("a" * 10_000, r"at most 1024 characters"),
+        ("a/" * 600 + "b", r"at most 1024 characters"),
+        ("x" * 256, "at most 255 bytes"),
+        ("team/" + "é" * 128 + "/t", "at most 255 bytes"),
+        ("\ud800", "text a file name can hold"),
+        ("a\x00b", "NUL"),
+    ]:
+        with pytest.raises(ToolNotFoundError, match=needle) as info:
+            manager.find_tool(ref)
+        assert len(str(info.value)) < 300
+    assert stats == []
+
+
+def test_r_find_2_ref_length_follows_the_limits(write, tools):
+    from orchestrator import Limits
+
+    write(f"tools/{'a' * 40}.md", "---\ndescription: long\n---\nx\n")
+    assert Manager([tools]).find_tool("a" * 40).description == "long"
+    with pytest.raises(ToolNotFoundError, match="at most 32 characters"):
+        Manager([tools], limits=Limits(ref_length=32)).find_tool("a" * 40)
+
+
+@pytest.mark.parametrize("ref", [5, None, ["t"], {"t": 1}, 1.5, True])
+def test_r_find_2_refs_that_are_not_strings_are_refused(tools, ref):
+    with pytest.raises(ToolNotFoundError, match="a ref must be a non-empty string, not"):
+        Manager([tools]).find_tool(ref)
+
+
+def test_r_find_2_a_search_path_too_long_for_the_os_finds_nothing(write, tools):
+    deep = "a" * 250 + "/"
+    manager = Manager([tools])
+    with pytest.raises(ToolNotFoundError):
+        manager.find_tool("t", paths=[tools / (deep * 20)])
