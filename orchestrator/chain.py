@@ -1,24 +1,63 @@
 """The runner: next, execute, finish, inject (R-CHAIN-6..9).
 
-State lives on the Context: ``pos`` (the next entry), ``finished`` and
-``body_ran``. Each ``next()`` runs exactly one entry; the entry continues the
-descent by calling ``next()`` itself, so the call stack is the onion and
-returns, exceptions and ``finally`` blocks travel through real awaits.
+State lives on the Context: ``pos`` (the next entry), ``finished``,
+``body_ran`` and ``running``. Each ``next()`` runs exactly one entry; the
+entry continues the descent by calling ``next()`` itself, so the call stack
+is the onion and returns, exceptions and ``finally`` blocks travel through
+real awaits.
 
 A second ``next()`` after the chain finished (or from an entry that already
 called it) returns ``locals['result']`` at once.
+
+**One next() at a time.** In-flight ``next()`` calls on one context are
+nested: entry k continues the chain from inside the ``next()`` that ran it.
+A ``next()`` from a task that is not the innermost one on that context (two
+tasks of one entry racing, or a model calling ``next`` twice in one turn)
+raises ``InvocationError``. Each task remembers, in a ContextVar, the level
+it reached on each context it is running; ``ctx.running`` counts the levels
+in flight, so a nested call sees its own level equal to the count. A context
+with an empty chain (a leaf, like every built-in middleware) has no entry to
+race and a body that runs once: its ``next()`` skips the guard.
+
+**Sync code never blocks the event loop.** A sync body (a python tool's or
+registered function's ``main(ctx)``, a sync ``ctx.body``) and a sync ``fn``
+entry run in a worker thread; async ones, the built-in middleware among
+them, run on the loop. Whether a function is async is decided once per
+function. A sync function that returns an awaitable has it awaited on the
+loop. Contextvars are copied into the thread. Each manager has
+``limits.threads`` thread slots per event loop; a call waits for a free one.
+
+When the caller is cancelled (``$timeout``, ``--max-timeout``, a cancelled
+task group) while sync code runs, the caller stops waiting at once and gets
+``InvocationTimeout`` / its cancellation on time; Python cannot stop a
+thread, so it runs to its end in the background, its result (or error) is
+dropped, and it keeps its thread slot until it really ends, so abandoned
+threads still count against ``limits.threads``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+import inspect
+import logging
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import anyio.to_thread
+
+from .errors import InvocationError
 from .ordering import Entry, entry_from_spec, sort_entries, strip
 
 if TYPE_CHECKING:
     from .context import Context
+    from .manager import Manager
+
+log = logging.getLogger("orchestrator")
 
 
 def _awaitable(value: Any) -> bool:
@@ -29,39 +68,79 @@ def _awaitable(value: Any) -> bool:
 SKIPPED: Any = type("Skipped", (), {"__repr__": lambda self: "SKIPPED"})()
 """Returned by an entry invocation that was skipped as an invocation cycle."""
 
+# The innermost next() of this task on each context it is running, as a linked
+# list (ctx, level, outer): a task sees its own frames, a sibling task does not.
+_levels: ContextVar[tuple[Context, int, Any] | None] = ContextVar("toolcascade_next", default=None)
+
 
 async def advance(ctx: Context) -> Any:
-    """Run ctx's next entry, or its body at the bottom; resolve to its result."""
-    while not ctx.finished:
-        if ctx.pos >= len(ctx.chain):
-            if not ctx.body_ran:
-                await execute(ctx)
+    """Run ctx's next entry, or its body at the bottom; resolve to its result.
+
+    Raises:
+        InvocationError: a next() of this chain is in flight in another task.
+    """
+    if not ctx.chain:  # a leaf (every built-in middleware): only its body, which runs once anyway
+        if not ctx.finished and not ctx.body_ran:
+            await execute(ctx)
+        return ctx.locals.get("result")
+    level = ctx.running
+    outer = _levels.get()
+    if level:
+        frame = outer
+        while frame is not None and frame[0] is not ctx:
+            frame = frame[2]
+        if frame is None or frame[1] != level:
+            name = ctx.tool.name
+            raise InvocationError(
+                f"next() is already running for {name!r}: an entry may continue the chain once at a time", tool=name
+            )
+    ctx.running = level + 1
+    token = _levels.set((ctx, level + 1, outer))
+    try:
+        while not ctx.finished:
+            if ctx.pos >= len(ctx.chain):
+                if not ctx.body_ran:
+                    await execute(ctx)
+                break
+            entry = ctx.chain[ctx.pos]
+            ctx.pos += 1
+            fn = entry.fn
+            if fn is not None:
+                value = fn(ctx, entry.args) if _is_async(fn) else await _in_thread(ctx, fn, ctx, entry.args)
+                if _awaitable(value):
+                    value = await value
+            else:
+                value = await ctx._manager._invoke_entry(ctx, entry)
+                if value is SKIPPED:
+                    continue
+            if value is not None:
+                ctx.locals["result"] = value
+                ctx.finished = True
             break
-        entry = ctx.chain[ctx.pos]
-        ctx.pos += 1
-        if entry.fn is not None:
-            value = entry.fn(ctx, entry.args)
-            if _awaitable(value):
-                value = await value
-        else:
-            value = await ctx._manager._invoke_entry(ctx, entry)
-            if value is SKIPPED:
-                continue
-        if value is not None:
-            ctx.locals["result"] = value
-            ctx.finished = True
-        break
+    finally:
+        ctx.running = level
+        _levels.reset(token)
     return ctx.locals.get("result")
 
 
 async def execute(ctx: Context) -> Any:
-    """Run ctx's body at most once; a non-None value becomes the result, the chain stays open."""
+    """Run ctx's body at most once; a non-None value becomes the result, the chain stays open.
+
+    The body is ``ctx.body`` when a middleware set one, else the tool's
+    ``main(ctx)``, else (markdown) the rendered prompt, which stays on the loop
+    bounded by the render limits.
+    """
     if not ctx.body_ran:
         ctx.body_ran = True
-        body = ctx.body if ctx.body is not None else ctx._manager._body
-        value = body(ctx)
-        if _awaitable(value):
-            value = await value
+        fn = ctx.body if ctx.body is not None else ctx.tool.fn
+        if fn is None:
+            from .prompt import render_prompt  # prompt imports this module
+
+            value = render_prompt(ctx)
+        else:
+            value = fn(ctx) if _is_async(fn) else await _in_thread(ctx, fn, ctx)
+            if _awaitable(value):
+                value = await value
         if value is not None:
             ctx.locals["result"] = value
     return ctx.locals.get("result")
@@ -118,3 +197,150 @@ def rewind(ctx: Context, checkpoint: Checkpoint) -> None:
         ctx.locals["result"] = checkpoint.result
     else:
         ctx.locals.pop("result", None)
+
+
+# -- sync code in worker threads ---------------------------------------------
+
+# Whether each function seen is async. A plain dict keyed by the function:
+# the lookup is on every body and entry. Closures made per call (a middleware
+# setting ``ctx.body``) would grow it, so it starts over past _ASYNC_SIZE.
+_ASYNC: dict[Callable[..., Any], bool] = {}
+_ASYNC_SIZE = 2048
+
+
+def _decide(fn: Callable[..., Any]) -> bool:
+    """True when calling ``fn`` only builds a coroutine: a coroutine function or an object with an async __call__."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    """``_decide`` cached per function: the hot path pays a dict lookup, not inspect."""
+    try:
+        return _ASYNC[fn]
+    except KeyError:
+        if len(_ASYNC) >= _ASYNC_SIZE:
+            _ASYNC.clear()
+        found = _ASYNC[fn] = _decide(fn)
+        return found
+    except TypeError:  # an unhashable callable: decide on every call
+        return _decide(fn)
+
+
+_PENDING, _RUNNING, _ABANDONED, _DONE = range(4)
+
+
+class _Threads:
+    """One manager's worker-thread slots on one event loop (an anyio CapacityLimiter belongs to one loop)."""
+
+    __slots__ = ("slots", "passage", "loop")
+
+    def __init__(self, count: int, loop: Any) -> None:
+        # ``slots`` is the bound: a slot is held until the thread really ends.
+        # anyio gives its own limiter back as soon as the caller is cancelled
+        # (on asyncio), so it is only ``passage``: as wide as ``slots``, it
+        # never blocks and keeps these calls off the loop's shared default one.
+        self.slots = anyio.CapacityLimiter(count)
+        self.passage = anyio.CapacityLimiter(count)
+        self.loop = weakref.ref(loop)  # weak: the loop keys the cache holding this
+
+    def release_soon(self, slot: _Slot) -> None:
+        """From a worker thread: give ``slot`` back on the loop (nothing to give once the loop has ended)."""
+        loop = self.loop()
+        if loop is None:
+            return
+        soon = loop.call_soon_threadsafe if isinstance(loop, asyncio.AbstractEventLoop) else loop.run_sync_soon
+        try:
+            soon(self.slots.release_on_behalf_of, slot)
+        except RuntimeError:  # the asyncio loop closed, or the trio run finished (RunFinishedError)
+            pass
+
+
+class _Slot:
+    """One sync call's claim on a thread slot, from before its thread starts until that thread ends."""
+
+    __slots__ = ("threads", "name", "state", "lock")
+
+    def __init__(self, threads: _Threads, name: str) -> None:
+        self.threads = threads
+        self.name = name
+        self.state = _PENDING
+        self.lock = threading.Lock()  # the loop and the worker thread both move ``state``
+
+    def run(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any]:
+        """In the worker thread: ``(fn(*args),)`` unless the caller already gave up.
+
+        The value travels boxed: trio refuses a thread function that returns a
+        coroutine, and a sync entry may return ``ctx.manager.next()``.
+        """
+        with self.lock:
+            if self.state != _PENDING:
+                return (None,)
+            self.state = _RUNNING
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = fn(*args)
+            return (value,)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            with self.lock:
+                abandoned = self.state == _ABANDONED
+                self.state = _DONE
+            if abandoned:  # the caller stopped waiting: nobody sees the outcome, so this thread frees the slot
+                if error is not None:
+                    log.debug("%s: sync code failed after its caller stopped waiting", self.name, exc_info=error)
+                elif type(value) is CoroutineType:
+                    value.close()  # nobody will await it
+                self.threads.release_soon(self)
+
+    def leave(self) -> None:
+        """On the loop, once the caller stops waiting: free the slot, or leave that to a thread still running."""
+        with self.lock:
+            if self.state == _RUNNING:
+                self.state = _ABANDONED
+                return
+            self.state = _DONE  # finished, or never started: run() will not call fn now
+        self.threads.slots.release_on_behalf_of(self)
+
+
+_POOLS: weakref.WeakKeyDictionary[Any, weakref.WeakKeyDictionary[Manager, _Threads]] = weakref.WeakKeyDictionary()
+
+
+def _current_loop() -> Any:
+    """The running event loop: the asyncio loop, or trio's token for the run."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        import trio  # only reached while trio runs this code
+
+        return trio.lowlevel.current_trio_token()
+
+
+def _threads(manager: Manager) -> _Threads:
+    """``manager``'s thread slots on the running loop, made on first use."""
+    loop = _current_loop()
+    pools = _POOLS.get(loop)
+    if pools is None:
+        pools = _POOLS[loop] = weakref.WeakKeyDictionary()
+    threads = pools.get(manager)
+    if threads is None:
+        threads = pools[manager] = _Threads(manager.limits.threads, loop)
+    return threads
+
+
+async def _in_thread(ctx: Context, fn: Callable[..., Any], *args: Any) -> Any:
+    """Call sync ``fn(*args)`` in one of the manager's worker threads, keeping the loop free.
+
+    Raises:
+        BaseException: whatever ``fn`` raises; the caller's cancellation at once (the thread runs on, abandoned).
+    """
+    threads = _threads(ctx._manager)
+    slot = _Slot(threads, ctx.tool.name)
+    await threads.slots.acquire_on_behalf_of(slot)
+    try:
+        box = await anyio.to_thread.run_sync(slot.run, fn, args, abandon_on_cancel=True, limiter=threads.passage)
+    finally:
+        slot.leave()
+    return box[0]

@@ -43,10 +43,9 @@ from .interpolate import scope
 from .limits import DEFAULT_LIMITS, Limits
 from .loader import check_name
 from .locks import guard_locked, keep_locked_order
-from .options import NO_OPTIONS, SEED_KEYS, as_list, as_mapping, extract_options, folders
+from .options import NO_OPTIONS, as_list, as_mapping, extract_options, folders
 from .ordering import Entry, build_chain, extra_specs
 from .planner import Planner
-from .prompt import render_prompt
 from .registry import Registry, SearchPath, builtin_folder
 from .tool import Tool, ToolInfo
 
@@ -276,9 +275,7 @@ class Manager:
             if seconds is None:
                 ctx = self._prepare(ref, args, parent, target, options, caller=caller, guarded=guarded)[0]
                 return await self._run(ctx, caller)
-            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
-                raise InvocationError(f"timeout must be a positive number of seconds, not {seconds!r}", tool=str(name))
-            with anyio.move_on_after(seconds):
+            with anyio.move_on_after(seconds):  # extract_options checked it is a positive number
                 ctx = self._prepare(ref, args, parent, target, options, caller=caller, guarded=guarded)[0]
                 return await self._run(ctx, caller)
             raise InvocationTimeout(f"timed out after {seconds} s", tool=str(name))
@@ -380,14 +377,8 @@ class Manager:
         ``sort=False`` (explain of a chain with an ``$order`` cycle) leaves the chain unsorted.
         ``guarded`` are override keys sent by ``caller``: they may not name tools it cannot call.
         """
-        seed = options["context"]
+        seed = options["context"]  # its keys and their types were checked by extract_options
         if seed:
-            unknown = set(seed) - SEED_KEYS
-            if unknown:
-                raise InvocationError(
-                    f"unknown context key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(SEED_KEYS))}",
-                    tool=str(ref if isinstance(ref, str) else ref.name),
-                )
             parent = parent or seed.get("parent")
             target = target or seed.get("target")
         if parent is not None:
@@ -478,13 +469,6 @@ class Manager:
                 break
             ancestor = ancestor.parent
         return await self._invoke(entry.name, entry.args, parent=ctx, target=ctx, entry=True)
-
-    def _body(self, ctx: Context) -> Any:
-        """A tool's own body: a code tool's ``main(ctx)``, a markdown tool's rendered prompt (R-CHAIN-8)."""
-        tool = ctx.tool
-        if tool.fn is not None:
-            return tool.fn(ctx)
-        return render_prompt(ctx)
 
     # -- explain ---------------------------------------------------------------
 
