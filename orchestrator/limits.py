@@ -19,7 +19,8 @@ class Limits:
     graph with aliases expanded (nodes, bytes of scalar text, nesting; real
     metadata, JSON schemas included, stays under ~20 levels). ``file_bytes``:
     the size of a tool or authority file. ``render_output``: characters
-    one render may produce. ``render_loops``: loop iterations one render may
+    one render may produce. ``render_loops``: loop iterations and calls (macros,
+    methods) one render may run. ``render_seconds``: how long one render may
     run. ``render_value``: the length of a string or list an operator
     (``*``, ``+``, ``range``, ``join``, ...) may build. ``threads``: worker
     threads running sync tool bodies at once. ``ref_length``: characters in a
@@ -32,6 +33,7 @@ class Limits:
     file_bytes: int = 16_000_000
     render_output: int = 1_000_000
     render_loops: int = 100_000
+    render_seconds: float = 5.0
     render_value: int = 1_000_000
     threads: int = 40
     ref_length: int = 1_024

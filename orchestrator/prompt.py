@@ -6,6 +6,26 @@ rendering, placeholders are swapped for the directive tools' outputs. So
 nothing that comes from args, a directive tool or any other output is ever
 parsed for directives or rendered as a template: the safety is structural,
 not an escaping scheme.
+
+Decisions (each tested):
+
+- The author's source is ``ctx.tool.prompt``, the value the engine puts in
+  ``locals['prompt']``. When a middleware that ran earlier replaced
+  ``locals['prompt']``, directives are not expanded: that text is left as it
+  is and never parsed for directives (it may come from args).
+- A directive runs only when its placeholder survives a render of the prompt
+  made before any directive tool runs: one in a false ``{% if %}`` branch or
+  in a loop over nothing does not run. Whether a directive runs is decided
+  there, once; a directive tool that sets locals changes the text the final
+  render shows, not which directives run. If that first render fails (most
+  often because the prompt reads a local that a directive tool sets), every
+  directive runs, as when the prompt has no template, and the render after
+  them decides what is shown.
+- The prompt is rendered again after the directive tools ran. A placeholder
+  it shows whose directive did not run becomes nothing, like a directive
+  whose tool returned None.
+- Prompts without directives naming tools, or without template syntax, are
+  rendered once.
 """
 
 from __future__ import annotations
@@ -18,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from .chain import SKIPPED
 from .directives import Directive, find_directives
+from .errors import InterpolationError
 from .interpolate import is_template, render, render_value, scope
 from .ordering import Entry
 
@@ -51,8 +72,10 @@ def with_placeholders(source: str, names: frozenset[str]) -> str:
 def render_prompt(ctx: Context) -> Any:
     """Render ``ctx.locals['prompt']`` and put directive outputs in place of their placeholders.
 
+    Placeholders of directives that did not run become nothing.
+
     Raises:
-        InterpolationError, SecurityError: the template failed or broke the sandbox.
+        InterpolationError, SecurityError: the template failed, broke the sandbox or went over a render limit.
     """
     prompt = ctx.locals.get("prompt")
     if not isinstance(prompt, str):
@@ -70,17 +93,24 @@ def render_prompt(ctx: Context) -> Any:
 
 
 def directive_entries(target: Context) -> list[Entry]:
-    """Prepare ``target``'s prompt for its directives and return one chain entry per directive tool.
+    """Prepare ``target``'s prompt for its directives and return one chain entry per directive tool to run.
 
     Sets ``target.locals['prompt']`` to the source with placeholders and
-    ``target.locals['directives']`` to each directive's current text (its
-    source, until its tool returns).
+    ``target.locals['directives']`` to each running directive's current text
+    (its source, until its tool returns). Does nothing when an earlier
+    middleware replaced ``locals['prompt']``.
 
     Raises:
         InterpolationError: a label or attribute template failed.
+        SecurityError: the prompt touched something the sandbox forbids.
     """
     source = target.tool.prompt
     if not isinstance(source, str) or ":" not in source:
+        return []
+    prompt = target.locals.get("prompt")
+    own = prompt is source or prompt == source
+    # Our own placeholder text is there again when a retry rewound the chain to before this middleware.
+    if not own and not (isinstance(prompt, str) and "\x02" in prompt):
         return []
     found = find_directives(source)
     if not found:
@@ -89,14 +119,17 @@ def directive_entries(target: Context) -> list[Entry]:
     names = frozenset(d.name for d in found if registry.exists(d.name, target.paths, target.run.checked))
     if not names:
         return []
-    target.locals["prompt"] = with_placeholders(source, names)
-    outputs = {i: source[d.start : d.end] for i, d in enumerate(found) if d.name in names}
-    target.locals["directives"] = outputs
+    expanded = with_placeholders(source, names)
+    if not own and prompt != expanded:
+        return []
+    target.locals["prompt"] = expanded
+    shown = _shown(target, expanded)
+    running = [i for i, d in enumerate(found) if d.name in names and (shown is None or i in shown)]
+    target.locals["directives"] = {i: source[found[i].start : found[i].end] for i in running}
     variables: Mapping[str, Any] | None = None
     entries = []
-    for index, directive in enumerate(found):
-        if directive.name not in names:
-            continue
+    for index in running:
+        directive = found[index]
         args: dict[str, Any] = {
             "name": directive.name,
             "label": directive.label,
@@ -112,6 +145,24 @@ def directive_entries(target: Context) -> list[Entry]:
             args = render_value(args, variables, _where(target, directive))
         entries.append(Entry(directive.name, args, fn=_runner(directive.name, index)))
     return entries
+
+
+def _shown(target: Context, expanded: str) -> frozenset[int] | None:
+    """Indices of the placeholders a render of ``expanded`` shows now; None when that render fails.
+
+    Raises:
+        SecurityError: the prompt touched something the sandbox forbids.
+    """
+    if not is_template(expanded):
+        return None
+    tool = target.tool
+    try:
+        text = render(
+            expanded, scope(target, target.meta), tool=tool.name, level="prompt", path=tool.path, line=tool.prompt_line
+        )
+    except InterpolationError:
+        return None  # it may read what a directive tool sets: run them all, the final render decides
+    return frozenset(int(match.group(1)) for match in _PLACEHOLDER.finditer(text))
 
 
 def _where(target: Context, directive: Directive) -> Callable[[], dict[str, Any]]:

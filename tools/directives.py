@@ -2,6 +2,12 @@
 
 Each directive becomes a chain entry injected right after this one, in
 document order; its tool's return value replaces the directive's text.
+
+Only the author's source is expanded: when a middleware that ran before this
+one replaced ``locals['prompt']``, that prompt is left untouched (its text
+may come from args, so it is never parsed for directives). A directive whose
+placeholder a first render of the prompt hides (a false ``{% if %}``, a loop
+over nothing) does not run; see ``orchestrator.prompt`` for the rules.
 """
 
 from orchestrator.prompt import directive_entries

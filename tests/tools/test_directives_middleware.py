@@ -152,3 +152,107 @@ async def test_r_dir_1_directives_are_parsed_once_per_source(write, manager):
     assert await manager.invoke("page") == "A B"
     assert with_placeholders.cache_info().hits == info.hits + 1
     assert with_placeholders.cache_info().misses == info.misses
+
+
+RECORD = (
+    "def main(ctx):\n"
+    "    ctx.target.nonlocals.setdefault('calls', []).append(ctx.args['label'])\n"
+    "    return '<' + ctx.args['label'] + '>'\n"
+)
+
+
+async def calls_of(manager, ref, args=None):
+    box: dict = {}
+    result = await manager.invoke(ref, args, context={"nonlocals": box})
+    return result, box.get("calls", [])
+
+
+async def test_r_dir_1_a_prompt_set_by_an_earlier_middleware_is_kept_and_never_expanded(write, manager):
+    write("tools/record.py", RECORD)
+    write(
+        "tools/set-prompt.py",
+        "async def main(ctx):\n"
+        "    ctx.target.locals['prompt'] = 'Replaced: ' + ctx.target.args['text']\n"
+        "    return await ctx.target.manager.next()\n",
+    )
+    write(
+        "tools/page.md",
+        "---\nmetadata:\n  set-prompt: {}\n  $order: {set-prompt: {before: [directives]}}\n---\nOwn :record[own]\n",
+    )
+    assert await calls_of(manager, "page", {"text": ":record[pwn] ::record[pwn]"}) == (
+        "Replaced: :record[pwn] ::record[pwn]",
+        [],
+    )
+
+
+async def test_r_dir_1_directives_run_again_after_a_rewind_to_before_them(write, manager):
+    write("tools/record.py", RECORD)
+    write(
+        "tools/twice.py",
+        "async def main(ctx):\n"
+        "    mark = ctx.target.manager.checkpoint()\n"
+        "    await ctx.target.manager.next()\n"
+        "    ctx.target.manager.rewind(mark)\n"
+        "    return await ctx.target.manager.next()\n",
+    )
+    write("tools/page.md", "---\nmetadata: {twice: {}}\n---\nA :record[a] {{ 'B' }}\n")
+    assert await calls_of(manager, "page") == ("A <a> B", ["a", "a"])
+
+
+async def test_r_dir_1_a_directive_in_a_false_branch_does_not_run(write, manager):
+    write("tools/record.py", RECORD)
+    write(
+        "tools/page.md",
+        "---\n---\n{% if args.flag %}:record[yes]{% else %}:record[no]{% endif %} "
+        "{% for x in args.things %}:record[item]{% endfor %}.\n",
+    )
+    assert await calls_of(manager, "page", {"flag": True, "things": []}) == ("<yes> .", ["yes"])
+    assert await calls_of(manager, "page", {"flag": False, "things": [1, 2]}) == ("<no> <item><item>.", ["no", "item"])
+
+
+async def test_r_dir_1_a_hidden_directive_label_template_is_not_rendered(write, manager):
+    write("tools/record.py", RECORD)
+    write("tools/page.md", "---\n---\n{% if args.deep %}:record[{{ args.deep.er }}]{% endif %}done\n")
+    assert await calls_of(manager, "page", {"deep": None}) == ("done", [])
+
+
+async def test_r_dir_1_which_directives_run_is_decided_before_any_of_them_runs(write, manager):
+    write("tools/record.py", RECORD)
+    write("tools/set-flag.py", "def main(ctx):\n    ctx.target.locals['flag'] = True\n")
+    # The flag reads as false before :set-flag runs: :record is hidden then, so it never runs,
+    # and where the final render shows it there is nothing.
+    write(
+        "tools/page.md",
+        "---\n---\n:set-flag [{% if locals.flag | default(false) %}:record[late]{% endif %}]"
+        " flag={{ locals.flag | default(false) }}\n",
+    )
+    assert await calls_of(manager, "page") == (" [] flag=True", [])
+
+
+async def test_r_dir_1_every_directive_runs_when_the_first_render_needs_what_they_set(write, manager):
+    write("tools/record.py", RECORD)
+    write("tools/set-flag.py", "def main(ctx):\n    ctx.target.locals['flag'] = ctx.args['attributes']['to'] == 'on'\n")
+    # locals.flag is undefined until :set-flag runs, so the first render fails: all run, the final render shows.
+    write("tools/page.md", "---\n---\n:set-flag{to=on}{% if locals.flag %}:record[shown]{% endif %}\n")
+    assert await calls_of(manager, "page") == ("<shown>", ["shown"])
+    write("tools/page.md", "---\n---\n:set-flag{to=off}{% if locals.flag %}:record[hidden]{% endif %}\n")
+    assert await calls_of(manager, "page") == ("", ["hidden"])
+
+
+async def test_r_dir_2_a_prompt_without_tool_directives_renders_once(write, manager, monkeypatch):
+    import orchestrator.prompt as prompt
+
+    renders: list[str] = []
+    real = prompt.render
+
+    def counting(source, variables, **where):
+        renders.append(source)
+        return real(source, variables, **where)
+
+    monkeypatch.setattr(prompt, "render", counting)
+    write("tools/page.md", "---\n---\nNo :unknown[tool] here, {{ args.x }}.\n")
+    assert await manager.invoke("page", {"x": 1}) == "No :unknown[tool] here, 1."
+    assert len(renders) == 1
+    write("tools/page.md", "---\n---\n:upper[a] {{ args.x }}\n")
+    assert await manager.invoke("page", {"x": 2}) == "A 2"
+    assert len(renders) == 3
