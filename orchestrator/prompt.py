@@ -72,7 +72,9 @@ def with_placeholders(source: str, names: frozenset[str]) -> str:
 def render_prompt(ctx: Context) -> Any:
     """Render ``ctx.locals['prompt']`` and put directive outputs in place of their placeholders.
 
-    Placeholders of directives that did not run become nothing.
+    Only the author's prompt (as written, or with directive placeholders) is
+    rendered; a prompt a middleware set instead is used as it is. Placeholders
+    of directives that did not run become nothing.
 
     Raises:
         InterpolationError, SecurityError: the template failed, broke the sandbox or went over a render limit.
@@ -82,7 +84,10 @@ def render_prompt(ctx: Context) -> Any:
         return prompt
     tool = ctx.tool
     text = prompt
-    if is_template(prompt):
+    # Only the author's text is a template (R-CAS-4, R-DIR-2): a prompt a middleware put in its place may
+    # hold args or tool output, so it is used as it is. Placeholders carry a secret: only directives make them.
+    authored = prompt == tool.prompt or _PLACEHOLDER.search(prompt) is not None
+    if authored and is_template(prompt):
         text = render(
             prompt, scope(ctx, ctx.meta), tool=tool.name, level="prompt", path=tool.path, line=tool.prompt_line
         )

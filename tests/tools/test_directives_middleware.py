@@ -256,3 +256,16 @@ async def test_r_dir_2_a_prompt_without_tool_directives_renders_once(write, mana
     write("tools/page.md", "---\n---\n:upper[a] {{ args.x }}\n")
     assert await manager.invoke("page", {"x": 2}) == "A 2"
     assert len(renders) == 3
+
+
+@pytest.mark.anyio
+async def test_r_dir_2_a_prompt_a_middleware_set_is_never_rendered_as_a_template(write, tools):
+    write(
+        "tools/from-args.py",
+        "async def main(ctx):\n"
+        "    ctx.target.locals['prompt'] = 'You said: ' + ctx.target.args['text']\n"
+        "    return await ctx.target.manager.next()\n",
+    )
+    write("tools/echo.md", "---\nmetadata:\n  from-args: {}\n---\nauthored {{ args.text }}\n")
+    result = await Manager([tools]).invoke("echo", {"text": "{{ 6 * 7 }} :echo[x]"})
+    assert result == "You said: {{ 6 * 7 }} :echo[x]"
