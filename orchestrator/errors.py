@@ -27,6 +27,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 
 class OrchestratorError(Exception):
@@ -134,7 +135,27 @@ class InvocationError(OrchestratorError):
 
 
 class ModelError(InvocationError):
-    """Raised when a model provider fails, answers out of shape, or a scripted model's expectation is not met."""
+    """Raised when a model provider fails, answers out of shape, or a scripted model's expectation is not met.
+
+    ``retryable`` says whether sending the same request again can succeed
+    (connection failures, timeouts, 429, 5xx) or not (400, 401, 404, a
+    truncated answer); ``status`` is the HTTP status when there was one and
+    ``retry_after`` the seconds the server asked to wait. ``retry`` reads them.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = True,
+        status: int | None = None,
+        retry_after: float | None = None,
+        **where: Any,
+    ) -> None:
+        self.retryable = retryable
+        self.status = status
+        self.retry_after = retry_after
+        super().__init__(message, **where)
 
 
 class InvocationTimeout(OrchestratorError):

@@ -21,6 +21,8 @@ KINDS = (
     "invoke.start",
     "invoke.end",
     "model.request",
+    "model.delta",
+    "model.discarded",
     "model.response",
     "tool.start",
     "tool.end",
@@ -31,9 +33,28 @@ KINDS = (
 class Event:
     """One thing that happened: ``kind`` is one of ``KINDS``.
 
-    ``data`` holds kind-specific details: ``error`` and ``seconds`` on
-    ``invoke.end``; ``model`` and ``messages`` on model events; ``call`` (the
-    tool called) and ``error`` on tool events.
+    ``tool`` is the tool the event is about (for model events: the agent),
+    ``depth`` its nesting, ``run`` the id shared by one top-level invoke,
+    ``iteration`` the agent loop's turn (model and tool events). ``data``:
+
+    - ``invoke.end``: ``error`` (``"Type: message"`` or None), ``seconds``.
+    - ``model.request``: ``model`` (``provider:name``), ``messages`` (how
+      many), ``tools`` (names offered), ``response_format`` (a JSON answer
+      was asked for).
+    - ``model.delta``: a piece of the answer while it streams: ``text``, or
+      ``call`` (the tool), ``arguments`` (a fragment of its JSON arguments)
+      and ``index`` (which call of the turn).
+    - ``model.discarded``: the deltas sent since the last discard will not be
+      the answer (the attempt failed, or a middleware runs it again; a retry's
+      deltas follow): ``why``, ``deltas`` (how many to drop).
+    - ``model.response``: the assembled answer: ``model``, ``content``,
+      ``calls`` (tool names), ``finish_reason``, ``usage`` (this call's
+      ``prompt_tokens``, ``completion_tokens``, ``total_tokens``), ``run_usage``
+      (the run's totals so far, with ``calls``: the last ``model.response``
+      of a run carries its totals), ``streamed`` (deltas that made it; 0 for
+      a cached answer, whose ``content`` a display shows instead).
+    - ``tool.start``: ``call`` (the tool), ``arguments``; ``tool.end``:
+      ``call``, ``error`` (None on success).
     """
 
     kind: str

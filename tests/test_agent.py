@@ -230,6 +230,11 @@ async def test_r_agent_1_events_show_the_loop(write, manager):
         )
     )
     await manager.invoke("traced", {"city": "x"})
+    # Each answer streams before its response: the call (announced, then its arguments
+    # {"city": "Rome"} in two 8-character pieces), then the word "done".
+    assert seen[1:4] == [("model.delta", 1, "weather")] * 3
+    assert seen[8] == ("model.delta", 2, None)
+    seen = [s for s in seen if s[0] != "model.delta"]
     assert seen == [
         ("model.request", 1, None),
         ("model.response", 1, None),
@@ -394,3 +399,170 @@ async def test_r_agent_1_models_cannot_reach_outside_their_tools(write, manager)
         tools=["weather"],
     )
     assert await manager.invoke("contained", {"city": "x"}) == "ok"
+
+
+# -- structured answers with tools, truncation, tool-choice ---------------------------
+
+RETURNS = {"type": "object", "properties": {"temp": {"type": "integer"}}, "required": ["temp"]}
+
+
+async def test_r_agent_1_returns_with_tools_asks_for_the_format_only_to_answer(write, manager):
+    # A server that enforces the JSON format would never let the model call a tool:
+    # the format is asked for only on the turn where the model must answer.
+    agent(
+        write,
+        "shaped",
+        [
+            {
+                "calls": [{"name": "weather", "arguments": {"city": "Rome"}}],
+                "expect": {"response-format": False, "tools": ["weather"], "tool-choice": "auto"},
+            },
+            {"answer": "It is 4 degrees in Rome.", "expect": {"response-format": False}},
+            {
+                "answer": '{"temp": 4}',
+                "expect": {"response-format": True, "tool-choice": "none", "contains": "only JSON"},
+            },
+        ],
+        tools=["weather"],
+        returns=RETURNS,
+    )
+    assert await manager.invoke("shaped", {"city": "x"}) == {"temp": 4}
+
+
+async def test_r_agent_1_returns_with_tools_needs_no_extra_turn_for_a_matching_answer(write, manager):
+    agent(
+        write,
+        "direct",
+        [
+            {"calls": [{"name": "weather", "arguments": {"city": "Rome"}}], "expect": {"response-format": False}},
+            {"answer": '```json\n{"temp": 4}\n```', "expect": {"response-format": False}},
+        ],
+        tools=["weather"],
+        returns=RETURNS,
+    )
+    assert await manager.invoke("direct", {"city": "x"}) == {"temp": 4}
+    # JSON of the wrong shape gets the extra turn too
+    agent(
+        write,
+        "reshaped",
+        ['{"temperature": 4}', {"answer": '{"temp": 4}', "expect": {"response-format": True}}],
+        tools=["weather"],
+        returns=RETURNS,
+    )
+    assert await manager.invoke("reshaped", {"city": "x"}) == {"temp": 4}
+
+
+async def test_r_agent_1_a_truncated_answer_is_an_error_not_a_result(write, manager):
+    agent(
+        write,
+        "cut",
+        [{"answer": "It was a dark and", "finish": "length"}],
+        **{"model-pipeline": {"retry": {"backoff": 0}}},
+    )
+    box: dict = {}
+    with pytest.raises(ModelError, match=r"cut off at max-tokens \(4096\); raise max-tokens") as info:
+        await manager.invoke("cut", {"city": "x"}, context={"nonlocals": box})
+    assert info.value.retryable is False and "retries" not in box  # the same request would be cut again
+    write(
+        "tools/short.md",
+        "---\nmetadata:\n  model: {provider: scripted, max-tokens: 12, script: [{answer: a, finish: length}]}\n---\nx\n",
+    )
+    with pytest.raises(ModelError, match=r"max-tokens \(12\)"):
+        await manager.invoke("short")
+
+
+async def test_r_agent_1_tool_choice_required_is_enforced(write, manager):
+    agent(write, "lazy", ["I would rather not."], tools=["weather"], **{"tool-choice": "required"})
+    with pytest.raises(ModelError, match="tool-choice is 'required' but the model answered without calling a tool"):
+        await manager.invoke("lazy", {"city": "x"})
+
+
+async def test_r_agent_1_a_named_tool_choice_is_enforced(write, manager):
+    write("tools/other.py", "def main(ctx):\n    return 'other'\n")
+    agent(
+        write,
+        "named",
+        [{"calls": [{"name": "other", "arguments": {}}], "expect": {"tool-choice": "weather"}}],
+        tools=["weather", "other"],
+        **{"tool-choice": "weather"},
+    )
+    with pytest.raises(ModelError, match="tool-choice is 'weather' but the model called other"):
+        await manager.invoke("named", {"city": "x"})
+
+
+async def test_r_agent_1_required_with_a_failing_call_goes_back_to_the_model(write, manager):
+    agent(
+        write,
+        "persistent",
+        [
+            {"calls": [{"name": "weather", "arguments": {"city": "Atlantis"}}]},
+            {"calls": [{"name": "weather", "arguments": {"city": "Oslo"}}], "expect": {"contains": "no such city"}},
+        ],
+        tools=["weather"],
+        **{"tool-choice": "required"},
+    )
+    assert await manager.invoke("persistent", {"city": "x"}) == {"city": "Oslo", "temp": 4}
+
+
+async def test_r_agent_3_several_next_calls_continue_the_chain_once(write, manager):
+    write(
+        "tools/base.py",
+        "frontmatter = {'metadata': {'checker': {}}}\n"
+        "def main(ctx):\n"
+        "    ctx.nonlocals['runs'] = ctx.nonlocals.get('runs', 0) + 1\n"
+        "    return 'draft'\n",
+    )
+    agent(
+        write,
+        "checker",
+        [{"calls": [{"name": "next", "arguments": {}}, {"name": "next", "arguments": {}}]}],
+        body="Check.",
+        **{"tool-choice": "required"},
+    )
+    box: dict = {}
+    assert await manager.invoke("base", context={"nonlocals": box}) == "draft"  # not ["draft", "draft"]
+    assert box["runs"] == 1
+
+
+async def test_r_agent_2_timeout_and_max_tokens_are_checked(write, manager):
+    for field, value, needle in [
+        ("timeout", 0, "timeout must be a number of seconds above 0"),
+        ("timeout", "soon", "timeout must be"),
+        ("max-tokens", 1.5, "max-tokens must be a whole number above 0"),
+        ("max-tokens", True, "max-tokens must be"),
+    ]:
+        write(
+            "tools/bad.md",
+            "---\n" + yaml.safe_dump({"metadata": {"model": {"provider": "scripted", field: value}}}) + "---\nx\n",
+        )
+        with pytest.raises(ConfigurationError, match=needle):
+            await manager.invoke("bad")
+
+
+async def test_r_agent_2_retry_skips_errors_that_cannot_succeed(write, manager):
+    agent(
+        write,
+        "rejected",
+        [{"answer": "x", "fail": 5, "status": 400, "error": "context length exceeded"}],
+        **{"model-pipeline": {"retry": {"attempts": 5, "backoff": 0}}},
+    )
+    box: dict = {}
+    with pytest.raises(ModelError, match="HTTP 400: context length exceeded") as info:
+        await manager.invoke("rejected", {"city": "x"}, context={"nonlocals": box})
+    assert "retries" not in box and info.value.status == 400
+    agent(
+        write,
+        "limited",
+        [{"answer": "finally", "fail": 1, "status": 429, "retry-after": 0.01}],
+        **{"model-pipeline": {"retry": {"backoff": 0}}},
+    )
+    box = {}
+    assert await manager.invoke("limited", {"city": "x"}, context={"nonlocals": box}) == "finally"
+    assert box["retry-waits"] == [0.01]
+
+
+async def test_a_model_script_file_is_read_within_limits(write, tools):
+    write("tools/replies.yaml", "- &a [*a]\n")
+    write("tools/looped.md", "---\nmetadata:\n  model: {provider: scripted, file: replies.yaml}\n---\nHi\n")
+    with pytest.raises(ConfigurationError, match="cannot read model script: .*itself|recursive|repeats"):
+        await Manager([tools]).invoke("looped")

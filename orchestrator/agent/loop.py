@@ -6,6 +6,26 @@ metadata middleware; every model request is an invocation of the built-in
 its overrides: ``{retry: {attempts: 3}}``); every tool call is an independent
 ``ctx.manager.invoke`` with that tool's own pipeline, extended for this agent
 through ``tool-pipeline`` (its overrides on every call).
+
+Structured answers: when ``returns`` asks for an object, the JSON response
+format is sent only on a turn where the model must answer, because a server
+that enforces the format never lets the model call a tool. Without tools
+that is every turn. With tools, the model works with its tools; when it
+answers in text that is not JSON matching ``returns``, one more turn asks for
+the answer alone, in the format (its tools listed but ``tool-choice: none``,
+as some APIs want the tools of earlier calls described). An answer that
+already matches costs no extra turn.
+
+``tool-choice`` is enforced by ``model-call``: ``required`` or a tool's name
+with no such call is a ``ModelError``. With ``required`` the result is the
+calls' values (one value, or a list in call order; the chain a middleware
+agent continues is one value, however often the model calls ``next``); a
+failed call goes back to the model like any other.
+
+While listeners are attached, the answer streams to them as ``model.delta``
+events (``ctx.locals["stream"]`` of ``model-call`` holds the callback), and
+each ``model.response`` carries the call's token usage and the run's totals
+(``ctx.run.usage``).
 """
 
 from __future__ import annotations
@@ -22,9 +42,9 @@ from ..callers import Caller
 from ..errors import ConfigurationError, InvocationError, ModelError, OrchestratorError, ReturnsValidationError
 from ..options import extract_options
 from ..prompt import render_prompt
-from ..schema import object_schema
+from ..schema import object_schema, validator_for
 from ..tool import wire_name
-from .model import parse_model
+from .model import Deltas, label, parse_model
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -34,6 +54,7 @@ log = logging.getLogger("orchestrator.agent")
 NEXT = "next"
 _FENCE = re.compile(r"^```[A-Za-z]*\n|\n?```$")
 CHOICES = ("auto", "none", "required")
+ANSWER_NOW = "Give your final answer now: only JSON matching the requested schema, no other text and no tool calls."
 
 
 def model_spec(ctx: Context) -> dict[str, Any] | None:
@@ -147,7 +168,13 @@ class Agent:
         return offered
 
     async def run(self) -> Any:
-        """Ask the model until it answers; run its tool calls in between."""
+        """Ask the model until it answers; run its tool calls in between.
+
+        Raises:
+            InvocationError: max-iterations or max-consecutive-errors reached.
+            ModelError: the model failed, or answered with nothing or out of what was asked.
+            ReturnsValidationError: a structured answer that is not JSON.
+        """
         ctx = self.ctx
         messages: list[dict[str, Any]] = []
         if ctx.meta.get("system"):
@@ -155,18 +182,28 @@ class Agent:
         messages.append({"role": "user", "content": str(render_prompt(ctx))})
         errors = 0
         choice = self.choice
+        answering = False  # the turn that asks for the structured answer alone
         for iteration in range(1, self.max_iterations + 1):
-            response = await self._ask(messages, choice, iteration)
+            offered = bool(self.tools) and choice != "none" and not answering
+            response = await self._ask(messages, choice, iteration, offered=offered, answering=answering)
             calls = response.get("tool_calls") or []
-            if not calls or choice == "none":
-                return self._answer(response.get("content"))
+            if not offered or not calls:
+                content = response.get("content")
+                if offered and self.returns is not None and not self._matches(content):
+                    messages.append({"role": "assistant", "content": content or ""})
+                    messages.append({"role": "user", "content": ANSWER_NOW})
+                    answering = True
+                    continue
+                return self._answer(content)
             messages.append({"role": "assistant", "content": response.get("content") or "", "tool_calls": calls})
             outcomes = await self._call_all(calls, iteration)
             for call, (_ok, _value, text) in zip(calls, outcomes, strict=True):
                 messages.append({"role": "tool", "tool_call_id": call["id"], "name": call["name"], "content": text})
             if choice == "required":
-                values = [value for _ok, value, _text in outcomes]
-                return values[0] if len(values) == 1 else values
+                kept = self._kept(calls, outcomes)
+                if all(ok for ok, _value in kept):
+                    values = [value for _ok, value in kept]
+                    return values[0] if len(values) == 1 else values
             errors = errors + 1 if not any(ok for ok, _v, _t in outcomes) else 0
             if errors >= self.max_errors:
                 raise InvocationError(
@@ -177,32 +214,106 @@ class Agent:
                 choice = "auto"  # a named tool is forced once, then the model may answer
         raise InvocationError(f"no answer after max-iterations ({self.max_iterations})", tool=ctx.tool.name)
 
-    async def _ask(self, messages: list[dict[str, Any]], choice: str, iteration: int) -> dict[str, Any]:
+    def _kept(self, calls: list[dict[str, Any]], outcomes: list[tuple[bool, Any, str]]) -> list[tuple[bool, Any]]:
+        """The outcomes ``tool-choice: required`` returns: the wrapped chain's result once, however often it ran.
+
+        Calls of ``next`` in one turn run at once; one continues the chain and
+        the others fail (``next()`` is already running) or repeat its result.
+        """
+        kept: list[tuple[bool, Any]] = []
+        continued = [(ok, value) for call, (ok, value, _t) in zip(calls, outcomes, strict=True) if self._is_next(call)]
+        done = next((pair for pair in continued if pair[0]), continued[0] if continued else None)
+        for call, (ok, value, _text) in zip(calls, outcomes, strict=True):
+            if not self._is_next(call):
+                kept.append((ok, value))
+            elif done is not None:
+                kept.append(done)
+                done = None
+        return kept
+
+    def _is_next(self, call: Mapping[str, Any]) -> bool:
+        return self._ref(call.get("name")) == NEXT
+
+    def _matches(self, content: Any) -> bool:
+        """Whether a text answer already is JSON matching ``returns`` (then no extra turn is needed)."""
+        try:
+            value = self._answer(content)
+        except (ModelError, ReturnsValidationError):
+            return False
+        return bool(validator_for(self.returns, self.ctx.tool.name).is_valid(value))
+
+    def _ref(self, wire: Any) -> str:
+        """The tool ref behind a name the model used (the name itself when it is not offered)."""
+        offered = self.wire.get(str(wire))
+        return offered["ref"] if offered else str(wire)
+
+    async def _ask(
+        self, messages: list[dict[str, Any]], choice: str, iteration: int, *, offered: bool, answering: bool
+    ) -> dict[str, Any]:
+        """One model request through ``model-call``, streamed to listeners; its answer.
+
+        Raises:
+            InvocationError: model-call's pipeline returned something that is not a response.
+        """
         ctx = self.ctx
-        tools = (
-            [{k: t[k] for k in ("name", "description", "parameters")} for t in self.tools] if choice != "none" else []
-        )
+        listed = offered or (answering and self.choice != "none")
+        tools = [{k: t[k] for k in ("name", "description", "parameters")} for t in self.tools] if listed else []
+        if answering:
+            choice = "none"
         wire_choice = choice if choice in CHOICES else self.tools[[t["ref"] for t in self.tools].index(choice)]["name"]
+        structured = self.returns if not offered else None
         request = {
             "model": self.spec,
             "messages": list(messages),
             "tools": tools,
             "tool-choice": wire_choice,
-            "response-format": self.returns,
+            "response-format": structured,
         }
-        self.manager.emit("model.request", ctx, iteration, model=self.spec.get("name"), messages=len(messages))
-        response = await ctx.manager.invoke("model-call", request, overrides=self.model_pipeline)
+        manager = self.manager
+        manager.emit(
+            "model.request",
+            ctx,
+            iteration,
+            model=label(self.spec),
+            messages=len(messages),
+            tools=[t["ref"] for t in self.tools] if offered else [],
+            response_format=structured is not None,
+        )
+        deltas = None
+        if manager.events:  # nothing streams to nobody: no delta is built
+            deltas = Deltas(lambda kind, data: manager.emit(kind, ctx, iteration, **self._named(data)))
+        try:
+            response = await ctx.manager.invoke(
+                "model-call",
+                request,
+                overrides=self.model_pipeline,
+                context={"locals": {"stream": deltas}} if deltas is not None else None,
+            )
+        except BaseException as exc:
+            if deltas is not None:
+                deltas.discard(f"{type(exc).__name__}: {exc}")
+            raise
         if not isinstance(response, Mapping):
             raise InvocationError(f"model-call returned {type(response).__name__}, not a response", tool=ctx.tool.name)
-        self.manager.emit(
+        manager.emit(
             "model.response",
             ctx,
             iteration,
+            model=response.get("model"),
             content=response.get("content"),
-            calls=[c.get("name") for c in response.get("tool_calls") or []],
+            calls=[self._ref(c.get("name")) for c in response.get("tool_calls") or []],
+            finish_reason=response.get("finish_reason"),
             usage=response.get("usage"),
+            run_usage=dict(ctx.run.usage),
+            streamed=deltas.count if deltas is not None else 0,
         )
         return dict(response)
+
+    def _named(self, data: dict[str, Any]) -> dict[str, Any]:
+        """A delta as listeners see it: a tool call by its ref, as ``tool.start`` names it."""
+        if "call" in data:
+            return {**data, "call": self._ref(data["call"])}
+        return data
 
     def _answer(self, content: Any) -> Any:
         if content is None:

@@ -1,30 +1,125 @@
-"""Model specs and the providers that answer them (R-AGENT-2).
+"""Model specs, the providers that answer them, and what every provider shares (R-AGENT-2).
 
 A ``model`` value is ``"provider:model-name"`` (``openai:gpt-4o-mini``), the
-bare word ``scripted``, or a mapping ``{provider, name, base-url,
-api-key-env, options, script, file}``. Every model request goes through the
-built-in ``model-call`` tool, which hands it to the provider named here.
+bare word ``scripted``, or a mapping of ``FIELDS``:
+
+- ``provider``, ``name``: who answers (``openai``, ``anthropic``, ``scripted``
+  or a plugin, below) and the model's name at that provider.
+- ``base-url``, ``api-key-env``: where to send requests and the environment
+  variable holding the key. A variable named here that is unset is a
+  ``ConfigurationError`` naming it: no placeholder key is ever sent for it.
+- ``timeout``: seconds one request may take from connecting to the last
+  streamed byte (default ``DEFAULT_TIMEOUT``, 120 s; connecting alone is
+  bounded by ``CONNECT_TIMEOUT``, 10 s). A request past it fails with a
+  retryable ``ModelError`` naming the model, the URL and the value. Raise it
+  for long answers from slow local models.
+- ``max-tokens``: the most tokens one answer may have (default
+  ``DEFAULT_MAX_TOKENS``, 4096). An answer cut off there is a ``ModelError``
+  (finish reason ``length``), never returned as if it were complete.
+- ``options``: extra request parameters for the provider's API
+  (``temperature``, ...). ``stream: false`` asks for one unstreamed answer.
+- ``script``, ``file``: the scripted provider's turns (``scripted.py``).
+
+Every model request goes through the built-in ``model-call`` tool, which hands
+it to the provider named here. Providers stream: they call ``on_delta`` with
+each piece of text (``{"text": ...}``) and each fragment of a tool call's
+arguments (``{"call": name, "arguments": fragment, "index": i}``) as it
+arrives, then return the assembled response.
+
+A provider that is not built in is found through the Python entry point group
+``toolcascade.providers``: the entry point's name is the provider name in a
+spec, its object a factory called once with no arguments that returns a
+``Provider``. In the plugin's ``pyproject.toml``::
+
+    [project.entry-points."toolcascade.providers"]
+    echo = "toolcascade_echo:EchoProvider"
+
+and ``toolcascade_echo.py``::
+
+    class EchoProvider:
+        async def complete(self, request, *, run, on_delta=None):
+            text = request["messages"][-1]["content"]
+            if on_delta is not None:
+                on_delta({"text": text})
+            return {"content": text, "tool_calls": [], "finish_reason": "stop",
+                    "usage": {}, "model": request["model"]["name"]}
+
+Then ``model: echo:any`` answers with the last message. Built-in names win.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ModelError
 
-FIELDS = ("provider", "name", "base-url", "api-key-env", "options", "script", "file")
+FIELDS = (
+    "provider",
+    "name",
+    "base-url",
+    "api-key-env",
+    "timeout",
+    "max-tokens",
+    "options",
+    "script",
+    "file",
+)
+ENTRY_POINTS = "toolcascade.providers"
+DEFAULT_TIMEOUT = 120.0
+"""Seconds one model request may take, streaming included, unless the spec sets ``timeout``."""
+CONNECT_TIMEOUT = 10.0
+"""Seconds to open the connection (never more than the request's own timeout)."""
+DEFAULT_MAX_TOKENS = 4096
+"""Tokens one answer may have unless the spec sets ``max-tokens``."""
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+Delta = Callable[[dict[str, Any]], None]
+"""Receives each piece of an answer as it streams in (see the module docstring)."""
 
 
 class Provider(Protocol):
     """Answers one model request: ``{model, messages, tools, tool-choice, response-format}``.
 
-    The answer is ``{content, tool_calls: [{id, name, arguments}], usage, model}``
-    with ``arguments`` a mapping (or the raw string when the model sent bad JSON).
+    The answer is ``{content, tool_calls: [{id, name, arguments}], finish_reason,
+    usage: {prompt_tokens, completion_tokens, total_tokens}, model}`` with
+    ``arguments`` a mapping (or the raw string when the model sent bad JSON)
+    and ``finish_reason`` one of ``stop``, ``tool_calls``, ``length`` (or what
+    the API said). ``on_delta`` receives the answer's pieces while it streams.
     """
 
-    async def complete(self, request: Mapping[str, Any], *, run: str) -> dict[str, Any]: ...
+    async def complete(
+        self, request: Mapping[str, Any], *, run: str, on_delta: Delta | None = None
+    ) -> dict[str, Any]: ...
+
+
+class Deltas:
+    """The delta callback the agent loop hands ``model-call`` (as ``ctx.locals["stream"]``).
+
+    ``emit(kind, data)`` sends ``model.delta`` for each piece and
+    ``model.discarded`` when the pieces sent so far will not be the answer
+    (the attempt failed, or a middleware runs the request again).
+    """
+
+    __slots__ = ("emit", "count", "total")
+
+    def __init__(self, emit: Callable[[str, dict[str, Any]], None]) -> None:
+        self.emit = emit
+        self.count = 0  # deltas of the attempt in flight
+        self.total = 0  # deltas of every attempt of this request
+
+    def __call__(self, delta: dict[str, Any]) -> None:
+        self.count += 1
+        self.total += 1
+        self.emit("model.delta", delta)
+
+    def discard(self, why: str) -> None:
+        """Tell listeners to drop the pieces of the current attempt (nothing when none were sent)."""
+        if self.count:
+            self.emit("model.discarded", {"why": why, "deltas": self.count})
+            self.count = 0
 
 
 def parse_model(value: Any, *, tool: str | None = None, folder: Path | None = None) -> dict[str, Any]:
@@ -33,7 +128,7 @@ def parse_model(value: Any, *, tool: str | None = None, folder: Path | None = No
     ``folder`` resolves a relative script ``file`` (the tool's own folder).
 
     Raises:
-        ConfigurationError: a malformed value, an unknown field or provider.
+        ConfigurationError: a malformed value, an unknown field or provider, a bad timeout or max-tokens.
     """
     where: dict[str, Any] = {"tool": tool, "key": "model"}
     if isinstance(value, str):
@@ -51,27 +146,65 @@ def parse_model(value: Any, *, tool: str | None = None, folder: Path | None = No
     for field in FIELDS:
         spec.setdefault(field, None)
     provider = spec["provider"]
-    if provider not in PROVIDERS:
+    if not isinstance(provider, str) or (provider not in PROVIDERS and _plugin(provider) is None):
         raise ConfigurationError(
-            f"unknown model provider {provider!r}; known: {', '.join(sorted(PROVIDERS))} (write 'provider:name')",
+            f"unknown model provider {provider!r}; known: {', '.join(sorted(PROVIDERS))} or a "
+            f"{ENTRY_POINTS!r} entry point (write 'provider:name')",
             **where,
         )
     if provider != "scripted" and not spec["name"]:
         raise ConfigurationError(f"model {value!r} needs a name: '{provider}:model-name'", **where)
     if spec["options"] is not None and not isinstance(spec["options"], Mapping):
         raise ConfigurationError("model options must be a mapping", **where)
+    timeout = spec["timeout"]
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise ConfigurationError(f"model timeout must be a number of seconds above 0, not {timeout!r}", **where)
+    tokens = spec["max-tokens"]
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):
+        raise ConfigurationError(f"model max-tokens must be a whole number above 0, not {tokens!r}", **where)
     if isinstance(spec["file"], str) and folder is not None:
         spec["file"] = str((folder / spec["file"]).resolve())
     return spec
 
 
 def provider_for(spec: Mapping[str, Any]) -> Provider:
-    """The provider instance for a parsed spec (created once per process)."""
+    """The provider instance for a parsed spec (created once per process).
+
+    Raises:
+        ConfigurationError: no built-in provider or entry point has that name.
+    """
     name = spec["provider"]
     made = _INSTANCES.get(name)
     if made is None:
-        made = _INSTANCES[name] = PROVIDERS[name]()
+        factory = PROVIDERS.get(name) or _plugin(name)
+        if factory is None:
+            raise ConfigurationError(f"unknown model provider {name!r}", key="model")
+        made = _INSTANCES[name] = factory()
     return made
+
+
+def _plugin(name: str) -> Callable[[], Provider] | None:
+    """The factory a ``toolcascade.providers`` entry point named ``name`` gives, loaded once.
+
+    Raises:
+        ConfigurationError: the entry point cannot be imported.
+    """
+    found = _PLUGINS.get(name)
+    if found is not None:
+        return found
+    for point in entry_points(group=ENTRY_POINTS):
+        if point.name == name:
+            try:
+                factory = point.load()
+            except Exception as exc:  # a broken plugin is a setup problem to report, not a crash
+                raise ConfigurationError(
+                    f"model provider {name!r} (entry point {point.value!r}) cannot be loaded: "
+                    f"{type(exc).__name__}: {exc}",
+                    key="model",
+                ) from exc
+            _PLUGINS[name] = factory
+            return factory  # type: ignore[no-any-return]
+    return None
 
 
 def _scripted() -> Provider:
@@ -86,7 +219,84 @@ def _openai() -> Provider:
     return OpenAIProvider()
 
 
-PROVIDERS: dict[str, Any] = {"scripted": _scripted, "openai": _openai}
-"""Provider factories by name; add one to support another API."""
+def _anthropic() -> Provider:
+    from .anthropic import AnthropicProvider
+
+    return AnthropicProvider()
+
+
+PROVIDERS: dict[str, Any] = {"scripted": _scripted, "openai": _openai, "anthropic": _anthropic}
+"""Built-in provider factories by name; others come from ``toolcascade.providers`` entry points."""
 
 _INSTANCES: dict[str, Provider] = {}
+_PLUGINS: dict[str, Callable[[], Provider]] = {}
+
+
+# -- what every provider shares ------------------------------------------------
+
+
+def label(spec: Mapping[str, Any]) -> str:
+    """``provider:name``, as errors name a model."""
+    return f"{spec.get('provider')}:{spec.get('name') or ''}".rstrip(":")
+
+
+def timeouts(spec: Mapping[str, Any]) -> tuple[float, float]:
+    """``(whole request, connect)`` seconds for a spec."""
+    total = float(spec.get("timeout") or DEFAULT_TIMEOUT)
+    return total, min(total, CONNECT_TIMEOUT)
+
+
+def max_tokens(spec: Mapping[str, Any]) -> int:
+    """The ``max-tokens`` of a spec, or the default."""
+    return int(spec.get("max-tokens") or DEFAULT_MAX_TOKENS)
+
+
+def normal_usage(prompt: Any, completion: Any) -> dict[str, int]:
+    """``{prompt_tokens, completion_tokens, total_tokens}`` from two counts (missing ones are 0)."""
+    p = prompt if isinstance(prompt, int) else 0
+    c = completion if isinstance(completion, int) else 0
+    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+
+
+def add_usage(total: dict[str, Any], usage: Any) -> None:
+    """Add one response's usage to a run's totals, counting the call."""
+    if isinstance(usage, Mapping):
+        for key in USAGE_KEYS:
+            value = usage.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                total[key] = total.get(key, 0) + value
+    total["calls"] = total.get("calls", 0) + 1
+
+
+def check_response(request: Mapping[str, Any], response: Mapping[str, Any], tool: str | None = None) -> None:
+    """Refuse an answer that is not what was asked: truncated, or without the tool call ``tool-choice`` demands.
+
+    Raises:
+        ModelError: the answer was cut off at max-tokens (not retryable), or the
+            model made no call though ``tool-choice`` is ``required`` or a tool's
+            name, or called another tool (retryable: the next sample may obey).
+    """
+    spec = request.get("model") or {}
+    if response.get("finish_reason") == "length":
+        raise ModelError(
+            f"model {label(spec)}: the answer was cut off at max-tokens ({max_tokens(spec)}); "
+            "raise max-tokens in the model spec or ask for a shorter answer",
+            retryable=False,
+            tool=tool,
+        )
+    choice = request.get("tool-choice")
+    if not request.get("tools") or choice in (None, "auto", "none"):
+        return
+    names = [c.get("name") for c in response.get("tool_calls") or []]
+    if not names:
+        raise ModelError(
+            f"model {label(spec)}: tool-choice is {choice!r} but the model answered without calling a tool",
+            retryable=True,
+            tool=tool,
+        )
+    if choice != "required" and any(name != choice for name in names):
+        raise ModelError(
+            f"model {label(spec)}: tool-choice is {choice!r} but the model called {', '.join(map(str, names))}",
+            retryable=True,
+            tool=tool,
+        )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import ArgsValidationError, Manager
+from orchestrator import ArgsValidationError, Manager, ModelError
 
 pytestmark = pytest.mark.anyio
 
@@ -23,3 +23,59 @@ async def test_model_call_answers_through_the_provider(tools):
 async def test_model_call_validates_its_request(tools):
     with pytest.raises(ArgsValidationError, match="/messages"):
         await Manager([tools]).invoke("model-call", {"model": {"provider": "scripted"}, "messages": "hi"})
+
+
+def request(script: list, **extra) -> dict:
+    return {
+        "model": {"provider": "scripted", "script": script},
+        "messages": [{"role": "user", "content": "x"}],
+        **extra,
+    }
+
+
+async def test_model_call_streams_to_the_callback_trusted_code_gives_it(tools):
+    pieces: list = []
+    response = await Manager([tools]).invoke(
+        "model-call", request(["a b"]), context={"locals": {"stream": pieces.append}}
+    )
+    assert pieces == [{"text": "a"}, {"text": " b"}] and response["content"] == "a b"
+    assert response["finish_reason"] == "stop"
+
+
+async def test_model_call_adds_usage_to_the_run(write, tools):
+    write(
+        "tools/meter.py",
+        "async def main(ctx):\n"
+        "    result = await ctx.target.manager.next()\n"
+        "    ctx.nonlocals['usage'] = dict(ctx.run.usage)\n"
+        "    return result\n",
+    )
+    box: dict = {}
+    script = [{"answer": "a", "usage": {"prompt_tokens": 3, "completion_tokens": 1}}]
+    await Manager([tools]).invoke("model-call", request(script), overrides={"meter": {}}, context={"nonlocals": box})
+    assert box["usage"] == {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4, "calls": 1}
+
+
+async def test_model_call_refuses_truncated_answers_and_missing_tool_calls(tools):
+    manager = Manager([tools])
+    with pytest.raises(ModelError, match="cut off at max-tokens"):
+        await manager.invoke("model-call", request([{"answer": "a", "finish": "length"}]))
+    tools_offered = [{"name": "t", "description": "", "parameters": {"type": "object"}}]
+    with pytest.raises(ModelError, match="tool-choice is 'required'"):
+        await manager.invoke("model-call", request(["a"], tools=tools_offered, **{"tool-choice": "required"}))
+    with pytest.raises(ModelError, match="tool-choice is 't' but the model answered without calling a tool"):
+        await manager.invoke("model-call", request(["a"], tools=tools_offered, **{"tool-choice": "t"}))
+    answered = await manager.invoke(
+        "model-call", request([{"calls": [{"name": "t"}]}], tools=tools_offered, **{"tool-choice": "t"})
+    )
+    assert answered["tool_calls"][0]["name"] == "t"
+
+
+async def test_model_call_stream_is_an_engine_local(tools):
+    # An untrusted caller cannot seed the callback the provider streams to.
+    from orchestrator import SecurityError
+    from orchestrator.callers import Caller
+
+    args = {**request(["a"]), "$context": {"locals": {"stream": "anything"}}}
+    with pytest.raises(SecurityError, match="stream"):
+        await Manager([tools]).invoke("model-call", args, caller=Caller("a client", {"model-call"}))

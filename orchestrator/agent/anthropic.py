@@ -1,0 +1,307 @@
+"""The ``anthropic`` provider: Claude models through the Messages API.
+
+Through the official ``anthropic`` client (optional extra
+``toolcascade[anthropic]``, imported on first use). Base URL and key come from
+the spec (``base-url``, ``api-key-env``) or ``ANTHROPIC_BASE_URL`` /
+``ANTHROPIC_API_KEY``; ``base-url`` is the server's root (the client adds
+``/v1/messages``).
+
+The mapping, both ways:
+
+- ``system`` messages become the ``system`` parameter; a requested JSON
+  answer (``response-format``) adds an instruction with its schema there, as
+  the Messages API has no response format of its own.
+- An assistant turn's tool calls become ``tool_use`` blocks (after its text);
+  ``tool`` messages become ``tool_result`` blocks of one user message
+  (``is_error`` when the result is an ``error: ...`` text).
+- ``tool-choice`` ``auto``, ``required``, ``none``, a tool's name become
+  ``{type: auto}``, ``{type: any}``, ``{type: none}``, ``{type: tool, name}``.
+- ``max_tokens``, which this API requires, is the spec's ``max-tokens``.
+- The answer's text blocks join into ``content``; ``tool_use`` blocks become
+  ``tool_calls``; ``stop_reason`` becomes ``finish_reason`` (``end_turn`` ->
+  ``stop``, ``tool_use`` -> ``tool_calls``, ``max_tokens`` -> ``length``);
+  usage counts input tokens (cache reads and writes included) as prompt
+  tokens and output tokens as completion tokens.
+
+Requests stream (``options: {stream: false}`` sends one unstreamed request);
+``options`` go into the request body as they are (``temperature``,
+``top_k``, ``metadata`` ...). The client never retries (``max_retries=0``):
+``retry`` on the model pipeline is the only retry. Extended thinking is not
+supported: thinking blocks are not sent back on the next turn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+
+from ..errors import ConfigurationError, ModelError
+from .http import api_key, read_events, request_options, sdk_error, timed_out, transport_error
+from .model import Delta, label, max_tokens, normal_usage, timeouts
+
+DEFAULT_URL = "https://api.anthropic.com"
+RESERVED = {
+    "model": "set the model's name",
+    "messages": "the agent sends the conversation",
+    "system": "write it as the tool's system metadata",
+    "tools": "list them in the tool's tools metadata",
+    "tool_choice": "set tool-choice in the tool's metadata",
+    "max_tokens": "set max-tokens in the model spec",
+}
+FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+CHOICES = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
+JSON_ANSWER = "Answer with only a JSON value matching this JSON schema, and no other text:\n"
+
+
+class AnthropicProvider:
+    """Sends requests with ``AsyncAnthropic``, a client per request (see ``OpenAIProvider``)."""
+
+    def client(self, spec: Mapping[str, Any]) -> tuple[Any, str, str]:
+        """``(AsyncAnthropic, base URL, the key's variable)`` for a spec.
+
+        Raises:
+            ConfigurationError: the extra is not installed, or no key (see ``api_key``).
+        """
+        try:
+            import anthropic
+        except ImportError as exc:
+            raise ConfigurationError(
+                "the anthropic provider needs the anthropic extra: pip install 'toolcascade[anthropic]'", key="model"
+            ) from exc
+        base_url = spec.get("base-url") or os.environ.get("ANTHROPIC_BASE_URL")
+        key_env = spec.get("api-key-env") or "ANTHROPIC_API_KEY"
+        key = api_key(spec, "ANTHROPIC_API_KEY", base_url)
+        total, connect = timeouts(spec)
+        client = anthropic.AsyncAnthropic(
+            base_url=base_url, api_key=key, max_retries=0, timeout=anthropic.Timeout(total, connect=connect)
+        )
+        return client, str(base_url or DEFAULT_URL), key_env
+
+    async def complete(self, request: Mapping[str, Any], *, run: str, on_delta: Delta | None = None) -> dict[str, Any]:
+        """Send one request and assemble the answer, streaming its pieces to ``on_delta``.
+
+        Raises:
+            ConfigurationError: a bad setting (key, options).
+            ModelError: the server failed, timed out or answered out of shape (see ``sdk_error``).
+        """
+        import anthropic
+
+        spec = request["model"]
+        options, stream = request_options(spec, RESERVED)
+        client, url, key_env = self.client(spec)
+        body = request_body(request, spec)
+        if options:
+            body["extra_body"] = options
+        total, _connect = timeouts(spec)
+        async with client:  # closed outside the timeout's scope, so a cancelled stream still frees its connection
+            with anyio.move_on_after(total):
+                try:
+                    if not stream:
+                        return _answer(await client.messages.create(**body), spec)
+                    events = _Events(spec, on_delta)
+                    async with client.messages.with_streaming_response.create(**body, stream=True) as raw:
+                        await read_events(raw.http_response, events.feed)
+                    return events.answer()
+                except Exception as exc:
+                    if isinstance(exc, anthropic.AnthropicError) or transport_error(exc):
+                        raise sdk_error(exc, spec, url, key_env) from exc
+                    raise
+        raise timed_out(spec, url)
+
+
+def request_body(request: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The Messages API parameters for one of our requests (without ``stream`` and options)."""
+    system = [str(m.get("content") or "") for m in request["messages"] if m.get("role") == "system"]
+    if request.get("response-format"):
+        system.append(JSON_ANSWER + json.dumps(request["response-format"]))
+    body: dict[str, Any] = {
+        "model": spec["name"],
+        "max_tokens": max_tokens(spec),
+        "messages": messages(request["messages"]),
+    }
+    if system:
+        body["system"] = "\n\n".join(part for part in system if part)
+    tools = request.get("tools") or []
+    if tools:
+        body["tools"] = [
+            {"name": t["name"], "description": t.get("description") or "", "input_schema": t["parameters"]}
+            for t in tools
+        ]
+        choice = request.get("tool-choice") or "auto"
+        body["tool_choice"] = CHOICES.get(choice) or {"type": "tool", "name": choice}
+    return body
+
+
+def messages(ours: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Our chat messages as Messages API turns: blocks, tool results in user turns, same roles merged."""
+    turns: list[dict[str, Any]] = []
+    for message in ours:
+        role = message.get("role")
+        if role == "system":
+            continue
+        if role == "tool":
+            text = str(message.get("content") or "")
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.get("tool_call_id"), "content": text}
+            if text.startswith("error: "):
+                block["is_error"] = True
+            blocks = [block]
+            role = "user"
+        else:
+            blocks = []
+            text = str(message.get("content") or "")
+            if text:
+                blocks.append({"type": "text", "text": text})
+            for call in message.get("tool_calls") or []:
+                blocks.append({"type": "tool_use", "id": call["id"], "name": call["name"], "input": _input(call)})
+        if not blocks:
+            continue  # the API refuses empty turns
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    return turns
+
+
+def _input(call: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments as a ``tool_use`` input, which must be an object."""
+    arguments = call.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except json.JSONDecodeError:
+            return {"raw": arguments}  # the model's own bad JSON, kept so it can see what it sent
+    return dict(arguments) if isinstance(arguments, Mapping) else {"value": arguments}
+
+
+class _Events:
+    """Assembles a streamed message from its events (never raising while the stream is read)."""
+
+    def __init__(self, spec: Mapping[str, Any], on_delta: Delta | None) -> None:
+        self.spec = spec
+        self.on_delta = on_delta
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.calls = 0
+        self.stop: str | None = None
+        self.prompt = 0
+        self.completion: int | None = None
+        self.model = spec["name"]
+        self.started = False
+        self.error: tuple[str, bool] | None = None
+
+    def feed(self, event: str | None, data: str) -> None:
+        """Take one event: ``message_start``, ``content_block_*``, ``message_delta``, ``error`` ..."""
+        if self.error is not None:
+            return
+        try:
+            payload = json.loads(data)
+        except json.JSONDecodeError:
+            self.error = (f"sent an event that is not JSON: {data[:200]!r}", True)
+            return
+        if not isinstance(payload, dict):
+            return
+        kind = payload.get("type") or event
+        if kind == "error":
+            error = payload.get("error") or {}
+            # overloaded_error and api_error are the server's trouble: another try may work
+            retry = error.get("type") in ("overloaded_error", "api_error", "rate_limit_error")
+            self.error = (f"{error.get('type', 'error')}: {error.get('message', data)}", retry)
+        elif kind == "message_start":
+            self.started = True
+            message = payload.get("message") or {}
+            self.model = message.get("model") or self.model
+            usage = message.get("usage") or {}
+            self.prompt = _prompt_tokens(usage.get)
+            self.completion = usage.get("output_tokens")
+        elif kind == "content_block_start":
+            self._start(payload.get("index", len(self.blocks)), payload.get("content_block") or {})
+        elif kind == "content_block_delta":
+            self._delta(payload.get("index", 0), payload.get("delta") or {})
+        elif kind == "message_delta":
+            self.stop = (payload.get("delta") or {}).get("stop_reason") or self.stop
+            usage = payload.get("usage") or {}
+            if isinstance(usage.get("output_tokens"), int):
+                self.completion = usage["output_tokens"]  # cumulative: the last one counts
+
+    def _start(self, index: int, block: Mapping[str, Any]) -> None:
+        if block.get("type") == "tool_use":
+            self.blocks[index] = {"type": "tool_use", "id": block.get("id"), "name": block.get("name"), "json": []}
+            if self.on_delta is not None:
+                self.on_delta({"call": block.get("name"), "arguments": "", "index": self.calls})
+            self.blocks[index]["call"] = self.calls
+            self.calls += 1
+        elif block.get("type") == "text":
+            self.blocks[index] = {"type": "text", "text": [block.get("text") or ""]}
+
+    def _delta(self, index: int, delta: Mapping[str, Any]) -> None:
+        block = self.blocks.get(index)
+        if block is None:
+            return  # a block this provider does not map (thinking)
+        if delta.get("type") == "text_delta" and block["type"] == "text":
+            text = delta.get("text") or ""
+            block["text"].append(text)
+            if self.on_delta is not None and text:
+                self.on_delta({"text": text})
+        elif delta.get("type") == "input_json_delta" and block["type"] == "tool_use":
+            fragment = delta.get("partial_json") or ""
+            block["json"].append(fragment)
+            if self.on_delta is not None and fragment:
+                self.on_delta({"call": block["name"], "arguments": fragment, "index": block["call"]})
+
+    def answer(self) -> dict[str, Any]:
+        """The assembled response.
+
+        Raises:
+            ModelError: the stream carried an error (retryable when the server was overloaded), bad JSON, or no message.
+        """
+        where = f"model {label(self.spec)}"
+        if self.error is not None:
+            raise ModelError(f"{where} failed while streaming: {self.error[0]}", retryable=self.error[1])
+        if not self.started:
+            raise ModelError(f"{where} answered with a stream holding no message", retryable=True)
+        ordered = [self.blocks[i] for i in sorted(self.blocks)]
+        texts = ["".join(b["text"]) for b in ordered if b["type"] == "text"]
+        calls = []
+        for block in ordered:
+            if block["type"] == "tool_use":
+                raw = "".join(block["json"])
+                try:
+                    arguments: Any = json.loads(raw or "{}")
+                except json.JSONDecodeError:
+                    arguments = raw  # the loop reports bad JSON back to the model
+                calls.append({"id": block["id"], "name": block["name"], "arguments": arguments})
+        return {
+            "content": "".join(texts) if texts else None,
+            "tool_calls": calls,
+            "finish_reason": FINISH.get(self.stop or "", self.stop),
+            "usage": normal_usage(self.prompt, self.completion),
+            "model": self.model,
+        }
+
+
+def _answer(message: Any, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """An unstreamed ``Message`` as our response mapping."""
+    texts = [block.text for block in message.content if block.type == "text"]
+    calls = [
+        {"id": block.id, "name": block.name, "arguments": block.input}
+        for block in message.content
+        if block.type == "tool_use"
+    ]
+    usage = message.usage
+    prompt = _prompt_tokens(lambda key: getattr(usage, key, None))
+    return {
+        "content": "".join(texts) if texts else None,
+        "tool_calls": calls,
+        "finish_reason": FINISH.get(message.stop_reason or "", message.stop_reason),
+        "usage": normal_usage(prompt, usage.output_tokens),
+        "model": message.model or spec["name"],
+    }
+
+
+def _prompt_tokens(get: Any) -> int:
+    """Input tokens, cache writes and reads included: all of them were the prompt."""
+    counts = (get(key) for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+    return sum(count for count in counts if isinstance(count, int))
