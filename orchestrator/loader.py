@@ -280,8 +280,10 @@ def read_text(path: Path, limits: Limits = DEFAULT_LIMITS) -> str:
 def load_python(path: Path, root: Path | None = None, trusted: bool = True, limits: Limits = DEFAULT_LIMITS) -> Tool:
     """Import a ``.py`` tool as an isolated module and read its ``frontmatter`` and ``main``.
 
-    Each load executes the file afresh under a module name derived from its
-    path, so a reload after an edit really re-imports it.
+    Each load compiles the file's current text afresh (no ``__pycache__``:
+    its bytecode is keyed by whole-second mtimes and size, so a same-size
+    edit within a second would run the old code) and executes it under a
+    module name derived from its path.
 
     Raises:
         ToolDefinitionError: syntax error, exception on import, missing ``main``, bad ``frontmatter``
@@ -293,10 +295,11 @@ def load_python(path: Path, root: Path | None = None, trusted: bool = True, limi
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise ToolDefinitionError("cannot import file as a python module", path=path)
+    source = read_text(path, limits)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # dataclasses and pickling look their module up here
     try:
-        spec.loader.exec_module(module)
+        exec(compile(source, str(path), "exec", dont_inherit=True), module.__dict__)
     except SyntaxError as exc:
         sys.modules.pop(module_name, None)
         raise ToolDefinitionError(f"syntax error: {exc.msg}", path=path, line=exc.lineno) from exc

@@ -190,3 +190,22 @@ def test_r_tool_5_unreadable_bytes(tools: Path):
     with pytest.raises(ToolDefinitionError) as info:
         Manager([tools]).find_tool("binary")
     assert "cannot read" in str(info.value)
+
+
+def test_r_find_3_a_same_size_edit_within_a_second_runs_the_new_code(tools, monkeypatch):
+    """Python's bytecode cache keys on whole-second mtimes and size: tools are compiled from their text."""
+    import os
+    import sys
+
+    from orchestrator import Manager
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    path = tools / "which.py"
+    manager = Manager([tools])
+    path.write_text("def main(ctx):\n    return 'A'\n", encoding="utf-8")
+    stamp = os.stat(path).st_mtime_ns
+    assert manager.invoke_sync("which") == "A"
+    path.write_text("def main(ctx):\n    return 'B'\n", encoding="utf-8")
+    os.utime(path, ns=(stamp + 1000, stamp + 1000))  # same second, same size: only the text differs
+    assert manager.invoke_sync("which") == "B"
+    assert not (tools / "__pycache__").exists()
