@@ -152,7 +152,10 @@ def entry_from_spec(name: str | None, spec: Any, source: str) -> Entry:
     """
     name = check_spec(name, spec, source)
     before, after = constraints(spec, name)
-    return Entry(name, spec.get("args"), before, after, bool(spec.get("remove", False)), spec.get("fn"))
+    # A spec says what changes. Without args a new entry runs with {} (as `name: {}` in metadata does);
+    # an existing one keeps its own (build_chain).
+    args = spec["args"] if "args" in spec else {}
+    return Entry(name, args, before, after, bool(spec.get("remove", False)), spec.get("fn"))
 
 
 def _rank(entry_after: Iterable[str], rank: Mapping[str, int]) -> int:

@@ -379,3 +379,17 @@ async def test_r_chain_7_finish_without_value_keeps_result(tools):
     manager = Manager([tools])
     manager.register("t", lambda ctx: "body")
     assert await manager.invoke("t", middleware={"fin": {"fn": fin}}) == "body"
+
+
+async def test_r_chain_4_an_empty_spec_means_the_entry_as_it_is(write, tools):
+    """`$middleware: {guard: {}}` adds guard with args {} (as `guard: {}` in metadata); for an entry the
+    cascade already has, {} keeps its args."""
+    write("tools/guard.py", "async def main(ctx):\n    return f'{ctx.args!r} ' + await ctx.target.manager.next()\n")
+    write("tools/page.md", "---\nmetadata:\n  $inherit: false\n---\nbody\n")
+    write("tools/guarded.md", "---\nmetadata:\n  $inherit: false\n  guard: {level: 2}\n---\nbody\n")
+    manager = Manager([tools])
+    assert await manager.invoke("page", {"$middleware": {"guard": {}}}) == "{} body"
+    assert await manager.invoke("page", {"$middleware": [{"name": "guard"}]}) == "{} body"
+    assert await manager.invoke("guarded") == "{'level': 2} body"
+    assert await manager.invoke("guarded", {"$middleware": {"guard": {}}}) == "{'level': 2} body"
+    assert await manager.invoke("guarded", {"$middleware": {"guard": {"args": {"level": 3}}}}) == "{'level': 3} body"
