@@ -22,7 +22,7 @@ import anyio
 import click
 
 from . import __version__
-from .display import display, explanation_view, progress
+from .display import Usage, display, explanation_view, progress
 from .errors import InterpolationError, OrchestratorError, describe
 from .manager import Manager
 from .registry import builtin_folder
@@ -209,12 +209,17 @@ def cli() -> None:
 @click.argument("args", required=False, metavar="[ARGS]")
 @path_option
 @set_option
+@click.option("--verbose", "-v", is_flag=True, help="Print the run's token usage on stderr at the end.")
 @debug_option
-def run(tool: str, args: str | None, paths: Sequence[Path], overrides: dict[str, Any], debug: bool) -> None:
+def run(
+    tool: str, args: str | None, paths: Sequence[Path], overrides: dict[str, Any], verbose: bool, debug: bool
+) -> None:
     """Invoke TOOL with ARGS (JSON; '-' reads JSON from stdin; default {}).
 
-    A string result is printed as it is, anything else as JSON. Errors print
-    one line on stderr and exit 1.
+    A string result is printed as it is, anything else as JSON. On a
+    terminal an agent's answer streams as it arrives and its tool calls show
+    on stderr; piped, stdout carries only the result. Errors print one line
+    on stderr and exit 1.
 
     \b
     Examples:
@@ -224,13 +229,27 @@ def run(tool: str, args: str | None, paths: Sequence[Path], overrides: dict[str,
       toolcascade run team/summarize --path ~/prompts '"some text"'
     """
     value = parse_args(args)
-    with reporting(debug), progress(tool) as listener:
-        manager = Manager(search_paths(paths), on_event=listener)
+    usage = Usage() if verbose else None
+    with reporting(debug), progress(tool) as live:
+        manager = Manager(search_paths(paths), on_event=live)
+        if usage is not None:
+            manager.events.listeners.append(usage)
         result = manager.invoke_sync(tool, value, overrides=overrides or None)
+    shown = "".join(live.streamed) if live is not None else ""
     if isinstance(result, str):
-        click.echo(result, nl=not result.endswith("\n"))
+        if shown and result.startswith(shown):  # the answer streamed already: finish it
+            rest = result[len(shown) :]
+            click.echo(rest, nl=not rest.endswith("\n"))
+        else:
+            if shown:
+                click.echo()
+            click.echo(result, nl=not result.endswith("\n"))
     else:
+        if shown:
+            click.echo()
         click.echo(json.dumps(result, indent=2, default=str, ensure_ascii=False))
+    if usage is not None:
+        click.echo(usage.line(), err=True)
 
 
 @cli.command(name="list", short_help="List the tools: name, kind, description.")

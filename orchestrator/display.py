@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -86,9 +86,75 @@ def doing(event: Event) -> str:
     return detail
 
 
+class Live:
+    """What ``run`` shows on a terminal while a tool runs: a spinner until the model's answer streams,
+    the answer's text on stdout as it arrives, and each tool call on stderr as it starts and ends.
+
+    Only the top-level tool's answer streams (nested agents would interleave);
+    a retry after a partial answer says on stderr that the text above was
+    discarded. ``streamed`` is the text shown, so ``run`` does not print it twice.
+    """
+
+    def __init__(self, status: Status) -> None:
+        self.status = status
+        self.progress = Progress(status)
+        self.spinning = True
+        self.streamed: list[str] = []
+
+    def __call__(self, event: Event) -> None:
+        kind, data = event.kind, event.data
+        if kind == "model.delta" and event.depth == 0 and data.get("text"):
+            self._stop()
+            self.streamed.append(data["text"])
+            sys.stdout.write(data["text"])
+            sys.stdout.flush()
+        elif kind == "model.discarded" and event.depth == 0 and self.streamed:
+            self.streamed.clear()
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            click.echo(f"[the partial answer above was discarded: {data.get('why', 'the request failed')}]", err=True)
+        elif kind in ("tool.start", "tool.end") and data.get("call"):
+            call = data["call"]
+            if kind == "tool.start":
+                line = f"→ {call} {compact(data.get('arguments'))}"
+            else:
+                line = f"← {call} " + ("ok" if data.get("error") is None else str(data["error"]))
+            if self.spinning:
+                self.status.console.print(line, markup=False, highlight=False)
+            else:
+                click.echo(line, err=True)
+        if self.spinning:
+            self.progress(event)
+
+    def _stop(self) -> None:
+        if self.spinning:
+            self.spinning = False
+            self.status.stop()
+
+
+class Usage:
+    """Token usage of a run, from its last model response (``run --verbose``)."""
+
+    def __init__(self) -> None:
+        self.total: dict[str, Any] = {}
+
+    def __call__(self, event: Event) -> None:
+        if event.kind == "model.response" and isinstance(event.data.get("run_usage"), dict):
+            self.total = event.data["run_usage"]
+
+    def line(self) -> str:
+        """``usage: 120 prompt + 34 completion = 154 tokens in 2 model calls`` (or that none were made)."""
+        if not self.total:
+            return "usage: no model calls"
+        prompt, completion = self.total.get("prompt_tokens", 0), self.total.get("completion_tokens", 0)
+        total = self.total.get("total_tokens", prompt + completion)
+        calls = self.total.get("calls", 0)
+        return f"usage: {prompt} prompt + {completion} completion = {total} tokens in {calls} model call(s)"
+
+
 @contextmanager
-def progress(label: str) -> Iterator[Callable[[Event], None] | None]:
-    """A spinner on stderr while the body runs, on a terminal; yields the event listener.
+def progress(label: str) -> Iterator[Live | None]:
+    """On a terminal, a spinner on stderr and the streamed answer on stdout while the body runs.
 
     Nothing is drawn when stdout or stderr is piped: a pipeline sees only the result.
     """
@@ -97,7 +163,7 @@ def progress(label: str) -> Iterator[Callable[[Event], None] | None]:
         return
     status = console(stderr=True).status(f"running {label}", spinner="dots")
     with status:
-        yield Progress(status)
+        yield Live(status)
 
 
 # -- show ---------------------------------------------------------------------

@@ -190,8 +190,8 @@ def test_cli_run_a_failing_tool_body_is_one_line_with_a_debug_hint(project, writ
     assert line == "error: ValueError: x (tool 'boom', tools/boom.py:3) (run with --debug for the traceback)"
 
 
-def run_on_terminal(project, *, pipe_stdout: bool) -> tuple[int, bytes, bytes]:
-    """Run `toolcascade run slow` with stderr (and stdout unless piped) on a pseudo-terminal."""
+def run_on_terminal(project, *, pipe_stdout: bool, tool: str = "slow", extra=()) -> tuple[int, bytes, bytes]:
+    """Run `toolcascade run TOOL` with stderr (and stdout unless piped) on a pseudo-terminal."""
     import pty
 
     master, slave = pty.openpty()
@@ -199,7 +199,7 @@ def run_on_terminal(project, *, pipe_stdout: bool) -> tuple[int, bytes, bytes]:
     env["TERM"] = "xterm"
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "run", "slow"],
+            [sys.executable, "-m", "orchestrator", "run", tool, *extra],
             stdout=subprocess.PIPE if pipe_stdout else slave,
             stderr=slave,
             cwd=project,
@@ -459,3 +459,40 @@ def test_cli_show_without_args_shows_templates_unrendered(tmp_path):
         text=True,
     )
     assert {k["key"]: k["value"] for k in json.loads(rendered.stdout)["keys"]}["greeting"] == "Dear Ada"
+
+
+AGENT = """---
+metadata:
+  model:
+    provider: scripted
+    script:
+      - calls: [{name: weather, arguments: {city: Oslo}}]
+      - answer: It is nine degrees in Oslo today.
+  tools: [weather]
+---
+Weather in Oslo?
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_cli_run_streams_an_answer_on_a_terminal_and_pipes_stay_clean(project, write):
+    write("tools/weather.py", "def main(ctx):\n    return {'celsius': 9}\n")
+    write("tools/forecast.md", AGENT)
+    code, _stdout, shown = run_on_terminal(project, pipe_stdout=False, tool="forecast")
+    assert code == 0
+    text = shown.decode()
+    assert "→ weather {\"city\": \"Oslo\"}" in text and "← weather ok" in text
+    assert text.count("It is nine degrees in Oslo today.") == 1  # streamed, then not printed again
+    code, stdout, shown = run_on_terminal(project, pipe_stdout=True, tool="forecast")
+    assert code == 0
+    assert stdout == b"It is nine degrees in Oslo today.\n" and shown == b""
+
+
+def test_cli_run_verbose_prints_the_runs_usage(project, write):
+    write("tools/weather.py", "def main(ctx):\n    return {'celsius': 9}\n")
+    write("tools/forecast.md", AGENT)
+    out = toolcascade("run", "forecast", "--verbose", cwd=project)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "It is nine degrees in Oslo today.\n"
+    line = out.stderr.strip().splitlines()[-1]
+    assert line.startswith("usage: ") and "in 2 model call(s)" in line
