@@ -104,6 +104,8 @@ async def advance(ctx: Context) -> Any:
                 break
             entry = ctx.chain[ctx.pos]
             ctx.pos += 1
+            if entry.when is not None and not entry.when(ctx):
+                continue  # the entry's tool has no work for this target: no invocation (R-CHAIN-12)
             fn = entry.fn
             if fn is not None:
                 value = fn(ctx, entry.args) if _is_async(fn) else await _in_thread(ctx, fn, ctx, entry.args)

@@ -169,6 +169,17 @@ def progress(label: str) -> Iterator[Live | None]:
 # -- show ---------------------------------------------------------------------
 
 
+def runs(entry: dict[str, Any]) -> Any:
+    """The RUNS cell: when an entry with a ``when`` runs, and whether it has work now."""
+    from rich.text import Text
+
+    if entry.get("when") is None:
+        return Text("")
+    if entry.get("needed", True):
+        return Text(f"when {entry['when']}")
+    return Text(f"skipped: needs {entry['when']}", style="dim")
+
+
 def compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=repr)
 
@@ -230,8 +241,8 @@ def explanation_view(data: dict[str, Any]) -> list[Any]:
     view.append("")
 
     chain = Table(title="chain (run order)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    for column in ("#", "ENTRY", "PHASE", "AFTER", "BEFORE", "ORIGIN", "LOCKED"):
-        chain.add_column(column, no_wrap=column != "AFTER" and column != "BEFORE")
+    for column in ("#", "ENTRY", "PHASE", "AFTER", "BEFORE", "ORIGIN", "LOCKED", "RUNS"):
+        chain.add_column(column, no_wrap=column not in ("AFTER", "BEFORE", "RUNS"))
     for index, entry in enumerate(data["chain"], 1):
         if entry["before"] or entry["after"]:
             after, before = ", ".join(entry["after"]), ", ".join(entry["before"])
@@ -245,6 +256,7 @@ def explanation_view(data: dict[str, Any]) -> list[Any]:
             Text(before),
             Text(entry["origin"]),
             Text("locked" if entry["locked"] else "", style="yellow"),
+            runs(entry),
         )
     if data.get("cycle"):
         loop = " -> ".join([*data["cycle"], data["cycle"][0]])

@@ -40,6 +40,8 @@ class EntryExplanation:
     phase: str
     origin: str  # 'metadata' | 'extra' | 'override'
     locked: bool
+    when: str | None = None  # the tool's own ``when`` (R-CHAIN-12), described
+    needed: bool = True  # False: with the facts known now, the runner passes over it
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +132,7 @@ def explanation(
     *,
     cycle: OrderCycleError | None = None,
     render: bool = True,
+    conditions: Mapping[str, Any] | None = None,
 ) -> Explanation:
     """Build the Explanation of a prepared (not yet run) context.
 
@@ -152,6 +155,16 @@ def explanation(
         for key, middleware_, reason in verdicts
     )
     real = phases_of(ctx.chain, plan.phases)
+    conditions = conditions or {}
+    needed: dict[str, bool] = {}
+    for index, e in enumerate(ctx.chain):
+        found = conditions.get(e.name)
+        if found is not None:
+            position, ctx.pos = ctx.pos, index + 1  # as the runner sees it, right after taking the entry
+            try:
+                needed[e.name] = bool(found[0](ctx))
+            finally:
+                ctx.pos = position
     entries = tuple(
         EntryExplanation(
             name=e.name,
@@ -161,6 +174,8 @@ def explanation(
             phase=real[e.name],
             origin=origins.get(e.name, "metadata"),
             locked=e.name in merged.locked,
+            when=conditions[e.name][1] if conditions.get(e.name) is not None else None,
+            needed=needed.get(e.name, True),
         )
         for e in ctx.chain
     )

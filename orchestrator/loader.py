@@ -33,7 +33,7 @@ from .tool import Tool
 
 _HANDLER = frontmatter.YAMLHandler()
 _BOUNDARY = re.compile(r"^-{3,}[ \t]*$", re.MULTILINE)
-KNOWN_KEYS = ("name", "description", "authority", "metadata")
+KNOWN_KEYS = ("name", "description", "authority", "metadata", "role", "when")
 
 
 def check_name(name: object, path: Path | None = None) -> str:

@@ -423,7 +423,11 @@ class Manager:
             if static is None:
                 static = self.planner.static_chain(tool, merged, plan.phases, paths, checked)
             verdicts, chain_ = static
-            ctx.chain = list(chain_) if not extra else build_chain(tool, merged, verdicts, extra, plan.phases, origins)
+            if not extra:
+                ctx.chain = list(chain_)
+            else:
+                built = build_chain(tool, merged, verdicts, extra, plan.phases, origins)
+                ctx.chain = self.planner.conditioned(built, paths, checked)
         else:
             levels = plan.rest
             level = None
@@ -445,7 +449,8 @@ class Manager:
             if not sort:
                 ctx.chain = unsorted_chain(merged, verdicts)
             else:
-                ctx.chain = build_chain(tool, merged, verdicts, extra, plan.phases, origins)
+                built = build_chain(tool, merged, verdicts, extra, plan.phases, origins)
+                ctx.chain = self.planner.conditioned(built, paths, run.checked)
             if sort and level is not None and level.annotations.get("$order") and merged.locked:
                 unmoved = build_chain(tool, replace(merged, order=plan.raw.order), verdicts, extra, plan.phases, {})
                 keep_locked_order(unmoved, ctx.chain, merged.locked, tool.name)
@@ -500,4 +505,7 @@ class Manager:
             ctx, merged, verdicts, origins = self._prepare(ref, args, None, None, options, render, sort=False)
             cycle = exc
         plan = self.planner.plan(ctx.tool, ctx.paths, ctx.run.checked)
-        return explanation(ctx, plan, merged, verdicts, origins, cycle=cycle, render=render)
+        conditions = {
+            e.name: self.planner.condition(e.name, ctx.paths, ctx.run.checked) for e in ctx.chain if e.fn is None
+        }
+        return explanation(ctx, plan, merged, verdicts, origins, cycle=cycle, render=render, conditions=conditions)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import reprlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
@@ -53,6 +53,8 @@ class Entry:
     after: tuple[str, ...] = ()
     remove: bool = False
     fn: Callable[..., Any] | None = None
+    # When the entry's tool has work for a target (its frontmatter's ``when``; orchestrator.conditions).
+    when: Callable[..., bool] | None = field(default=None, compare=False, repr=False)
 
     @property
     def constrained(self) -> bool:

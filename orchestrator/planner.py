@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from .authorities import DEFAULT_PHASES, Authorities
 from .cascade import Merged, Plan, merge_levels, static_keys, tool_levels
+from .conditions import condition
 from .errors import ConfigurationError, ToolDefinitionError, ToolNotFoundError
 from .graph import reachable_components
 from .ordering import Entry, build_chain
@@ -184,9 +187,36 @@ class Planner:
 
         def compute(deps: set[str]) -> tuple[Verdicts, tuple[Entry, ...]]:
             verdicts = self.toolkeys(tool, merged, paths, deps)
-            return verdicts, tuple(build_chain(tool, merged, verdicts, [], phases, {}))
+            return verdicts, tuple(self.conditioned(build_chain(tool, merged, verdicts, [], phases, {}), paths, deps))
 
         return self.registry.memo("static-chains", (tool.uri, paths), compute, checked)
+
+    def condition(self, name: str, paths: tuple[SearchPath, ...], checked: set[str] | None) -> Any:
+        """The ``when`` of the middleware tool ``name`` as (predicate, description), or None (cached).
+
+        Raises:
+            ConfigurationError: a malformed ``when`` in that tool's frontmatter.
+        """
+
+        def compute(deps: set[str]) -> Any:
+            try:
+                found = self.registry.find(name, paths, deps)
+            except (ToolNotFoundError, ToolDefinitionError):
+                return None  # reported where the entry is invoked
+            return condition(found.frontmatter.get("when"), found.name, found.path)
+
+        return self.registry.memo("conditions", (name, paths), compute, checked)
+
+    def conditioned(self, entries: list[Entry], paths: tuple[SearchPath, ...], checked: set[str] | None) -> list[Entry]:
+        """``entries`` with each tool entry's ``when`` attached, so the runner passes over work-less ones."""
+        out = []
+        for entry in entries:
+            if entry.fn is None:
+                found = self.condition(entry.name, paths, checked)
+                if found is not None:
+                    entry = replace(entry, when=found[0])
+            out.append(entry)
+        return out
 
 
 def _sibling_hint(tool: Tool, name: str) -> str:

@@ -13,6 +13,7 @@ over nothing) does not run; see ``orchestrator.prompt`` for the rules.
 from orchestrator.prompt import directive_entries
 
 frontmatter = {
+    "when": {"kind": "markdown", "directives": True},  # only a markdown prompt holding a directive has any to run
     "description": "Runs the tools named by :directives in the prompt and puts their output in place.",
     "metadata": {"visibility": "hidden", "params": {"type": "object"}},
 }

@@ -7,6 +7,7 @@ runs anything outside it. Locked by the default authority.
 from orchestrator.errors import ConfigurationError
 
 frontmatter = {
+    "when": {"meta": "allowed-tools"},  # only a target with allowed-tools has a list to publish
     "description": "Limits the tools an agent may call to its allowed-tools list.",
     "metadata": {"visibility": "hidden", "params": {"type": "object"}},
 }

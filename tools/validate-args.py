@@ -4,6 +4,7 @@ from orchestrator.errors import ArgsValidationError
 from orchestrator.schema import check
 
 frontmatter = {
+    "when": {"meta": "params"},  # only a target with params has anything to check
     "description": "Checks args against the tool's params schema, listing every failing JSON pointer.",
     "metadata": {"visibility": "hidden", "params": {"type": "object"}},
 }

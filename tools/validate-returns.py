@@ -4,6 +4,7 @@ from orchestrator.errors import ReturnsValidationError
 from orchestrator.schema import check
 
 frontmatter = {
+    "when": {"meta": "returns"},  # only a target with returns has anything to check
     "description": "Checks the result against the tool's returns schema.",
     "metadata": {"visibility": "hidden", "params": {"type": "object"}},
 }

@@ -1,0 +1,98 @@
+"""When a middleware has work: the ``when`` a middleware tool declares in its frontmatter (R-CHAIN-12).
+
+Most built-ins have nothing to do for most targets (``validate-args``
+without ``params``, ``agent-execute`` for a python tool), yet each entry is a
+full invocation. A middleware tool may say when it has work::
+
+    frontmatter = {"when": {"meta": "params"}, ...}     # validate-args
+
+All of its conditions must hold, checked against the target just before the
+entry would run, so a change a middleware made earlier at run time (a key
+it put in ``ctx.meta``, an entry it injected) counts; when one does not
+hold, the entry is passed over without an invocation. The conditions:
+
+- ``meta: key`` (or a list): the target's metadata, or its locals, hold a
+  non-null value for each key (``model`` may come from either);
+- ``kind: markdown`` (or a list): the target's tool kind;
+- ``directives: true``: the target's prompt holds a directive;
+- ``next: true``: entries that have work follow this one in the target's
+  chain (``execute``: at the bottom the body runs anyway, R-CHAIN-8).
+
+Your own middleware may declare ``when`` too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .directives import find_directives
+from .errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from .context import Context
+
+Condition = Callable[["Context"], bool]
+FIELDS = ("meta", "kind", "directives", "next")
+
+
+def _names(value: Any, field: str, where: dict[str, Any]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ConfigurationError(f"when.{field} must be a name or a list of names, not {value!r}", **where)
+
+
+def _flag(value: Any, field: str, where: dict[str, Any]) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"when.{field} must be true or false, not {value!r}", **where)
+    return value
+
+
+def condition(spec: Any, tool: str, path: Path | None = None) -> tuple[Condition, str] | None:
+    """The predicate and a description (``meta params``) of a middleware's ``when``, or None without one.
+
+    Raises:
+        ConfigurationError: a ``when`` that is not a mapping of the known conditions.
+    """
+    if spec is None:
+        return None
+    where: dict[str, Any] = {"tool": tool, "path": path, "key": "when"}
+    if not isinstance(spec, Mapping) or not spec:
+        raise ConfigurationError(f"when must map conditions ({', '.join(FIELDS)}) to values", **where)
+    unknown = [field for field in spec if field not in FIELDS]
+    if unknown:
+        raise ConfigurationError(f"unknown condition {unknown[0]!r} in when; known: {', '.join(FIELDS)}", **where)
+    checks: list[Condition] = []
+    said: list[str] = []
+    if "kind" in spec:
+        kinds = frozenset(_names(spec["kind"], "kind", where))
+        checks.append(lambda ctx: ctx.tool.kind in kinds)
+        said.append(f"kind {' or '.join(sorted(kinds))}")
+    if "meta" in spec:
+        keys = _names(spec["meta"], "meta", where)
+
+        def has(ctx: Context) -> bool:
+            meta, local = ctx.meta, ctx.locals
+            return all(meta.get(k) is not None or local.get(k) is not None for k in keys)
+
+        checks.append(has)
+        said.append(f"meta {', '.join(keys)}")
+    if "directives" in spec and _flag(spec["directives"], "directives", where):
+        checks.append(lambda ctx: isinstance(ctx.tool.prompt, str) and bool(find_directives(ctx.tool.prompt)))
+        said.append("a directive in the prompt")
+    if "next" in spec and _flag(spec["next"], "next", where):
+        checks.append(_followed)
+        said.append("entries after it")
+    if not checks:
+        return None
+    if len(checks) == 1:
+        return checks[0], said[0]
+    return (lambda ctx: all(check(ctx) for check in checks)), ", ".join(said)
+
+
+def _followed(ctx: Context) -> bool:
+    """Whether an entry after the current one has work (a later ``next`` condition errs towards yes)."""
+    return any(entry.when is None or entry.when(ctx) for entry in ctx.chain[ctx.pos :])

@@ -1,0 +1,75 @@
+"""R-CHAIN-12: a middleware declares when it has work; the runner passes over the others without an invocation."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator import ArgsValidationError, ConfigurationError, Event, Manager
+
+pytestmark = pytest.mark.anyio
+
+
+def started(events: list[Event]) -> list[str]:
+    return [e.tool for e in events if e.kind == "invoke.start"]
+
+
+async def test_r_chain_12_a_python_tool_runs_only_the_builtins_with_work(write, tools):
+    write("tools/noop.py", "async def main(ctx):\n    return 1\n")
+    events: list[Event] = []
+    assert await Manager([tools], on_event=events.append).invoke("noop") == 1
+    assert started(events) == ["noop", "trust"]  # was 8 invocations: every built-in of the default pipeline
+
+
+async def test_r_chain_12_builtins_with_work_still_run(write, tools):
+    write(
+        "tools/page.md",
+        "---\nmetadata:\n  params: {type: object, required: [name]}\n  returns: {type: string}\n---\n"
+        "Hi {{ args.name }} :shout[x]\n",
+    )
+    write("tools/shout.py", "def main(ctx):\n    return 'HEY'\n")
+    events: list[Event] = []
+    manager = Manager([tools], on_event=events.append)
+    assert await manager.invoke("page", {"name": "Ada"}) == "Hi Ada HEY"
+    ran = started(events)
+    for name in ("validate-args", "directives", "shout", "execute", "validate-returns"):
+        assert name in ran
+    assert "agent-execute" not in ran and "validate-allowed-tools" not in ran
+    with pytest.raises(ArgsValidationError):
+        await manager.invoke("page", {})
+
+
+async def test_r_chain_12_conditions_are_checked_when_the_entry_is_reached(write, tools):
+    """A middleware that adds params to the target's metadata at run time still gets them validated."""
+    write(
+        "tools/strict.py",
+        "async def main(ctx):\n"
+        "    ctx.target.meta['params'] = {'type': 'object', 'required': ['name']}\n"
+        "    return await ctx.target.manager.next()\n",
+    )
+    write("tools/loose.py", "frontmatter = {'metadata': {'strict': {}}}\nasync def main(ctx):\n    return 'ran'\n")
+    with pytest.raises(ArgsValidationError, match="'name' is a required property"):
+        await Manager([tools]).invoke("loose", {})
+
+
+async def test_r_chain_12_user_middleware_may_declare_when(write, tools):
+    write(
+        "tools/mark.py",
+        "frontmatter = {'when': {'kind': 'markdown'}}\n"
+        "async def main(ctx):\n    return '[' + str(await ctx.target.manager.next()) + ']'\n",
+    )
+    write("tools/page.md", "---\nmetadata:\n  mark: {}\n---\nmd\n")
+    write("tools/code.py", "frontmatter = {'metadata': {'mark': {}}}\nasync def main(ctx):\n    return 'py'\n")
+    manager = Manager([tools])
+    assert await manager.invoke("page") == "[md]"
+    assert await manager.invoke("code") == "py"
+    chain = {e.name: e for e in manager.explain("code").chain}
+    assert chain["mark"].when == "kind markdown" and chain["mark"].needed is False
+    assert chain["execute"].when == "entries after it" and chain["execute"].needed is False
+    assert chain["trust"].when is None and chain["trust"].needed is True
+
+
+async def test_r_chain_12_a_malformed_when_names_the_middleware(write, tools):
+    write("tools/odd.py", "frontmatter = {'when': {'colour': 'red'}}\nasync def main(ctx):\n    return 1\n")
+    write("tools/page.md", "---\nmetadata:\n  odd: {}\n---\nx\n")
+    with pytest.raises(ConfigurationError, match="unknown condition 'colour' in when"):
+        await Manager([tools]).invoke("page")
