@@ -153,7 +153,12 @@ class Authorities:
             candidate = folder / FOLDER_FILE
             self.registry.watch((str(candidate),), checked)
             if is_file(candidate):
-                return self._load(candidate, root, checked)
+                try:
+                    return self._load(candidate, root, checked)
+                except ToolDefinitionError:
+                    if is_file(candidate):
+                        raise
+                    # deleted between finding and reading it: as if it had not been there
             if folder == root or root not in folder.parents:
                 return None
             folder = folder.parent

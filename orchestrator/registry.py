@@ -357,7 +357,12 @@ class Registry:
         if hit is None:
             raise ToolNotFoundError(shown(ref), [sp.root for sp in paths])
         path, sp = hit
-        tool = self.load(path, lambda p: load_tool(p, sp.root, sp.trusted, self.limits), checked)
+        try:
+            tool = self.load(path, lambda p: load_tool(p, sp.root, sp.trusted, self.limits), checked)
+        except ToolDefinitionError:
+            if not is_file(path):  # deleted between finding and reading it: as if it had not been found
+                raise ToolNotFoundError(shown(ref), [sp.root for sp in paths]) from None
+            raise
         if tool.root != sp.root or tool.trusted != sp.trusted:
             tool = self._as_found(path, tool, sp)
         self.store("tools", (ref, paths), [tool, checked])

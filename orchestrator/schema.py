@@ -9,11 +9,16 @@ from typing import Any
 from .errors import ConfigurationError, ValidationError
 
 _VALIDATORS: dict[int, tuple[Any, Any]] = {}
+_BY_CONTENT: dict[str, Any] = {}
 _LIMIT = 1024
 
 
 def validator_for(schema: Any, tool: str | None = None) -> Any:
-    """The compiled validator for ``schema``, cached by identity (cached metadata keeps its identity).
+    """The compiled validator for ``schema``, cached by identity and by content.
+
+    Cached metadata keeps its identity (the fast path); a schema rebuilt on
+    every call (a tool whose metadata holds a template) is found by its JSON
+    text instead of being checked and compiled again.
 
     Raises:
         ConfigurationError: the schema itself is invalid.
@@ -23,6 +28,12 @@ def validator_for(schema: Any, tool: str | None = None) -> Any:
         return hit[1]
     if not isinstance(schema, (Mapping, bool)):
         raise ConfigurationError(f"a JSON schema must be a mapping, not {type(schema).__name__}", tool=tool)
+    try:
+        text = json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError):
+        text = None  # not JSON (a python tool's schema): by identity only
+    if text is not None and text in _BY_CONTENT:
+        return _BY_CONTENT[text]
     import jsonschema  # imported on the first validation: compiled validators are cached
     from jsonschema.exceptions import SchemaError
 
@@ -34,7 +45,11 @@ def validator_for(schema: Any, tool: str | None = None) -> Any:
     validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
     if len(_VALIDATORS) >= _LIMIT:
         _VALIDATORS.clear()
+    if len(_BY_CONTENT) >= _LIMIT:
+        _BY_CONTENT.clear()
     _VALIDATORS[id(schema)] = (schema, validator)
+    if text is not None:
+        _BY_CONTENT[text] = validator
     return validator
 
 

@@ -282,3 +282,27 @@ def test_r_find_2_a_search_path_too_long_for_the_os_finds_nothing(write, tools):
     manager = Manager([tools])
     with pytest.raises(ToolNotFoundError):
         manager.find_tool("t", paths=[tools / (deep * 20)])
+
+
+def test_r_find_3_a_file_deleted_while_being_read_is_not_found(tmp_path, monkeypatch):
+    """A tool (or folder authority) removed between lookup and read: not found, never a definition error."""
+    import anyio
+
+    from orchestrator import ToolNotFoundError, registry
+
+    tools = tmp_path / "tools"
+    (tools / "team").mkdir(parents=True)
+    (tools / "extra.md").write_text("extra\n")
+    (tools / "team" / "page.md").write_text("page\n")
+    (tools / "team" / "AUTHORITY.md").write_text("---\nmetadata: {tag: a}\n---\n")
+    load = registry.Registry.load
+
+    def vanishing(self, path, loader, checked=None, kind="tool"):
+        if path.name in ("AUTHORITY.md", "extra.md"):
+            path.unlink(missing_ok=True)
+        return load(self, path, loader, checked, kind)
+
+    monkeypatch.setattr(registry.Registry, "load", vanishing)
+    with pytest.raises(ToolNotFoundError):
+        anyio.run(Manager([tools]).invoke, "extra")
+    assert anyio.run(Manager([tools]).invoke, "team/page") == "page"

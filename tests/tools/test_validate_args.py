@@ -68,3 +68,26 @@ async def test_validate_args_is_locked(write, tools):
     write("tools/t.md", SCHEMA)
     with pytest.raises(SecurityError):
         await Manager([tools]).invoke("t", {"$middleware": {"validate-args": {"remove": True}}})
+
+
+async def test_a_templated_tools_params_are_compiled_once(write, tools, monkeypatch):
+    """A level with a template is merged anew on every call; its params schema is still compiled once."""
+    import jsonschema
+
+    compiled = []
+    original = jsonschema.Draft202012Validator.check_schema.__func__
+
+    def counting(cls, schema, *args, **kwargs):
+        compiled.append(schema)
+        return original(cls, schema, *args, **kwargs)
+
+    monkeypatch.setattr(jsonschema.Draft202012Validator, "check_schema", classmethod(counting))
+    write(
+        "tools/tagged.md",
+        "---\nmetadata:\n  params: {type: object, properties: {id: {type: integer}}, required: [id]}\n"
+        "  tag: 't{{ args.id }}'\n---\n{{ meta.tag }}\n",
+    )
+    manager = Manager([tools])
+    for i in range(5):
+        assert await manager.invoke("tagged", {"id": i}) == f"t{i}"
+    assert len([s for s in compiled if "id" in s.get("properties", {})]) <= 1
