@@ -25,6 +25,11 @@ it closes; or a 2026-era ``subscriptions/listen`` stream) the tool set is
 polled every ``poll_interval`` seconds and ``notifications/tools/list_changed``
 is sent when names, descriptions or schemas change.
 
+**Calls under load.** Listing stats and describes every tool, which costs more
+than a call; so calls and watchers share the latest listing while it is under
+half a poll interval old, and a call re-checks only the tool it names: a tool
+hidden or broken since is looked up afresh, as is a name the listing lacks.
+
 The SDK (toolcascade's ``mcp`` extra) is imported by ``build_server``
 and ``serve`` only: importing this module stays cheap.
 """
@@ -34,14 +39,17 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from . import __version__
 from .callers import Caller, check_untrusted
@@ -53,6 +61,7 @@ from .errors import (
     ToolNotFoundError,
     describe,
 )
+from .events import Event
 from .manager import Manager
 from .options import extract_options
 from .schema import object_schema
@@ -130,7 +139,8 @@ class Service:
         self.max_timeout = max_timeout
         self.poll_interval = poll_interval
         self._reported: set[tuple[str, str]] = set()
-        self._snapshot: tuple[float, list[tuple[str, str | None, str]]] | None = None
+        self._latest: tuple[float, dict[str, Listing]] | None = None  # (when, what) of the last listing
+        self._keys: tuple[dict[str, Listing], list[tuple[str, str | None, str]]] | None = None
 
     # -- listing ---------------------------------------------------------------
 
@@ -154,7 +164,39 @@ class Service:
                 self._report(info.ref, f"not served: {exc}")
                 continue
             served[name] = Listing(info.ref, name, info.description, schema, wrapped)
+        self._latest = (time.monotonic(), served)
         return served
+
+    def recent(self) -> dict[str, Listing]:
+        """The latest listing while it is under half a poll interval old, else a fresh one."""
+        latest = self._latest
+        if latest is not None and time.monotonic() - latest[0] < self.poll_interval / 2:
+            return latest[1]
+        return self.listing()
+
+    def resolve(self, name: str) -> tuple[Listing | None, dict[str, Listing]]:
+        """The served tool a call to ``name`` runs (None: not served), and the listing it was found in.
+
+        A recent listing is trusted for the other tools; the one called is
+        described afresh, and everything is listed again when it is no longer
+        served as listed, or when the recent listing does not have it.
+        """
+        latest = self._latest
+        if latest is not None and time.monotonic() - latest[0] < self.poll_interval / 2:
+            listing = latest[1].get(name)
+            if listing is not None and self._unchanged(listing):
+                return listing, latest[1]
+        served = self.listing()
+        return served.get(name), served
+
+    def _unchanged(self, listing: Listing) -> bool:
+        """Whether ``listing``'s tool would be listed just so now (not hidden, same description and schema)."""
+        try:
+            info = self.manager.describe(listing.ref)
+            schema, wrapped = object_schema(info.params)
+        except (OrchestratorError, ValueError):
+            return False
+        return not info.hidden and Listing(listing.ref, listing.name, info.description, schema, wrapped) == listing
 
     def _report(self, ref: str, message: str) -> None:
         if (ref, message) not in self._reported:  # the watcher lists every second: say it once
@@ -172,14 +214,14 @@ class Service:
     # -- calls -----------------------------------------------------------------
 
     async def call_tool(self, ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
-        served = self.listing()
-        listing = served.get(params.name)
+        listing, served = self.resolve(params.name)
         if listing is None:  # an isError result, as for any other failure, so the model can read it
             return failure(ToolNotFoundError(params.name, reason=f"this server serves {', '.join(sorted(served))}"))
         try:
             caller = Caller("MCP callers", frozenset(item.ref for item in served.values()), self.allow_overrides)
             args, options = self.options(listing, params.arguments or {}, envelope(ctx), caller)
-            result = await self.manager.invoke(listing.ref, args, caller=caller, **options)
+            call = self.manager.invoke(listing.ref, args, caller=caller, **options)
+            result = await self.reporting(ctx, call)
         except OrchestratorError as exc:
             return failure(exc)
         except Exception as exc:  # a tool's own bug: report it in one line, keep serving
@@ -187,6 +229,40 @@ class Service:
             log.debug("traceback of the failure", exc_info=exc)
             return failure(exc)
         return success(result)
+
+    async def reporting(self, ctx: Context, call: Awaitable[Any]) -> Any:
+        """Await ``call`` while its events become progress notifications to a caller that asked for them.
+
+        Events reach ``on_event`` from the call's own tasks; a ContextVar tells
+        them which call they belong to. What the call does is the message:
+        ``calling weather``, ``weather done``, ``asking the model (iteration 2)``,
+        and the answer's text as it streams.
+        """
+        send, receive = anyio.create_memory_object_stream[Event](math.inf)
+        outcome: list[Any] = []
+        if self.on_event not in self.manager.events.listeners:
+            self.manager.events.listeners.append(self.on_event)
+        token = _progress.set(send)
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(_report, ctx, receive)
+                try:
+                    outcome.append(await call)
+                except Exception as exc:  # re-raised outside the task group, unwrapped
+                    outcome.append(exc)
+                finally:
+                    send.close()
+        finally:
+            _progress.reset(token)
+        if isinstance(outcome[0], Exception):
+            raise outcome[0]
+        return outcome[0]
+
+    def on_event(self, event: Event) -> None:
+        """Hand an event to the progress stream of the MCP call it belongs to, if that call asked for progress."""
+        stream = _progress.get()
+        if stream is not None:
+            stream.send_nowait(event)
 
     def options(
         self, listing: Listing, arguments: dict[str, Any], env: dict[str, Any], caller: Caller
@@ -248,12 +324,10 @@ class Service:
 
     def snapshot(self) -> list[tuple[str, str | None, str]]:
         """What clients see of the tool set; sessions polling together share one listing per half interval."""
-        now = time.monotonic()
-        if self._snapshot is not None and now - self._snapshot[0] < self.poll_interval / 2:
-            return self._snapshot[1]
-        seen = [listing.key() for listing in self.listing().values()]
-        self._snapshot = (now, seen)
-        return seen
+        served = self.recent()
+        if self._keys is None or self._keys[0] is not served:
+            self._keys = (served, [listing.key() for listing in served.values()])
+        return self._keys[1]
 
     async def on_initialized(self, ctx: Context, params: types.NotificationParams) -> None:
         """A handshake session is ready: watch the tools for it until it closes.
@@ -287,6 +361,48 @@ class Service:
             finally:
                 tg.cancel_scope.cancel()
         return result
+
+
+_progress: ContextVar[MemoryObjectSendStream[Event] | None] = ContextVar("toolcascade_mcp_progress", default=None)
+
+
+def progress_message(event: Event) -> str | None:
+    """What a progress notification says about ``event``, or None for events a client need not see."""
+    data = event.data
+    if event.kind == "tool.start":
+        return f"calling {data.get('call')}"
+    if event.kind == "tool.end":
+        return f"{data.get('call')} done" if data.get("error") is None else f"{data.get('call')} failed"
+    if event.kind == "model.request":
+        return f"asking the model (iteration {event.iteration})"
+    if event.kind == "model.delta" and data.get("text"):
+        return str(data["text"])
+    return None
+
+
+async def _report(ctx: Context, events: MemoryObjectReceiveStream[Event]) -> None:
+    """Send each event worth a message as a progress notification; a client gone away only stops them.
+
+    A handshake-era caller names a progress token in the request's ``_meta``;
+    a 2026-era one gets the request-scoped progress its client asked for (the
+    SDK sends nothing when it did not).
+    """
+    token = (ctx.meta or {}).get("progress_token")
+    count = 0
+    async with events:
+        async for event in events:
+            message = progress_message(event)
+            if message is None:
+                continue
+            count += 1
+            try:
+                if token is not None:
+                    await ctx.session.send_progress_notification(token, count, None, message, ctx.request_id)
+                else:
+                    await ctx.session.report_progress(count, None, message)
+            except Exception:  # the client left or refused: the call itself goes on
+                log.debug("progress notification not sent", exc_info=True)
+                return
 
 
 def _decoded(arguments: dict[str, Any], ref: str) -> dict[str, Any]:
