@@ -1,6 +1,6 @@
 """A metadata middleware: records what ran, for the example to print."""
 
-frontmatter = {"description": "Records each call in ctx.nonlocals['audit'].", "metadata": {"visibility": "hidden"}}
+frontmatter = {"role": "middleware", "description": "Records each call in ctx.nonlocals['audit']."}
 
 
 async def main(ctx):

@@ -1,6 +1,6 @@
 """A middleware: upper-cases whatever the wrapped body returns."""
 
-frontmatter = {"metadata": {"params": {"type": "object"}}}
+frontmatter = {"role": "middleware", "metadata": {"params": {"type": "object"}}}
 
 
 async def main(ctx):
