@@ -397,12 +397,17 @@ async def _report(ctx: Context, events: MemoryObjectReceiveStream[Event]) -> Non
             count += 1
             try:
                 if token is not None:
-                    await ctx.session.send_progress_notification(token, count, None, message, ctx.request_id)
+                    await ctx.session.send_progress_notification(token, count, None, message, _request_id(ctx))
                 else:
                     await ctx.session.report_progress(count, None, message)
             except Exception:  # the client left or refused: the call itself goes on
                 log.debug("progress notification not sent", exc_info=True)
                 return
+
+
+def _request_id(ctx: Context) -> str | None:
+    """The id of the request being served, as the SDK relates notifications to it."""
+    return None if ctx.request_id is None else str(ctx.request_id)
 
 
 def _decoded(arguments: dict[str, Any], ref: str) -> dict[str, Any]:

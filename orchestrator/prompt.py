@@ -88,13 +88,36 @@ def render_prompt(ctx: Context) -> Any:
     # hold args or tool output, so it is used as it is. Placeholders carry a secret: only directives make them.
     authored = prompt == tool.prompt or _PLACEHOLDER.search(prompt) is not None
     if authored and is_template(prompt):
-        text = render(
-            prompt, scope(ctx, ctx.meta), tool=tool.name, level="prompt", path=tool.path, line=tool.prompt_line
-        )
+        try:
+            text = render(
+                prompt, scope(ctx, ctx.meta), tool=tool.name, level="prompt", path=tool.path, line=tool.prompt_line
+            )
+        except InterpolationError as exc:
+            hint = _misspelt(ctx.meta) if "undefined" in exc.detail else None
+            if hint is None:
+                raise
+            raise InterpolationError(
+                f"{exc.detail}; {hint}", tool=tool.name, level="prompt", path=tool.path, line=tool.prompt_line
+            ) from exc
     outputs = ctx.locals.get("directives")
     if outputs:
         text = _PLACEHOLDER.sub(lambda m: outputs.get(int(m.group(1)), ""), text)
     return text
+
+
+# Metadata keys whose absence leaves args or meta without what a template expects.
+_CONFIGURING = ("params", "returns", "model", "tools", "system")
+
+
+def _misspelt(meta: Mapping[str, Any]) -> str | None:
+    """``'paramz' is not a tool; did you mean 'params'?`` when a metadata key misses one of those by an edit."""
+    from .check import one_edit_apart  # only when a template already failed
+
+    for key in meta:
+        for name in _CONFIGURING:
+            if name not in meta and one_edit_apart(str(key), name):
+                return f"metadata key {key!r} is data, not {name!r}: did you mean {name!r}?"
+    return None
 
 
 def directive_entries(target: Context) -> list[Entry]:

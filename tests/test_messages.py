@@ -157,3 +157,15 @@ async def test_mcp_accepts_options_sent_as_json_text(write, tools):
         bad = await client.call_tool("greet", {"$middleware": "{not json"})
     assert result.content[0].text == "Hello warm Oslo"
     assert bad.is_error and bad.content[0].text.startswith("InvocationError: $middleware is text but not JSON")
+
+
+@pytest.mark.anyio
+async def test_a_template_failing_for_want_of_a_misspelt_key_names_it(write, tools):
+    from orchestrator import InterpolationError
+
+    write(
+        "tools/dbl.md",
+        "---\nmetadata:\n  paramz: {type: object, properties: {n: {default: 2}}}\n---\n{{ args.n * 2 }}\n",
+    )
+    with pytest.raises(InterpolationError, match="metadata key 'paramz' is data, not 'params': did you mean 'params'"):
+        await Manager([tools]).invoke("dbl")
