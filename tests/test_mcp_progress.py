@@ -22,7 +22,10 @@ SCRIPT = [
 def served(write, tools):
     write("tools/weather.py", "frontmatter = {'description': 'Weather.'}\ndef main(ctx):\n    return {'celsius': 9}\n")
     metadata = {"model": {"provider": "scripted", "script": SCRIPT}, "tools": ["weather"]}
-    write("tools/forecast.md", "---\n" + yaml.safe_dump({"description": "An agent.", "metadata": metadata}) + "---\nOslo?\n")
+    write(
+        "tools/forecast.md",
+        "---\n" + yaml.safe_dump({"description": "An agent.", "metadata": metadata}) + "---\nOslo?\n",
+    )
     return tools
 
 

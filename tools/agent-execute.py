@@ -9,7 +9,10 @@ tools and markdown tools without a model pass through.
 from orchestrator.agent import model_spec, run_agent
 
 frontmatter = {
-    "when": {"kind": "markdown", "meta": "model"},  # only a markdown tool with a model (in metadata or locals) is an agent
+    "when": {
+        "kind": "markdown",
+        "meta": "model",
+    },  # only a markdown tool with a model (in metadata or locals) is an agent
     "description": "Runs a markdown tool's prompt through its model in a tool-calling loop.",
     "metadata": {"visibility": "hidden", "params": {"type": "object"}},
 }
