@@ -42,6 +42,7 @@ import logging
 import math
 import secrets
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -236,7 +237,8 @@ class Service:
         Events reach ``on_event`` from the call's own tasks; a ContextVar tells
         them which call they belong to. What the call does is the message:
         ``calling weather``, ``weather done``, ``asking the model (iteration 2)``,
-        and the answer's text as it streams.
+        and the answer's text as it streams; tool starts and ends are also log
+        messages (``notifications/message``, logger ``toolcascade``).
         """
         send, receive = anyio.create_memory_object_stream[Event](math.inf)
         outcome: list[Any] = []
@@ -400,9 +402,28 @@ async def _report(ctx: Context, events: MemoryObjectReceiveStream[Event]) -> Non
                     await ctx.session.send_progress_notification(token, count, None, message, _request_id(ctx))
                 else:
                     await ctx.session.report_progress(count, None, message)
+                if event.kind in ("tool.start", "tool.end"):
+                    await _log(ctx, bool(event.data.get("error")), message)
             except Exception:  # the client left or refused: the call itself goes on
                 log.debug("progress notification not sent", exc_info=True)
                 return
+
+
+async def _log(ctx: Context, failed: bool, message: str) -> None:
+    """A log message about the call (tool starts and ends) for clients that take them.
+
+    The SDK sends it as the protocol era says: always on handshake-era sessions,
+    on 2026-era ones only when the request opted in (logging is deprecated
+    there, SEP-2577, so its warning is expected and silenced).
+    """
+    from mcp.shared.exceptions import MCPDeprecationWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        if failed:
+            await ctx.session.send_log_message("warning", message, "toolcascade", _request_id(ctx))
+        else:
+            await ctx.session.send_log_message("info", message, "toolcascade", _request_id(ctx))
 
 
 def _request_id(ctx: Context) -> str | None:

@@ -49,3 +49,16 @@ async def test_mcp_progress_notifications_follow_the_call(served, mode):
         "Nine degrees in Oslo."
     )
     assert [value for value, _m in heard] == sorted(value for value, _m in heard)
+
+
+async def test_mcp_tool_starts_and_ends_are_log_messages(served):
+    logged: list[tuple[str, object]] = []
+
+    async def on_log(params) -> None:
+        logged.append((params.level, params.data))
+
+    with anyio.fail_after(20):
+        async with Client(build_server(Manager([served])), mode="legacy", logging_callback=on_log) as client:
+            result = await client.call_tool("forecast", {})
+    assert result.content[0].text == "Nine degrees in Oslo."
+    assert logged == [("info", "calling weather"), ("info", "weather done")]
