@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench bench-instructions clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,8 +21,14 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# W1-W6 beside MAF and LangChain (pip install -e '.[bench]'; a missing one prints "not installed").
 bench: $(STAMP)
-	$(BIN)/python bench/invoke.py
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(BIN)/python -m bench.run
+
+# W1 and W2 in instructions (valgrind's callgrind): slow, repeatable on a noisy machine.
+bench-instructions: $(STAMP)
+	$(BIN)/python -m bench.instructions
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

@@ -1,14 +1,19 @@
-"""Instructions per invoke, counted by valgrind's callgrind: repeatable on a noisy machine.
+"""W1 and W2 in instructions, counted by valgrind's callgrind: repeatable on a noisy machine.
 
-Runs the same script with N and 5N invocations and reports the difference
-per invocation, so start-up and import costs cancel out. Slow (valgrind
-runs Python about 50x slower), so it is not part of `make bench`:
+Each figure runs one script at N and 5N calls and divides the difference by
+4N, so interpreter start-up and imports cancel. W1 is the trivial async tool
+through the default pipeline (built-ins watched, as in a source checkout, and
+not, as installed); W2 is the slope per extra pass-through middleware entry
+between 1 and 1 + STEPS entries; MAF invoking one function tool is the
+baseline when it is installed. Slow (valgrind runs Python about 50x slower,
+a few minutes in all), so it is not part of ``make bench``:
 
-    .venv/bin/python bench/instructions.py
+    make bench-instructions        # or: .venv/bin/python -m bench.instructions [--quick]
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import shutil
 import subprocess
@@ -16,50 +21,88 @@ import sys
 import tempfile
 from pathlib import Path
 
-SCRIPT = """
+from . import baselines
+from .toolsets import write_invoke_tools
+
+STEPS = 5
+
+TOOLCASCADE = """
 import sys, anyio
 from orchestrator import Manager
-n, watch = int(sys.argv[1]), sys.argv[2] == "watch"
-manager = Manager([sys.argv[3]], watch_builtins=watch)
+n, watch, folder, entries = int(sys.argv[1]), sys.argv[2] == "watch", sys.argv[3], int(sys.argv[4])
+manager = Manager([folder], watch_builtins=watch)
+middleware = {f"pass{i}": {} for i in range(entries)} or None
 async def main():
     for _ in range(n):
-        await manager.invoke("noop")
+        await manager.invoke("noop", middleware=middleware)
+anyio.run(main)
+"""
+
+MAF = """
+import sys, anyio
+from bench.baselines import maf_call
+n, call = int(sys.argv[1]), maf_call(0)
+async def main():
+    for _ in range(n):
+        await call()
 anyio.run(main)
 """
 
 
-def instructions(folder: Path, n: int, mode: str) -> int:
-    out = subprocess.run(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={folder / 'cg.out'}",
-            sys.executable,
-            "-c",
-            SCRIPT,
-            str(n),
-            mode,
-            str(folder / "tools"),
-        ],
+def instructions(out: Path, script: str, n: int, *args: str) -> int:
+    """Instructions callgrind counts for ``script`` run with ``n`` calls.
+
+    Raises:
+        subprocess.CalledProcessError: the script failed under valgrind.
+    """
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-c", script, str(n), *args],
         capture_output=True,
         text=True,
         check=True,
+        cwd=Path(__file__).resolve().parent.parent,
     )
-    return int(re.search(r"Collected : (\d+)", out.stderr).group(1))  # type: ignore[union-attr]
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise SystemExit(f"callgrind printed no total:\n{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def per_call(out: Path, script: str, n: int, *args: str) -> float:
+    """Instructions per call: the difference between 5n and n calls, over 4n."""
+    return (instructions(out, script, 5 * n, *args) - instructions(out, script, n, *args)) / (4 * n)
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer calls per run")
+    quick = parser.parse_args().quick
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed (apt-get install valgrind)")
+    n = 10 if quick else 40
+    rows: list[tuple[str, float, str]] = []
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
-        (folder / "tools").mkdir()
-        (folder / "tools" / "noop.py").write_text("def main(ctx):\n    return 1\n")
-        for mode in ("watch", "frozen"):
-            low, high = instructions(folder, 50, mode), instructions(folder, 250, mode)
-            print(
-                f"python tool, default pipeline, built-ins {mode:<6}: {(high - low) / 200:>10,.0f} instructions per invoke"
-            )
+        tools = str(write_invoke_tools(folder / "tools", 1 + STEPS))
+        out = folder / "callgrind.out"
+        maf = per_call(out, MAF, n) if baselines.version("agent-framework-core") else None
+        w1 = per_call(out, TOOLCASCADE, n, "watch", tools, "0")
+        frozen = per_call(out, TOOLCASCADE, n, "frozen", tools, "0")
+        low = per_call(out, TOOLCASCADE, n // 2, "watch", tools, "1")
+        high = per_call(out, TOOLCASCADE, n // 2, "watch", tools, str(1 + STEPS))
+    versus = f"{w1 / maf:.2f}x MAF" if maf else ""
+    rows.append(("MAF: FunctionMiddlewarePipeline + FunctionTool.invoke", maf or 0.0, "" if maf else "not installed"))
+    rows.append(("W1 toolcascade: async tool, default pipeline, built-ins watched", w1, versus))
+    rows.append(
+        ("W1 toolcascade: same, built-ins not watched (installed)", frozen, f"{frozen / maf:.2f}x MAF" if maf else "")
+    )
+    rows.append(
+        (f"W2 toolcascade: per extra pass-through middleware (slope 1 -> {1 + STEPS})", (high - low) / STEPS, "")
+    )
+    sys.stdout.write(f"### Instructions per call (callgrind, {n} vs {5 * n} calls)\n\n")
+    sys.stdout.write("| case | instructions | ratio |\n|---|---:|---|\n")
+    for case, count, note in rows:
+        sys.stdout.write(f"| {case} | {count:,.0f} | {note} |\n")
 
 
 if __name__ == "__main__":

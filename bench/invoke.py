@@ -1,79 +1,279 @@
-"""Invoke benchmarks: the default pipeline, and the cost of each extra middleware entry.
+"""W1-W3: the default pipeline, each extra middleware entry, a templated page; and long chains.
 
-Run with `make bench`. Times are per invoke, medians of several rounds; the
-baseline (a bare async function call on the same loop) is measured in the
-same run, so ratios compare across noisy machines.
+W1 times one trivial tool through the default pipeline (8 invocations: the
+tool and 7 built-ins) beside a direct await and MAF invoking one function
+tool. W2 times what each extra pass-through middleware under the default
+authority adds (itself and its own 7 built-ins) beside a koa-style compose,
+MAF's function middleware and LangChain's ``wrap_tool_call`` middleware: the
+slope between 1 and 1+N entries, so fixed costs cancel. W3 times a markdown
+page with interpolated metadata and two directives against W1.
+
+    .venv/bin/python -m bench.invoke [--quick]
 """
 
 from __future__ import annotations
 
-import statistics
+import argparse
 import sys
 import tempfile
 import time
+from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 import anyio
 
-from orchestrator import Manager
+from orchestrator import Manager, OrchestratorError
 
-PASS = "async def main(ctx):\n    return await ctx.target.manager.next()\n"
-LEAF = "frontmatter = {'metadata': {'$inherit': False}}\n" + PASS
+from . import baselines
+from .timing import Sample, Table, fmt, measure, slope
+from .toolsets import write_invoke_tools
 
-
-def write_tools(root: Path) -> None:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "noop.py").write_text("def main(ctx):\n    return 1\n")
-    (root / "page.md").write_text(
-        "---\nmetadata:\n  params: {type: object, properties: {name: {type: string}}}\n---\nHello, {{ args.name }}!\n"
-    )
-    for i in range(20):
-        (root / f"pass{i}.py").write_text(PASS)
-        (root / f"leaf{i}.py").write_text(LEAF)
+# Extra middleware entries the W2 slope spans (1 -> 1 + STEPS), and the long chains. Deeper
+# stacks cost more per frame (MAF: 0.47 µs per middleware from 1 to 51 entries, 1.06 µs from 1 to 201),
+# so every framework is measured over the same span.
+STEPS = 20
+LONG = 100
+LONGEST = 1_000
 
 
-async def per_call(call, n: int, rounds: int = 5) -> float:
-    for _ in range(min(n, 200)):
-        await call()
-    samples = []
-    for _ in range(rounds):
+def koa_call(count: int) -> baselines.Call:
+    """The trivial body behind ``count`` pass-through koa middleware."""
+    run = baselines.compose([baselines.passing] * count, baselines.bare)
+    return lambda: run(None)
+
+
+class Invoke:
+    """W1-W3 against one tools folder; figures kept for the targets and for other workloads."""
+
+    def __init__(self, tools: Path, quick: bool) -> None:
+        self.tools = tools
+        self.quick = quick
+        self.rounds = 5 if quick else 9
+        self.manager = Manager([tools])
+        self.w1: Sample | None = None
+        self.per_entry: Sample | None = None
+
+    async def invocations(self, ref: str, args: Any = None, **options: Any) -> int:
+        """How many invocations one call of ``ref`` runs (invoke.start events), counted on a second manager."""
+        seen: list[object] = []
+        counter = Manager(
+            [self.tools], on_event=lambda event: seen.append(event) if event.kind == "invoke.start" else None
+        )
+        await counter.invoke(ref, args, **options)
+        return len(seen)
+
+    def n(self, full: int) -> int:
+        """Calls per batch: a tenth of ``full`` (at least 20) when quick."""
+        return max(20, full // 5) if self.quick else full
+
+    async def tool(self, ref: str, args: Any = None, calls: int = 2_000) -> Sample:
+        """µs per ``invoke(ref, args)`` on this run's manager, in batches of ``calls``."""
+        manager = self.manager
+        n = self.n(calls)
+        return await measure(lambda: manager.invoke(ref, args), n, self.rounds)
+
+    async def w1_table(self) -> Table:
+        """W1: the trivial tool, default pipeline, beside a direct await and MAF."""
+        table = Table("W1 trivial python tool, default pipeline")
+        direct = await measure(baselines.bare, self.n(50_000), self.rounds)
+        table.add("direct `await` of an async function", direct, ratios={"direct": direct / direct})
+        maf = baselines.maf_call(0)
+        maf_sample = await measure(maf, self.n(5_000), self.rounds) if maf else None
+        table.add(
+            "MAF: FunctionMiddlewarePipeline + FunctionTool.invoke",
+            maf_sample,
+            "public API, the tool call without the model",
+            ratios={"direct": maf_sample / direct} if maf_sample else None,
+        )
+        loop = baselines.maf_loop_call(0)
+        loop_sample = await measure(loop, self.n(5_000), self.rounds) if loop else None
+        table.add(
+            "MAF: function-calling loop step (_auto_invoke_function)",
+            loop_sample,
+            "what MAF's agent loop runs per tool call",
+            ratios={"direct": loop_sample / direct} if loop_sample else None,
+        )
+        self.w1 = tc = await self.tool("noop")
+        table.add(
+            "toolcascade: `async def main(ctx)`, default pipeline",
+            tc,
+            f"{await self.invocations('noop')} invocations: the tool + its built-ins",
+            ratios=self.ratios(tc, direct, maf_sample),
+        )
+        sync = await self.tool("noop-sync")
+        table.add(
+            "toolcascade: sync `def main(ctx)`, default pipeline",
+            sync,
+            "body runs in a worker thread, by design",
+            ratios=self.ratios(sync, direct, maf_sample),
+        )
+        frozen = Manager([self.tools], watch_builtins=False)
+        installed = await measure(lambda: frozen.invoke("noop"), self.n(2_000), self.rounds)
+        table.add(
+            "toolcascade: async, built-ins not watched",
+            installed,
+            "as an installed package runs",
+            ratios=self.ratios(installed, direct, maf_sample),
+        )
+        if maf_sample:
+            table.target("W1 ≤ 0.3x MAF invoking one function tool", f"{tc / maf_sample:.2f}x", tc / maf_sample <= 0.3)
+        else:
+            table.target("W1 ≤ 0.3x MAF invoking one function tool", "MAF not installed", None)
+        return table
+
+    @staticmethod
+    def ratios(sample: Sample, direct: Sample, maf: Sample | None) -> dict[str, float]:
+        found = {"direct": sample / direct}
+        if maf is not None:
+            found["MAF"] = sample / maf
+        return found
+
+    async def w2_table(self) -> Table:
+        """W2: per extra middleware entry, the slope between 1 and 1 + STEPS entries."""
+        table = Table("W2 each extra pass-through middleware")
+        rounds, n = self.rounds, self.n(3_000)
+
+        async def per_entry(make: Any, calls: int) -> Sample | None:
+            low, high = make(1), make(1 + STEPS)
+            if low is None or high is None:
+                return None
+            return slope(await measure(low, calls, rounds), await measure(high, calls, rounds), STEPS)
+
+        koa = await per_entry(koa_call, n * 3)
+        table.add("koa-style compose, per middleware", koa)
+        maf = await per_entry(baselines.maf_call, n)
+        table.add("MAF function middleware, per middleware", maf, "FunctionMiddlewarePipeline.execute")
+        loop = await per_entry(baselines.maf_loop_call, n)
+        table.add("MAF, per middleware, in the loop step", loop, "_auto_invoke_function")
+        chain = await per_entry(baselines.langchain_call, self.n(500))
+        table.add(
+            "LangChain `wrap_tool_call`, per middleware", chain, f"create_agent's ToolNode, slope 1 -> {1 + STEPS}"
+        )
+        entries: dict[int, dict[str, Any]] = {k: {f"pass{i}": {} for i in range(k)} for k in (1, 1 + STEPS)}
+        manager = self.manager
+        low = await measure(lambda: manager.invoke("noop", middleware=entries[1]), self.n(500), rounds)
+        high = await measure(lambda: manager.invoke("noop", middleware=entries[1 + STEPS]), self.n(100), rounds)
+        self.per_entry = tc = slope(low, high, STEPS)
+        ratios: dict[str, float] = {}
+        if koa:
+            ratios["koa"] = tc / koa
+        if maf:
+            ratios["MAF"] = tc / maf
+        if chain:
+            ratios["LangChain"] = tc / chain
+        each = await self.invocations("noop", middleware=entries[1]) - await self.invocations("noop")
+        table.add(
+            "toolcascade, per pass-through middleware",
+            tc,
+            f"{each} invocations: itself + its built-ins; slope 1 -> {1 + STEPS}",
+            ratios=ratios,
+        )
+        table.add("toolcascade, noop with 1 extra entry", low)
+        table.add(f"toolcascade, noop with {1 + STEPS} extra entries", high)
+        if maf and maf.median <= 0:
+            table.target("W2 ≤ 5x MAF's per-middleware cost", "MAF's slope is below the noise: rerun", None)
+        elif maf:
+            table.target(
+                "W2 ≤ 5x MAF's per-middleware cost",
+                f"{tc / maf:.0f}x ({fmt(tc.median, 'µs')} vs {fmt(maf.median, 'µs')})",
+                tc / maf <= 5,
+            )
+        else:
+            table.target("W2 ≤ 5x MAF's per-middleware cost", "MAF not installed", None)
+        if chain:
+            table.target(
+                "W2 ≥ 30x cheaper than LangChain's per-middleware cost",
+                f"{chain / tc:.2f}x cheaper ({fmt(chain.median, 'µs')} vs {fmt(tc.median, 'µs')})",
+                chain / tc >= 30,
+            )
+        else:
+            table.target("W2 ≥ 30x cheaper than LangChain's per-middleware cost", "LangChain not installed", None)
+        table.notes.append(
+            "Per-middleware figures are slopes: (time with 1 + N entries - time with 1 entry) / N, "
+            "medians from medians and mins from mins, so fixed per-call costs cancel."
+        )
+        await self.long_chains(table)
+        return table
+
+    async def long_chains(self, table: Table) -> None:
+        """A chain of LONG entries against LONG x the per-entry figure; a chain of LONGEST runs at all."""
+        assert self.per_entry is not None and self.w1 is not None
+        manager = self.manager
+        long: dict[str, Any] = {f"pass{i}": {} for i in range(LONG)}
+        sample = await measure(lambda: manager.invoke("noop", middleware=long), 5 if self.quick else 10, 3, warmup=2)
+        added = sample.median - self.w1.median
+        expected = LONG * self.per_entry.median
+        shown = f"added {fmt(added, 'µs')} = {added / expected:.2f}x ({LONG} x per-entry)"
+        table.add(f"toolcascade, noop with {LONG} extra entries", sample, shown, ratios={"W1": sample / self.w1})
+        table.target(
+            f"a chain of {LONG} middleware costs {LONG}x the per-middleware figure, no more (10% noise allowed)",
+            shown,
+            added / expected <= 1.1,
+        )
+        longest: dict[str, Any] = {f"pass{i}": {} for i in range(LONGEST)}
         start = time.perf_counter()
-        for _ in range(n):
-            await call()
-        samples.append((time.perf_counter() - start) / n * 1e6)
-    return statistics.median(samples)
+        try:
+            await manager.invoke("noop", middleware=longest)
+        except OrchestratorError as exc:
+            took = time.perf_counter() - start
+            message = str(exc).splitlines()[0]
+            table.add(
+                f"toolcascade, noop with {LONGEST} extra entries",
+                None,
+                f"after {took:.2f} s: {message}",
+                absent="fails",
+            )
+            table.target(
+                f"a chain of {LONGEST} default-authority middleware works", f"{type(exc).__name__}: {message}", False
+            )
+            return
+        took = (time.perf_counter() - start) * 1e6
+        table.add(f"toolcascade, noop with {LONGEST} extra entries (one call)", Sample(took, took))
+        table.target(f"a chain of {LONGEST} default-authority middleware works", f"works, {fmt(took, 'µs')}", True)
+
+    async def w3_table(self) -> Table:
+        """W3: a markdown page with interpolated metadata and two directives, against W1."""
+        assert self.w1 is not None
+        table = Table("W3 markdown template with interpolated metadata and two directives")
+        page = await self.tool("page", {"name": "Ada"}, 300)
+        table.add(
+            "toolcascade: page.md (params, templated metadata, 2 directives)",
+            page,
+            f"{await self.invocations('page', {'name': 'Ada'})} invocations",
+            ratios={"W1": page / self.w1},
+        )
+        table.add("toolcascade: W1 (same run)", self.w1)
+        table.target("W3 ≤ 3x W1", f"{page / self.w1:.2f}x", page / self.w1 <= 3)
+        return table
 
 
-async def main() -> None:
-    with tempfile.TemporaryDirectory() as folder:
-        tools = Path(folder) / "tools"
-        write_tools(tools)
-        manager = Manager([tools])
+async def tables(folder: Path, quick: bool, only: Collection[str] = ("W1", "W2", "W3")) -> tuple[list[Table], Invoke]:
+    """Run the selected W1-W3 with tools written under ``folder``; return the tables and the figures.
 
-        async def bare() -> int:
-            return 1
+    W2 and W3 need W1's figure, so W1 runs whenever either does.
+    """
+    bench = Invoke(write_invoke_tools(folder / "invoke", LONGEST), quick)
+    page = await bench.manager.invoke("page", {"name": "Ada"})
+    if page != "Hello, Ada from Paris!\nToday: [today]\n\n[footer]":
+        raise SystemExit(f"W3's page renders {page!r}: the workload no longer measures what it says")
+    found = [await bench.w1_table()]
+    if "W2" in only:
+        found.append(await bench.w2_table())
+    if "W3" in only:
+        found.append(await bench.w3_table())
+    return found, bench
 
-        baseline = await per_call(bare, 20000)
-        plain = await per_call(lambda: manager.invoke("noop"), 2000)
-        page = await per_call(lambda: manager.invoke("page", {"name": "Ada"}), 2000)
-        frozen = Manager([tools], watch_builtins=False)
-        installed = await per_call(lambda: frozen.invoke("noop"), 2000)
-        rows = [("bare async call (baseline)", baseline, None), ("python tool, default pipeline", plain, None)]
-        rows.append(("  same, built-ins not watched (installed)", installed, None))
-        rows.append(("markdown tool with params + template", page, None))
-        for kind in ("leaf", "pass"):
-            for count in (5, 20):
-                mw = {f"{kind}{i}": {} for i in range(count)}
-                took = await per_call(lambda mw=mw: manager.invoke("noop", middleware=mw), 500)
-                rows.append((f"+{count} {kind} middleware", took, (took - plain) / count))
-    print(f"python {sys.version.split()[0]}, anyio backend asyncio")
-    print(f"{'case':<40} {'us/invoke':>10} {'x baseline':>11} {'us/extra entry':>15}")
-    for name, took, extra in rows:
-        per = f"{extra:15.1f}" if extra is not None else " " * 15
-        print(f"{name:<40} {took:10.1f} {took / baseline:11.0f} {per}")
-    print("leaf: a pass-through python middleware with `$inherit: false` (no pipeline of its own);")
-    print("pass: the same middleware under the default authority (trust, validate-args, execute, validate-returns).")
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer calls and rounds")
+    quick = parser.parse_args().quick
+    with tempfile.TemporaryDirectory() as name:
+        found, _ = anyio.run(tables, Path(name), quick)
+    for table in found:
+        sys.stdout.write(table.markdown() + "\n")
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    main()

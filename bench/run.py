@@ -1,0 +1,141 @@
+"""The benchmark suite's entry (``make bench``): W1-W6 in one process run, then every target's verdict.
+
+    .venv/bin/python -m bench.run [--quick] [--only W1,W4] [--write bench/RESULTS.md]
+
+Prints markdown: the machine, the date, package versions and the commit,
+one table per workload, and the targets of issue 11 with pass / fail.
+``--write`` also writes it to a file. Instruction counts (callgrind) for W1
+and W2 are ``make bench-instructions`` (``python -m bench.instructions``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+
+import orchestrator
+
+from . import baselines, catalog, graph, invoke, load
+from .timing import Table, targets_markdown
+
+PACKAGES = (
+    "toolcascade",
+    "anyio",
+    "agent-framework-core",
+    "langchain",
+    "langchain-core",
+    "langgraph",
+    "langgraph-prebuilt",
+)
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6")
+
+
+def cpu_model() -> str:
+    """The CPU model from /proc/cpuinfo, or what platform knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def commit() -> str:
+    """The commit of the measured engine (where ``orchestrator`` was imported from), marked when modified."""
+    source = Path(orchestrator.__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=source, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "orchestrator", "tools", "authorities"],
+            cwd=source,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        head, dirty = "", ""
+    if not head:
+        return f"unknown: {source} is not a git checkout (pass --commit)"
+    return f"{head}{' with engine files modified in the work tree' if dirty else ''}"
+
+
+def header(quick: bool, measured: str) -> str:
+    """Machine, date, versions, commit and load: what a reader needs to judge the figures."""
+    load_avg = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    versions = ", ".join(f"{name} {baselines.version(name) or 'not installed'}" for name in PACKAGES)
+    return "\n".join(
+        [
+            "## Run",
+            "",
+            f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
+            f"- commit: {measured}",
+            f"- engine imported from: {Path(orchestrator.__file__).resolve().parent}",
+            f"- machine: {os.cpu_count()} CPUs (nproc {len(os.sched_getaffinity(0))}), {cpu_model()}, "
+            f"{platform.system()} {platform.release()}",
+            f"- python: {platform.python_implementation()} {platform.python_version()}, anyio backend asyncio",
+            f"- packages: {versions}",
+            f"- load average at start (1 / 5 / 15 min): {load_avg} (a shared machine: other jobs run beside this one)",
+            f"- mode: {'--quick (fewer tools, calls and rounds)' if quick else 'full'}",
+            "",
+        ]
+    )
+
+
+async def run(only: set[str], quick: bool, folder: Path) -> list[Table]:
+    """Every selected workload's table, in order, in this one process."""
+    tables: list[Table] = []
+    if only & {"W1", "W2", "W3"}:
+        found, _ = await invoke.tables(folder, quick, only)
+        tables += found
+    if "W4" in only:
+        tables.append(await anyio.to_thread.run_sync(catalog.w4_table, folder, quick))
+    if "W5" in only:
+        tables.append(await load.w5_table(folder, quick))
+    if "W6" in only:
+        tables.append(await graph.w6_table(folder, quick))
+    return tables
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer tools, calls and rounds (about a minute)")
+    parser.add_argument("--only", default=",".join(WORKLOADS), help="workloads to run, e.g. W1,W2")
+    parser.add_argument("--write", type=Path, help="also write the report to this file")
+    parser.add_argument("--commit", help="the commit measured, when the engine is not a git checkout")
+    options = parser.parse_args()
+    only = {name.strip().upper() for name in options.only.split(",")}
+    if unknown := only - set(WORKLOADS):
+        parser.error(f"unknown workloads {sorted(unknown)}; choose from {', '.join(WORKLOADS)}")
+    top = header(options.quick, options.commit or commit())
+    sys.stdout.write(top + "\n")
+    sys.stdout.flush()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="toolcascade-bench-") as name:
+        tables = anyio.run(run, only, options.quick, Path(name))
+    parts = [top]
+    for table in tables:
+        sys.stdout.write(table.markdown() + "\n")
+        parts.append(table.markdown())
+    load_avg = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    summary = (
+        f"## Targets\n\n{targets_markdown(tables)}\n"
+        f"Suite took {time.perf_counter() - started:.0f} s; load average at the end: {load_avg}.\n"
+    )
+    sys.stdout.write(summary)
+    parts.append(summary)
+    if options.write:
+        options.write.write_text("\n".join(parts))
+
+
+if __name__ == "__main__":
+    main()
