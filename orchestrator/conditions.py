@@ -27,7 +27,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .directives import find_directives
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -81,7 +80,7 @@ def condition(spec: Any, tool: str, path: Path | None = None) -> tuple[Condition
         checks.append(has)
         said.append(f"meta {', '.join(keys)}")
     if "directives" in spec and _flag(spec["directives"], "directives", where):
-        checks.append(lambda ctx: isinstance(ctx.tool.prompt, str) and bool(find_directives(ctx.tool.prompt)))
+        checks.append(_has_directives)
         said.append("a directive in the prompt")
     if "next" in spec and _flag(spec["next"], "next", where):
         checks.append(_followed)
@@ -96,3 +95,13 @@ def condition(spec: Any, tool: str, path: Path | None = None) -> tuple[Condition
 def _followed(ctx: Context) -> bool:
     """Whether an entry after the current one has work (a later ``next`` condition errs towards yes)."""
     return any(entry.when is None or entry.when(ctx) for entry in ctx.chain[ctx.pos :])
+
+
+def _has_directives(ctx: Context) -> bool:
+    """Whether the target's prompt holds a directive (markdown-it is imported only for prompts with a colon)."""
+    prompt = ctx.tool.prompt
+    if not isinstance(prompt, str) or ":" not in prompt:
+        return False
+    from .directives import find_directives
+
+    return bool(find_directives(prompt))
