@@ -1,7 +1,7 @@
 """The ``anthropic`` provider: Claude models through the Messages API.
 
-Through the official ``anthropic`` client (optional extra
-``toolcascade[anthropic]``, imported on first use). Base URL and key come from
+Through the official ``anthropic`` client (the optional
+``anthropic`` extra, imported on first use). Base URL and key come from
 the spec (``base-url``, ``api-key-env``) or ``ANTHROPIC_BASE_URL`` /
 ``ANTHROPIC_API_KEY``; ``base-url`` is the server's root (the client adds
 ``/v1/messages``).
@@ -33,14 +33,13 @@ supported: thinking blocks are not sent back on the next turn.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from typing import Any
 
 import anyio
 
-from ..errors import ConfigurationError, ModelError
-from .http import api_key, read_events, request_options, sdk_error, timed_out, transport_error
+from ..errors import ModelError
+from .http import read_events, request_options, sdk_client, sdk_error, timed_out, transport_error
 from .model import Delta, label, max_tokens, normal_usage, timeouts
 
 DEFAULT_URL = "https://api.anthropic.com"
@@ -61,25 +60,12 @@ class AnthropicProvider:
     """Sends requests with ``AsyncAnthropic``, a client per request (see ``OpenAIProvider``)."""
 
     def client(self, spec: Mapping[str, Any]) -> tuple[Any, str, str]:
-        """``(AsyncAnthropic, base URL, the key's variable)`` for a spec.
+        """``(AsyncAnthropic, base URL, the key's variable)`` for a spec (see ``http.sdk_client``).
 
         Raises:
-            ConfigurationError: the extra is not installed, or no key (see ``api_key``).
+            ConfigurationError: the SDK is not installed, or no key.
         """
-        try:
-            import anthropic
-        except ImportError as exc:
-            raise ConfigurationError(
-                "the anthropic provider needs the anthropic extra: pip install 'toolcascade[anthropic]'", key="model"
-            ) from exc
-        base_url = spec.get("base-url") or os.environ.get("ANTHROPIC_BASE_URL")
-        key_env = spec.get("api-key-env") or "ANTHROPIC_API_KEY"
-        key = api_key(spec, "ANTHROPIC_API_KEY", base_url)
-        total, connect = timeouts(spec)
-        client = anthropic.AsyncAnthropic(
-            base_url=base_url, api_key=key, max_retries=0, timeout=anthropic.Timeout(total, connect=connect)
-        )
-        return client, str(base_url or DEFAULT_URL), key_env
+        return sdk_client("anthropic", "AsyncAnthropic", spec, "ANTHROPIC", DEFAULT_URL)
 
     async def complete(self, request: Mapping[str, Any], *, run: str, on_delta: Delta | None = None) -> dict[str, Any]:
         """Send one request and assemble the answer, streaming its pieces to ``on_delta``.

@@ -8,6 +8,7 @@ failures, timeouts, 408, 409, 429, 5xx), with the server's Retry-After.
 from __future__ import annotations
 
 import email.utils
+import importlib
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -15,6 +16,34 @@ from typing import Any
 
 from ..errors import ConfigurationError, ModelError
 from .model import label, timeouts
+
+
+def sdk_client(sdk: str, factory: str, spec: Mapping[str, Any], env: str, default_url: str) -> tuple[Any, str, str]:
+    """``(client, base URL, the key's variable)`` from an official SDK (``openai``, ``anthropic``).
+
+    The client never retries (``retry`` is the only retry) and has the
+    spec's timeouts; base URL and key come from the spec, else ``{env}_BASE_URL``
+    and ``{env}_API_KEY``.
+
+    Raises:
+        ConfigurationError: the SDK is not installed, or no key (see ``api_key``).
+    """
+    try:
+        module = importlib.import_module(sdk)
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"the {sdk} provider needs the {sdk} SDK: install toolcascade with its {sdk} extra "
+            f"(pip install -e '.[{sdk}]') or pip install {sdk}",
+            key="model",
+        ) from exc
+    base_url = spec.get("base-url") or os.environ.get(f"{env}_BASE_URL")
+    key_env = spec.get("api-key-env") or f"{env}_API_KEY"
+    key = api_key(spec, f"{env}_API_KEY", base_url)
+    total, connect = timeouts(spec)
+    client = getattr(module, factory)(
+        base_url=base_url, api_key=key, max_retries=0, timeout=module.Timeout(total, connect=connect)
+    )
+    return client, str(base_url or default_url), key_env
 
 
 def api_key(spec: Mapping[str, Any], default_env: str, base_url: str | None) -> str:

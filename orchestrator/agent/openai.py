@@ -1,7 +1,7 @@
 """The ``openai`` provider: any OpenAI-compatible chat completions API.
 
 OpenAI, vLLM, Ollama, llama.cpp server, LM Studio ... through the official
-``openai`` client (optional extra ``toolcascade[openai]``, imported on first
+``openai`` client (the optional ``openai`` extra, imported on first
 use). Base URL and key come from the spec (``base-url``, ``api-key-env``) or
 ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``.
 
@@ -24,14 +24,13 @@ named by a base URL (what compatible servers understand); either one in
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from typing import Any
 
 import anyio
 
-from ..errors import ConfigurationError, ModelError
-from .http import api_key, read_events, request_options, sdk_error, timed_out, transport_error
+from ..errors import ModelError
+from .http import read_events, request_options, sdk_client, sdk_error, timed_out, transport_error
 from .model import Delta, label, max_tokens, normal_usage, timeouts
 
 DEFAULT_URL = "https://api.openai.com/v1"
@@ -53,25 +52,12 @@ class OpenAIProvider:
     """
 
     def client(self, spec: Mapping[str, Any]) -> tuple[Any, str, str]:
-        """``(AsyncOpenAI, base URL, the key's variable)`` for a spec.
+        """``(AsyncOpenAI, base URL, the key's variable)`` for a spec (see ``http.sdk_client``).
 
         Raises:
-            ConfigurationError: the extra is not installed, or no key (see ``api_key``).
+            ConfigurationError: the SDK is not installed, or no key.
         """
-        try:
-            import openai
-        except ImportError as exc:
-            raise ConfigurationError(
-                "the openai provider needs the openai extra: pip install 'toolcascade[openai]'", key="model"
-            ) from exc
-        base_url = spec.get("base-url") or os.environ.get("OPENAI_BASE_URL")
-        key_env = spec.get("api-key-env") or "OPENAI_API_KEY"
-        key = api_key(spec, "OPENAI_API_KEY", base_url)
-        total, connect = timeouts(spec)
-        client = openai.AsyncOpenAI(
-            base_url=base_url, api_key=key, max_retries=0, timeout=openai.Timeout(total, connect=connect)
-        )
-        return client, str(base_url or DEFAULT_URL), key_env
+        return sdk_client("openai", "AsyncOpenAI", spec, "OPENAI", DEFAULT_URL)
 
     async def complete(self, request: Mapping[str, Any], *, run: str, on_delta: Delta | None = None) -> dict[str, Any]:
         """Send one request and assemble the answer, streaming its pieces to ``on_delta``.
