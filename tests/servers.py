@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import time
 
 
 def free_port() -> int:
@@ -21,3 +22,16 @@ def stop(process: subprocess.Popen) -> None:  # type: ignore[type-arg]
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=10)
+
+
+def listening(process: subprocess.Popen, port: int, seconds: float) -> bool:  # type: ignore[type-arg]
+    """Wait until ``process`` accepts connections on 127.0.0.1:``port``; False if it exits or ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import Implementation, ToolListChangedNotification
-from servers import free_port, stop
+from servers import free_port, listening, stop
 
 from orchestrator import ConfigurationError, Manager
 from orchestrator.mcp import build_server, parse_address
@@ -403,15 +402,8 @@ def http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + LIMIT
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the HTTP server did not start: {process.stderr.read().decode()}") from None
-                time.sleep(0.05)
+        if not listening(process, port, LIMIT):
+            raise RuntimeError(f"the HTTP server did not start: {process.stderr.read().decode()}")
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         stop(process)

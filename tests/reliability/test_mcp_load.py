@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -30,7 +29,7 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.types import Implementation
-from servers import free_port, stop
+from servers import free_port, listening, stop
 
 from orchestrator import Manager
 from orchestrator.mcp import build_server
@@ -102,15 +101,8 @@ def serving(tools: Path, *options: str) -> Iterator[tuple[str, subprocess.Popen[
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + STARTUP
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the server did not start (exit code {process.poll()})") from None
-                time.sleep(0.05)
+        if not listening(process, port, STARTUP):
+            raise RuntimeError(f"the server did not start (exit code {process.poll()})")
         yield f"http://127.0.0.1:{port}/mcp", process
     finally:
         stop(process)
