@@ -8,6 +8,7 @@ adds the traceback. rich is imported only by the commands that draw with it.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import logging
@@ -178,11 +179,36 @@ def parse_args(text: str | None) -> Any:
 # -- commands -------------------------------------------------------------------
 
 
+# Commands that live in their own modules, imported only when used (``toolcascade run`` stays quick).
+LAZY = {
+    "chat": "orchestrator.chat:chat",
+    "sessions": "orchestrator.chat:sessions",
+    "resume": "orchestrator.chat:resume",
+    "batch": "orchestrator.batch:batch",
+    "export": "orchestrator.export:export",
+    "init": "orchestrator.scaffold:init",
+}
+
+
 class Commands(click.Group):
-    """A group that lists its commands in the order they are defined (run first), not alphabetically."""
+    """A group that lists its commands in the order they are defined (run first), then the lazy ones."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)
+        return [*self.commands, *(name for name in LAZY if name not in self.commands)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands or cmd_name not in LAZY:
+            return super().get_command(ctx, cmd_name)
+        module, _, attr = LAZY[cmd_name].partition(":")
+        try:
+            loaded = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            return None
+        command = getattr(loaded, attr)
+        assert isinstance(command, click.Command)
+        return command
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})

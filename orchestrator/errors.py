@@ -12,8 +12,10 @@ Every error the engine raises on purpose derives from ``OrchestratorError``::
     │   ├── ArgsValidationError
     │   └── ReturnsValidationError
     ├── InvocationError
-    │   └── ModelError
+    │   ├── ModelError
+    │   └── ApprovalRequired
     ├── InvocationTimeout
+    ├── Interrupted
     └── SecurityError
 
 Each class carries structured fields (``tool``, ``path``, ``line``, ``level``,
@@ -155,6 +157,33 @@ class ModelError(InvocationError):
         self.retryable = retryable
         self.status = status
         self.retry_after = retry_after
+        super().__init__(message, **where)
+
+
+class ApprovalRequired(InvocationError):
+    """Raised inside a run when a call needs a human decision and no approver can be asked.
+
+    ``request`` is plain JSON describing the pending call (``tool``, ``args``
+    and what the approval middleware adds). It does not leave the engine as
+    itself: the agent loop, or ``Manager.invoke`` for a top-level call,
+    saves the run and raises ``Interrupted`` instead.
+    """
+
+    def __init__(self, message: str, *, request: dict[str, Any], **where: Any) -> None:
+        self.request = request
+        super().__init__(message, **where)
+
+
+class Interrupted(OrchestratorError):
+    """Raised when a run suspends for a decision: ``manager.resume(token, decision)`` continues it.
+
+    ``token`` names the saved state in the session store; ``request`` is the
+    pending decision (the ``ApprovalRequired.request`` that suspended it).
+    """
+
+    def __init__(self, message: str, *, token: str, request: dict[str, Any], **where: Any) -> None:
+        self.token = token
+        self.request = request
         super().__init__(message, **where)
 
 

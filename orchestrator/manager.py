@@ -29,6 +29,7 @@ from .callers import Caller, check_untrusted
 from .cascade import Merged, merge_levels, override_level
 from .context import Context, Run
 from .errors import (
+    ApprovalRequired,
     InvocationError,
     InvocationTimeout,
     OrchestratorError,
@@ -70,6 +71,15 @@ class Manager:
     The built-in folders are watched only in a source checkout: in an
     installed package they change only on reinstall (``watch_builtins``
     overrides; ``clear_cache()`` forgets everything).
+
+    ``sessions`` is where conversations and suspended runs are kept: a
+    store object or the path of its SQLite file (default: the
+    ``TOOLCASCADE_SESSIONS`` environment variable, else a file under the
+    user's state folder); it is opened on first use. ``approver`` decides
+    the calls the ``approval`` middleware holds (see ``orchestrator.approval``).
+    ``formats`` selects the file formats read per search path (see
+    ``orchestrator.formats``); ``executor`` runs delegated units (see
+    ``orchestrator.executor``; in process by default).
     """
 
     def __init__(
@@ -83,13 +93,17 @@ class Manager:
         on_event: Listener | None = None,
         watch_builtins: bool | None = None,
         limits: Limits = DEFAULT_LIMITS,
+        sessions: Any = None,
+        approver: Callable[..., Any] | None = None,
+        formats: Any = None,
+        executor: Any = None,
     ) -> None:
         self.paths = (*(SearchPath.of(p) for p in folders(paths)), SearchPath.of(builtin_folder("tools")))
         self.trusted = frozenset(Path(p).resolve() for p in folders(trusted_paths))
         builtins = (builtin_folder("tools"), builtin_folder("authorities"))
         if watch_builtins is None:  # an installed package's files change only on reinstall
             watch_builtins = builtins[0].parent.name != "builtin"
-        self.registry = Registry(self.paths, () if watch_builtins else builtins, limits)
+        self.registry = Registry(self.paths, () if watch_builtins else builtins, limits, formats)
         self.authorities = Authorities(self.registry)
         self.planner = Planner(self.registry, self.authorities)
         self.events = Events()
@@ -99,9 +113,22 @@ class Manager:
         self.max_stack = max_stack
         self.limits = limits
         self.cwd = Path(cwd).resolve() if cwd is not None else Path.cwd()
+        self.approver = approver
+        self.executor = executor
+        self._sessions = sessions
+        self._store: Any = None
         limit = max_stack * _FRAMES_PER_INVOCATION + 1000
         if sys.getrecursionlimit() < limit:
             sys.setrecursionlimit(limit)
+
+    @property
+    def sessions(self) -> Any:
+        """The session store (opened on first use from the ``sessions`` given to the constructor)."""
+        if self._store is None:
+            from .sessions import open_store  # sqlite only for programs that keep sessions
+
+            self._store = open_store(self._sessions)
+        return self._store
 
     # -- tools and authorities -----------------------------------------------
 
@@ -208,17 +235,38 @@ class Manager:
 
         Raises:
             OrchestratorError: any of the typed errors of SPEC section 7.
+            Interrupted: a call needed a decision no approver could give; ``resume`` continues.
         """
-        return await self._invoke(
-            ref,
-            args,
-            parent=None,
-            context=context,
-            middleware=middleware,
-            overrides=overrides,
-            timeout=timeout,
-            caller=caller,
-        )
+        try:
+            return await self._invoke(
+                ref,
+                args,
+                parent=None,
+                context=context,
+                middleware=middleware,
+                overrides=overrides,
+                timeout=timeout,
+                caller=caller,
+            )
+        except ApprovalRequired as exc:  # a top-level call held for a decision: save it, hand out a token
+            from .interrupts import suspend
+
+            options = {"context": context, "middleware": middleware, "overrides": overrides, "timeout": timeout}
+            raise await suspend(self, ref, args, options, exc) from exc
+
+    async def resume(self, token: str, decision: Any = "approve") -> Any:
+        """Continue a run that raised ``Interrupted`` with the decision it waited for.
+
+        ``decision`` is ``"approve"``, ``"deny"`` or an ``orchestrator.approval``
+        decision (deny with a reason, edit the arguments). Works in a new
+        process on the same session store; the held call runs exactly once.
+
+        Raises:
+            OrchestratorError: unknown or already used token, or any error of the continued run.
+        """
+        from .interrupts import resume
+
+        return await resume(self, token, decision)
 
     def invoke_sync(self, ref: str | Tool, args: Any = None, *, backend: str = "asyncio", **options: Any) -> Any:
         """``invoke`` for plain scripts: runs its own event loop.

@@ -148,10 +148,15 @@ class Registry:
     """Finds and caches tools; owns every cache that depends on files."""
 
     def __init__(
-        self, paths: Iterable[SearchPath], frozen: Iterable[Path] = (), limits: Limits = DEFAULT_LIMITS
+        self,
+        paths: Iterable[SearchPath],
+        frozen: Iterable[Path] = (),
+        limits: Limits = DEFAULT_LIMITS,
+        formats: Any = None,
     ) -> None:
         self.paths = tuple(paths)
         self.limits = limits
+        self.formats = formats
         # Folders never watched (an installed package's built-ins): paths below them are not stat-ed.
         self.frozen = tuple(str(folder) for folder in frozen)
         self._frozen_below = tuple(os.path.join(folder, "") for folder in self.frozen)
