@@ -27,19 +27,28 @@ class Run:
 
     ``history``, ``checked`` (files stat-ed in this run) and ``usage`` (model
     token counts summed over the run: ``prompt_tokens``, ``completion_tokens``,
-    ...) are shared by every invocation under one top-level ``Manager.invoke``;
+    ...) and ``state`` (run-local storage for middleware: call counts, a
+    breaker's memory; key it by your tool's name) are shared by every
+    invocation under one top-level ``Manager.invoke``;
     ``origin`` and ``tool`` describe the tool of this invocation (built when read).
     """
 
-    __slots__ = ("id", "history", "checked", "usage", "_tool")
+    __slots__ = ("id", "history", "checked", "usage", "state", "_tool")
 
     def __init__(
-        self, id: str, history: list[dict[str, Any]], checked: set[str], tool: Tool, usage: dict[str, Any] | None = None
+        self,
+        id: str,
+        history: list[dict[str, Any]],
+        checked: set[str],
+        tool: Tool,
+        usage: dict[str, Any] | None = None,
+        state: dict[str, Any] | None = None,
     ) -> None:
         self.id = id
         self.history = history
         self.checked = checked
         self.usage = usage if usage is not None else {}
+        self.state = state if state is not None else {}
         self._tool = tool
 
     @property

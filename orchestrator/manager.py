@@ -431,9 +431,10 @@ class Manager:
             target = target or seed.get("target")
         if parent is not None:
             run_id, history, checked, usage = parent.run.id, parent.run.history, parent.run.checked, parent.run.usage
+            state = parent.run.state
             paths, cwd, envelope = parent.paths, parent.cwd, parent.envelope
         else:
-            run_id, history, checked, usage = secrets.token_hex(8), [], set(), {}
+            run_id, history, checked, usage, state = secrets.token_hex(8), [], set(), {}, {}
             paths, cwd, envelope = self.paths, self.cwd, None
         if seed:
             if "paths" in seed:
@@ -446,7 +447,7 @@ class Manager:
             tool, plan, static = tool, self.planner.plan(tool, paths, checked), None
         else:
             tool, plan, static = self.planner.resolve(ref, paths, checked)
-        run = Run(run_id, history, checked, tool, usage)
+        run = Run(run_id, history, checked, tool, usage, state)
         ctx = Context(self, tool, args, run, parent=parent, target=target, envelope=envelope, paths=paths, cwd=cwd)
         if seed:
             if "locals" in seed:
@@ -455,6 +456,8 @@ class Manager:
                 if not isinstance(seed["nonlocals"], dict):
                     raise InvocationError("context nonlocals must be a mapping", tool=tool.name)
                 ctx.nonlocals = seed["nonlocals"]  # by reference: the seeder shares it
+            if "session" in seed:  # the conversation an agent continues (orchestrator.sessions)
+                ctx.locals["session"] = seed["session"]
         ctx.locals["prompt"] = tool.prompt
         run.history.append({"tool": tool.name, "args": args, "timestamp": time.time()})
 

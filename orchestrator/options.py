@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -26,11 +27,13 @@ OPTIONS = ("context", "middleware", "overrides", "timeout")
 NO_OPTIONS: Mapping[str, Any] = MappingProxyType(
     {"context": None, "middleware": None, "overrides": None, "timeout": None}
 )
-SEED_KEYS = frozenset({"locals", "nonlocals", "envelope", "parent", "target", "paths", "cwd"})
+SEED_KEYS = frozenset({"locals", "nonlocals", "envelope", "parent", "target", "paths", "cwd", "session"})
+# A session id: a short printable name (it is a key in the session store and a CLI argument).
+SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 # A seeded folder: at most this many bytes (file names below it must still fit PATH_MAX, 4096).
 FOLDER_BYTES = 2_048
 FOLDER_RULE = f"strings without NUL, at most {FOLDER_BYTES} bytes, {NAME_MAX} per name"
-CONTEXT_FORM = "a mapping of locals, nonlocals, envelope, paths, cwd (parent, target: contexts, from programs)"
+CONTEXT_FORM = "a mapping of locals, nonlocals, envelope, paths, cwd, session (parent, target: contexts, from programs)"
 
 
 def extract_options(
@@ -145,6 +148,13 @@ def check_context(seed: Any, tool: str, label: str = "context") -> None:
         extra_specs(seed["locals"].get("middleware"), f"{label} locals.middleware")
     if "nonlocals" in seed and not isinstance(seed["nonlocals"], dict):
         raise wrong("nonlocals", "a dict (it is shared by reference)")
+    if "session" in seed and not (isinstance(seed["session"], str) and SESSION_ID.fullmatch(seed["session"])):
+        raise InvocationError(
+            f"{label}.session must be a session id (letters, digits and . _ : @ -, at most 128), "
+            f"not {brief(seed['session'])}",
+            tool=tool,
+            key=label,
+        )
     for key in ("parent", "target"):
         if seed.get(key) is not None and not isinstance(seed[key], Context):
             raise wrong(key, "a Context (passed by programs)")
