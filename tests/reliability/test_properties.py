@@ -180,7 +180,8 @@ def run(backend: str, manager: Manager, ref: Any, args: Any = None, **options: A
 def test_any_ref_gives_a_result_or_a_typed_error(manager: Manager, backend: str, ref: Any, args: Any) -> None:
     result = run(backend, manager, ref, args)
     if not isinstance(ref, str) or len(ref) > manager.limits.ref_length:
-        assert isinstance(result, (ToolNotFoundError, InvocationError))
+        # $ options are checked first: a malformed $middleware spec is a ConfigurationError (options.check_option)
+        assert isinstance(result, (ToolNotFoundError, InvocationError, ConfigurationError))
 
 
 @PROPERTY
