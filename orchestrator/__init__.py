@@ -3,9 +3,13 @@
 from .authorities import Authority
 from .context import Context, ctx_target
 from .errors import (
+    ApprovalDenied,
+    ApprovalRequired,
+    ApproverError,
     ArgsValidationError,
     ConfigurationError,
     InterpolationError,
+    Interrupted,
     InvocationError,
     InvocationTimeout,
     ModelError,
@@ -27,6 +31,9 @@ from .tool import Tool, ToolInfo
 __version__ = "0.1.0"
 
 __all__ = [
+    "ApprovalDenied",
+    "ApprovalRequired",
+    "ApproverError",
     "ArgsValidationError",
     "Authority",
     "ConfigurationError",
@@ -36,6 +43,7 @@ __all__ = [
     "Event",
     "Explanation",
     "InterpolationError",
+    "Interrupted",
     "InvocationError",
     "InvocationTimeout",
     "KeyExplanation",

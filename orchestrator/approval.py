@@ -1,22 +1,62 @@
-"""Human approval of tool calls: decisions, and the decision a resumed run carries.
+"""Human approval of tool calls: decisions, approvers, and the ``approval`` middleware's work.
 
 A ``Decision`` allows a held call, denies it (the model hears ``reason``),
 or edits its arguments. ``deciding(decision)`` hands one decision to the
 ``approval`` middleware of the calls run inside it: a resumed run uses it
 instead of asking again, once.
+
+The ``approval`` middleware (``tools/approval.py``) asks, in order:
+
+1. the decision a resumed run carries (``take_decision``);
+2. the approver of the current request (``with asking(approver):``; the
+   command line and the MCP server set one while they serve a call);
+3. ``manager.approver``;
+4. nobody: it raises ``ApprovalRequired``, which the agent loop or
+   ``Manager.invoke`` turns into a suspended run (``Interrupted``).
+
+An approver is a callable taking the request (plain JSON: ``kind``, ``tool``,
+``args``, ``reason``, ``agent``, ``run``, and ``calls`` for a batch) and
+returning anything ``Decision.of`` reads. An ``async def`` approver is
+awaited; a plain one runs in a worker thread, so a human typing at a
+terminal never blocks the event loop. An approver that fails or answers
+garbage is an ``ApproverError``: a call is never approved by accident.
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator, Mapping
+import inspect
+import json
+import logging
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from .errors import ConfigurationError
+import anyio
+
+from .errors import (
+    ApprovalDenied,
+    ApprovalRequired,
+    ApproverError,
+    ArgsValidationError,
+    ConfigurationError,
+    describe,
+)
+from .schema import check, fill_defaults
+
+if TYPE_CHECKING:
+    from .context import Context
+
+log = logging.getLogger("orchestrator.approval")
 
 ACTIONS = ("approve", "deny", "edit")
+BATCH = "tool-batch"  # the built-in the agent loop invokes once per turn with every parallel call
+MAX_SHOWN = 4000  # characters of arguments a terminal prompt shows
+
+Approver = Callable[[dict[str, Any]], Any]
 
 
 @dataclass(frozen=True)
@@ -63,6 +103,8 @@ class Decision:
 
 # The decision a resumed run carries for its held call; taken (set to None) by the first use.
 _decided: contextvars.ContextVar[list[Decision] | None] = contextvars.ContextVar("toolcascade_decided", default=None)
+# The approver of the request being served (the CLI's terminal, the MCP client), if any.
+_asking: contextvars.ContextVar[Approver | None] = contextvars.ContextVar("toolcascade_asking", default=None)
 
 
 @contextmanager
@@ -81,3 +123,375 @@ def take_decision() -> Decision | None:
     if not box:
         return None
     return box.pop()
+
+
+@contextmanager
+def asking(approver: Approver | None) -> Iterator[None]:
+    """Run the block with ``approver`` deciding held calls before ``manager.approver`` (None: nobody here)."""
+    token = _asking.set(approver)
+    try:
+        yield
+    finally:
+        _asking.reset(token)
+
+
+# -- configuration -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """An ``approval`` metadata value read: who needs approval, and what the approver is told why."""
+
+    tools: frozenset[str] | None  # None: every call the entry sits on
+    reason: str | None
+
+
+def settings(value: Any, target: str) -> Settings | None:
+    """``approval: true | false | {reason, tools}`` as Settings; None when approval is off.
+
+    Raises:
+        ConfigurationError: any other shape, naming the target tool and the key.
+    """
+    where: dict[str, Any] = {"tool": target, "key": "approval"}
+    if value is None or value is False:
+        return None
+    if value is True:
+        return Settings(None, None)
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(f"approval must be true, false or {{reason, tools}}, not {value!r}"[:300], **where)
+    unknown = sorted(str(k) for k in value if k not in ("reason", "tools"))
+    if unknown:
+        raise ConfigurationError(f"approval: unknown setting {unknown[0]!r}; known: reason, tools", **where)
+    tools, reason = value.get("tools"), value.get("reason")
+    if tools is not None and not (isinstance(tools, list) and all(isinstance(t, str) and t for t in tools)):
+        raise ConfigurationError(f"approval.tools must be a list of tool names, not {tools!r}"[:300], **where)
+    if reason is not None and not isinstance(reason, str):
+        raise ConfigurationError(f"approval.reason must be a string, not {reason!r}"[:300], **where)
+    return Settings(frozenset(tools) if tools is not None else None, reason)
+
+
+def plain(value: Any) -> Any:
+    """``value`` as plain JSON (a request is stored and sent as JSON); what JSON cannot hold becomes text."""
+    return json.loads(json.dumps(value, default=repr, ensure_ascii=False))
+
+
+# -- holding a call ---------------------------------------------------------------------
+
+
+async def hold(ctx: Context) -> Any:
+    """The ``approval`` middleware's body: decide the target's call (or batch), then continue or refuse.
+
+    Raises:
+        ConfigurationError: a malformed ``approval`` value.
+        ArgsValidationError: the call's args (or an edit's) fail its ``params``.
+        ApprovalDenied: the approver denied the call.
+        ApproverError: the approver failed or answered garbage.
+        ApprovalRequired: nobody can be asked (the run suspends).
+    """
+    target = ctx.target
+    found = settings(ctx.args, target.tool.name)
+    if found is None:
+        return await target.manager.next()
+    if target.tool.name == BATCH:
+        return await _hold_batch(target, found)
+    if found.tools is not None and target.tool.name not in found.tools:
+        return await target.manager.next()
+    params = target.meta.get("params")
+    if params is not None:  # a call that would fail anyway is not worth a human's time
+        check(params, target.args, ArgsValidationError, target.tool.name)
+    request = _request(target, "call", target.tool.name, target.args, found.reason)
+    if params is not None:
+        request["params"] = plain(params)  # so an approver can check the arguments it edits
+    decision = await decide(target, request)
+    if decision.action == "deny":
+        raise _denied(target.tool.name, request, decision.reason)
+    if decision.action == "edit":
+        edited = fill_defaults(params, dict(decision.args or {})) if params is not None else dict(decision.args or {})
+        if params is not None:
+            check(params, edited, ArgsValidationError, target.tool.name)
+        target.args = edited
+    return await target.manager.next()
+
+
+def _request(target: Context, kind: str, tool: str, args: Any, reason: str | None) -> dict[str, Any]:
+    parent = target.parent
+    return {
+        "kind": kind,
+        "tool": tool,
+        "args": plain(args),
+        "reason": reason,
+        "agent": parent.tool.name if parent is not None else None,
+        "run": target.run.id,
+    }
+
+
+def _denied(tool: str, request: dict[str, Any], reason: str | None) -> ApprovalDenied:
+    why = f": {reason}" if reason else ""
+    return ApprovalDenied(
+        f"the call was denied by the approver{why}; it did not run, do not retry it unchanged",
+        request=request,
+        reason=reason,
+        tool=tool,
+        key="approval",
+    )
+
+
+async def _hold_batch(target: Context, found: Settings) -> Any:
+    """One question for every held call of a turn; the result is ``tool-batch``'s list with decisions applied.
+
+    A denied call gets ``denied: reason``; an edited one its new ``arguments``
+    (the tool's own ``validate-args`` checks them when the loop runs it).
+    An edit decision's ``args`` is ``{"decisions": {call id: decision}}``.
+    """
+    calls = target.args.get("calls") if isinstance(target.args, Mapping) else None
+    if not isinstance(calls, list):
+        raise ConfigurationError("tool-batch args must hold calls: a list", tool=BATCH, key="approval")
+    held = [
+        dict(call)
+        for call in calls
+        if isinstance(call, Mapping) and (found.tools is None or call.get("tool") in found.tools)
+    ]
+    if not held:
+        return await target.manager.next()
+    request = _request(target, "batch", BATCH, {"calls": held}, found.reason)
+    request["calls"] = request["args"]["calls"]
+    decision = await decide(target, request)
+    each = _each(decision, [str(call.get("id")) for call in held])
+    result = await target.manager.next()
+    if not isinstance(result, list):
+        return result
+    decided = []
+    for call in result:
+        one = each.get(str(call.get("id"))) if isinstance(call, Mapping) else None
+        if one is None or one.action == "approve":
+            decided.append(call)
+        elif one.action == "deny":
+            error = _denied(str(call.get("tool")), request, one.reason)
+            decided.append({**call, "denied": error.detail})
+        else:
+            decided.append({**call, "arguments": dict(one.args or {})})
+    return decided
+
+
+def _each(decision: Decision, ids: list[str]) -> dict[str, Decision]:
+    """The decision on each held call of a batch: the batch's own, or, for an edit, one per call id.
+
+    A call an edit decision leaves out is denied: a batch is never approved by omission.
+
+    Raises:
+        ApproverError: an edit whose args are not ``{decisions: {id: decision}}`` of readable decisions.
+    """
+    if decision.action != "edit":
+        return dict.fromkeys(ids, decision)
+    given = (decision.args or {}).get("decisions")
+    if not isinstance(given, Mapping):
+        raise ApproverError(
+            "a batch edit decision's args must be {decisions: {call id: decision}}",
+            approver="the batch decision",
+            tool=BATCH,
+            key="approval",
+        )
+    each = {}
+    for id in ids:
+        try:
+            each[id] = Decision.of(given[id]) if id in given else Decision("deny", reason="no decision was given")
+        except ConfigurationError as exc:
+            raise ApproverError(
+                f"the batch decision for call {id!r}: {exc.detail}", approver="the batch decision", tool=BATCH
+            ) from exc
+    return each
+
+
+async def decide(target: Context, request: dict[str, Any]) -> Decision:
+    """The decision on ``request``: a resumed run's, else the request's approver's, else the manager's.
+
+    Every decision is an ``approval.decision`` event (and a span event when traced).
+
+    Raises:
+        ApprovalRequired: no approver can be asked.
+        ApproverError: the approver failed or answered garbage.
+    """
+    manager = target._manager
+    decision = take_decision()
+    by = "resumed run"
+    if decision is None:
+        approver = _asking.get() or manager.approver
+        if approver is None:
+            what = "this batch of calls" if request["kind"] == "batch" else f"a call of {request['tool']!r}"
+            raise ApprovalRequired(
+                f"{what} needs approval and no approver is set; resume the run with a decision",
+                request=request,
+                tool=request["tool"],
+                key="approval",
+            )
+        by = name(approver)
+        manager.emit("approval.request", target, request=request, by=by)
+        decision = await ask(approver, request, by, request["tool"])
+    args = decision.args if decision.action == "edit" else request["args"]
+    manager.emit(
+        "approval.decision",
+        target,
+        call=request["tool"],
+        action=decision.action,
+        reason=decision.reason,
+        by=by,
+        args=plain(args),
+    )
+    _trace(request, decision, by)
+    if decision.action == "deny":
+        log.info("%s denied %s: %s", by, request["tool"], decision.reason or "no reason given")
+    return decision
+
+
+def name(approver: Any) -> str:
+    """How errors and events name an approver: its qualified name, or its class's."""
+    found = getattr(approver, "__qualname__", None) or type(approver).__qualname__
+    return str(getattr(approver, "label", None) or found)
+
+
+async def ask(approver: Approver, request: dict[str, Any], by: str, tool: str) -> Decision:
+    """Ask one approver: awaited when async, in a worker thread when not; its answer read as a Decision.
+
+    Raises:
+        ApproverError: it raised, or answered something ``Decision.of`` refuses.
+    """
+    try:
+        if _is_async(approver):
+            answer = await approver(request)
+        else:
+            answer = await anyio.to_thread.run_sync(approver, request, abandon_on_cancel=True)
+            if inspect.isawaitable(answer):
+                answer = await answer
+    except Exception as exc:
+        log.warning("approver %s failed: %s", by, describe(exc))
+        raise ApproverError(
+            f"the approver {by} failed ({describe(exc)}); the call did not run", approver=by, tool=tool, key="approval"
+        ) from exc
+    try:
+        return Decision.of(answer)
+    except ConfigurationError as exc:
+        raise ApproverError(
+            f"the approver {by} answered {answer!r}"[:200] + f", not a decision ({exc.detail}); the call did not run",
+            approver=by,
+            tool=tool,
+            key="approval",
+        ) from exc
+
+
+def _is_async(approver: Any) -> bool:
+    call = type(approver).__call__ if not inspect.isroutine(approver) else None  # an object with async __call__
+    return inspect.iscoroutinefunction(approver) or (call is not None and inspect.iscoroutinefunction(call))
+
+
+def _trace(request: dict[str, Any], decision: Decision, by: str) -> None:
+    """A span event on the approval middleware's span, when the program traces (never imports OpenTelemetry)."""
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None:
+        return
+    span = trace.get_current_span()
+    attributes = {"toolcascade.approval.tool": str(request["tool"]), "toolcascade.approval.action": decision.action}
+    attributes["toolcascade.approval.by"] = by
+    if decision.reason:
+        attributes["toolcascade.approval.reason"] = decision.reason
+    span.add_event(f"approval.{decision.action}", attributes=attributes)
+
+
+# -- the terminal ------------------------------------------------------------------------
+
+
+class Terminal:
+    """An approver asking on a terminal: ``y`` approves, ``n`` denies (a reason may follow), ``e`` edits.
+
+    Shows the tool, who asks, why, and the arguments as JSON; ``e`` reads new
+    arguments as one line of JSON, checked against the request's ``params``
+    (bad input asks again); end of input (Ctrl-D) denies. Questions from
+    parallel calls are asked one at a time.
+    """
+
+    label = "the terminal"
+
+    def __init__(self, input: TextIO | None = None, output: TextIO | None = None) -> None:
+        self.input = input
+        self.output = output
+        self._lock = threading.Lock()
+
+    def __call__(self, request: dict[str, Any]) -> Decision:
+        with self._lock:
+            return self._ask(request, self.input or sys.stdin, self.output or sys.stderr)
+
+    def _ask(self, request: dict[str, Any], read: TextIO, out: TextIO) -> Decision:
+        def say(text: str) -> None:
+            out.write(text)
+            out.flush()
+
+        def line(prompt: str) -> str | None:
+            say(prompt)
+            text = read.readline()
+            return None if text == "" else text.strip()
+
+        batch = request.get("kind") == "batch"
+        who = f" (asked by {request['agent']})" if request.get("agent") else ""
+        say(f"\napproval needed: {'a batch of calls' if batch else request['tool']}{who}\n")
+        if request.get("reason"):
+            say(f"  why: {request['reason']}\n")
+        calls = request.get("calls") if batch else [{"tool": request["tool"], "arguments": request.get("args")}]
+        for call in calls or []:
+            shown = json.dumps(call.get("arguments"), ensure_ascii=False, sort_keys=True)
+            say(f"  {call.get('tool')} {shown[:MAX_SHOWN]}\n")
+        while True:
+            answer = line("approve? [y]es / [n]o" + ("" if batch else " / [e]dit") + ": ")
+            if answer is None:
+                say("\n(no answer: denied)\n")
+                return Decision("deny", reason="no answer from the terminal")
+            word = answer.lower()
+            if word in ("y", "yes"):
+                return Decision("approve")
+            if word in ("n", "no"):
+                why = line("reason (optional): ")
+                return Decision("deny", reason=why or None)
+            if word in ("e", "edit") and not batch:
+                edited = self._edit(request, line, say)
+                if edited is not None:
+                    return edited
+                continue
+            say("please answer y, n" + ("" if batch else " or e") + "\n")
+
+    def _edit(
+        self, request: dict[str, Any], line: Callable[[str], str | None], say: Callable[[str], None]
+    ) -> Decision | None:
+        """New arguments read as JSON and checked; None to ask again."""
+        text = line("new arguments as JSON: ")
+        if text is None:
+            return Decision("deny", reason="no answer from the terminal")
+        try:
+            args = json.loads(text)
+        except json.JSONDecodeError as exc:
+            say(f"not JSON: {exc.msg} at column {exc.colno}\n")
+            return None
+        if not isinstance(args, dict):
+            say("the arguments must be a JSON object\n")
+            return None
+        schema = request.get("params")
+        if schema is not None:
+            try:
+                check(schema, fill_defaults(schema, args), ArgsValidationError, request["tool"])
+            except ArgsValidationError as exc:
+                say(f"{exc.detail}\n")
+                return None
+        return Decision("edit", args=args)
+
+
+def terminal(input: TextIO | None = None, output: TextIO | None = None) -> Terminal:
+    """An approver that asks on the terminal (default: reads stdin, writes stderr); see ``Terminal``."""
+    return Terminal(input, output)
+
+
+class Denier:
+    """An approver that denies every call with one reason (for callers that cannot be asked)."""
+
+    def __init__(self, reason: str, label: str = "the server") -> None:
+        self.reason = reason
+        self.label = label
+
+    async def __call__(self, request: dict[str, Any]) -> Decision:
+        return Decision("deny", reason=self.reason)

@@ -13,7 +13,12 @@ options that came in the args, wherever the call entered:
 - ``$context`` carries plain data only: ``locals`` (minus the keys the engine
   reads, ``ENGINE_LOCALS``) and ``nonlocals``. ``envelope`` (caller identity),
   ``paths``, ``cwd``, ``parent`` and ``target`` are refused;
-- ``$middleware`` may remove entries that are not ``$locked`` and add or
+- ``$context.session`` (continue a stored conversation) only when the caller
+  is allowed sessions (``Caller.sessions``): session ids are names, not
+  secrets, so a client that may name any session could read another
+  client's conversation. Models never may;
+- ``$middleware`` may remove entries that are not ``$locked`` (nor the
+  guards ``approval``, ``call-limit``, ``circuit-breaker``) and add or
   override only tools the caller can call: hidden built-ins such as ``paths``
   or ``delegate`` would otherwise point a call at any file on disk.
 
@@ -31,12 +36,37 @@ from .errors import InvocationError, SecurityError
 from .ordering import extra_specs
 
 REFUSED_CONTEXT = ("envelope", "paths", "cwd", "parent", "target")
-ENGINE_LOCALS = frozenset({"prompt", "result", "middleware", "directives", "model", "allowed-tools", "stream"})
+ENGINE_LOCALS = frozenset(
+    {
+        "prompt",
+        "result",
+        "middleware",
+        "directives",
+        "model",
+        "allowed-tools",
+        "stream",
+        "session",
+        "conversation",
+        "resume",
+    }
+)
 """``ctx.locals`` keys the engine and its built-ins read: set only by trusted code and metadata."""
 ENGINE_SETTINGS = frozenset(
-    {"model", "tools", "allowed-tools", "tool-choice", "model-pipeline", "tool-pipeline", "trust", "visibility"}
+    {
+        "model",
+        "tools",
+        "allowed-tools",
+        "tool-choice",
+        "model-pipeline",
+        "tool-pipeline",
+        "batch-pipeline",
+        "trust",
+        "visibility",
+    }
 )
 """Metadata keys that choose models, endpoints, secrets, offered tools or trust: never from an untrusted caller."""
+GUARDS = frozenset({"approval", "call-limit", "circuit-breaker"})
+"""Middleware that guards calls for the program: an untrusted caller may not remove it with ``$middleware``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,12 +75,14 @@ class Caller:
 
     ``name`` is how errors name it (``"MCP callers"``, ``"a model"``);
     ``tools`` the refs it may call and use as middleware; ``overrides``
-    whether it may send ``$overrides``.
+    whether it may send ``$overrides``; ``sessions`` whether it may continue
+    a stored conversation with ``$context.session``.
     """
 
     name: str
     tools: Container[str]
     overrides: bool = False
+    sessions: bool = False
 
 
 def check_untrusted(ref: str, options: Mapping[str, Any], caller: Caller) -> None:
@@ -58,7 +90,7 @@ def check_untrusted(ref: str, options: Mapping[str, Any], caller: Caller) -> Non
 
     Raises:
         SecurityError: a ref it cannot call, refused ``$overrides``, a refused
-            ``$context`` key or local, or extra middleware naming a tool outside
+            ``$context`` key or local, a session it is not allowed, or extra middleware naming a tool outside
             ``caller.tools`` (removals pass).
         InvocationError: a ``$context`` that is not a mapping.
     """
@@ -76,6 +108,13 @@ def check_untrusted(ref: str, options: Mapping[str, Any], caller: Caller) -> Non
     for key in REFUSED_CONTEXT:
         if key in context:
             raise SecurityError(f"$context.{key} is not accepted from {who}", tool=ref, key="$context")
+    if "session" in context and not caller.sessions:
+        raise SecurityError(
+            f"$context.session is not accepted from {who}: conversations are kept only for callers the program "
+            "allows sessions",
+            tool=ref,
+            key="$context",
+        )
     seeded = context.get("locals")
     if isinstance(seeded, Mapping):
         engine = sorted(ENGINE_LOCALS.intersection(seeded))
@@ -87,6 +126,10 @@ def check_untrusted(ref: str, options: Mapping[str, Any], caller: Caller) -> Non
                 key="$context",
             )
     for name, spec, source in extra_specs(options.get("middleware"), "$middleware"):
+        if spec.get("remove") and name in GUARDS:
+            raise SecurityError(
+                f"{source} from {who} may not remove {name!r}: it guards the call for the program", tool=ref, key=source
+            )
         if not spec.get("remove") and name not in caller.tools:
             raise SecurityError(
                 f"{source} from {who} may add or override only tools it can call, not {name!r}", tool=ref, key=source

@@ -13,7 +13,9 @@ Every error the engine raises on purpose derives from ``OrchestratorError``::
     │   └── ReturnsValidationError
     ├── InvocationError
     │   ├── ModelError
-    │   └── ApprovalRequired
+    │   ├── ApprovalRequired
+    │   ├── ApprovalDenied
+    │   └── ApproverError
     ├── InvocationTimeout
     ├── Interrupted
     └── SecurityError
@@ -171,6 +173,29 @@ class ApprovalRequired(InvocationError):
 
     def __init__(self, message: str, *, request: dict[str, Any], **where: Any) -> None:
         self.request = request
+        super().__init__(message, **where)
+
+
+class ApprovalDenied(InvocationError):
+    """Raised when an approver denies a call: the message carries the reason; the call did not run.
+
+    ``request`` is the request the approver saw, ``reason`` its reason (or None).
+    """
+
+    def __init__(self, message: str, *, request: dict[str, Any], reason: str | None, **where: Any) -> None:
+        self.request = request
+        self.reason = reason
+        super().__init__(message, **where)
+
+
+class ApproverError(InvocationError):
+    """Raised when an approver fails or answers something that is not a decision; the call did not run.
+
+    ``approver`` names the approver that broke.
+    """
+
+    def __init__(self, message: str, *, approver: str, **where: Any) -> None:
+        self.approver = approver
         super().__init__(message, **where)
 
 

@@ -30,6 +30,17 @@ than a call; so calls and watchers share the latest listing while it is under
 half a poll interval old, and a call re-checks only the tool it names: a tool
 hidden or broken since is looked up afresh, as is a name the listing lacks.
 
+**Approval.** A call whose pipeline holds for approval (the ``approval``
+middleware) asks the MCP client's user through form elicitation: approve
+(a boolean), a reason, and edited arguments as JSON text. Handshake-era
+sessions get an ``elicitation/create`` request during the call; on the
+2026-07-28 protocol, where a server may not send requests, the call
+suspends (``Interrupted``) and returns an ``input_required`` result whose
+``request_state`` is the resume token: the client's retry carries the
+answer and the run resumes (``manager.resume``), the held call running
+once. Decline or cancel denies. A client without the elicitation
+capability is never asked: the call is denied with a message saying so.
+
 The SDK (toolcascade's ``mcp`` extra) is imported by ``build_server``
 and ``serve`` only: importing this module stays cheap.
 """
@@ -52,11 +63,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from . import __version__
+from . import __version__, approval
+from .approval import Decision, Denier
 from .callers import Caller, check_untrusted
 from .errors import (
     ArgsValidationError,
     ConfigurationError,
+    Interrupted,
     InvocationError,
     OrchestratorError,
     ToolNotFoundError,
@@ -80,6 +93,8 @@ log = logging.getLogger("orchestrator.mcp")
 
 POLL_INTERVAL = 1.0
 MAX_NAME = 128  # SEP-986
+ASKS = 3  # elicitations per held call before a still-unreadable answer denies it
+APPROVAL = "approval"  # the key of the elicitation in an input_required result
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +145,7 @@ class Service:
         manager: Manager,
         *,
         allow_overrides: bool = False,
+        allow_sessions: bool = False,
         max_timeout: float | None = None,
         poll_interval: float = POLL_INTERVAL,
     ) -> None:
@@ -137,6 +153,7 @@ class Service:
             raise ConfigurationError(f"max_timeout must be a positive number of seconds, not {max_timeout!r}")
         self.manager = manager
         self.allow_overrides = allow_overrides
+        self.allow_sessions = allow_sessions
         self.max_timeout = max_timeout
         self.poll_interval = poll_interval
         self._reported: set[tuple[str, str]] = set()
@@ -214,15 +231,28 @@ class Service:
 
     # -- calls -----------------------------------------------------------------
 
-    async def call_tool(self, ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        self, ctx: Context, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         listing, served = self.resolve(params.name)
         if listing is None:  # an isError result, as for any other failure, so the model can read it
             return failure(ToolNotFoundError(params.name, reason=f"this server serves {', '.join(sorted(served))}"))
         try:
-            caller = Caller("MCP callers", frozenset(item.ref for item in served.values()), self.allow_overrides)
+            if params.request_state is not None:  # a 2026-era retry answering an approval
+                return await self.resumed(ctx, listing, params)
+            caller = Caller(
+                "MCP callers",
+                frozenset(item.ref for item in served.values()),
+                self.allow_overrides,
+                sessions=self.allow_sessions,
+            )
             args, options = self.options(listing, params.arguments or {}, envelope(ctx), caller)
-            call = self.manager.invoke(listing.ref, args, caller=caller, **options)
-            result = await self.reporting(ctx, call)
+            with approval.asking(self.approver(ctx, listing.ref)):
+                result = await self.reporting(ctx, self.manager.invoke(listing.ref, args, caller=caller, **options))
+        except Interrupted as exc:  # held with nobody to ask now: a 2026-era client answers on its retry
+            if ctx.session.can_send_request:  # a handshake-era client cannot retry with an answer
+                return failure(exc)
+            return held(exc.token, exc.request)
         except OrchestratorError as exc:
             return failure(exc)
         except Exception as exc:  # a tool's own bug: report it in one line, keep serving
@@ -230,6 +260,39 @@ class Service:
             log.debug("traceback of the failure", exc_info=exc)
             return failure(exc)
         return success(result)
+
+    def approver(self, ctx: Context, ref: str) -> approval.Approver | None:
+        """Who decides the calls this request holds: the client's user, or a denial saying why not.
+
+        None on a 2026-era session whose client can answer elicitations: the
+        call suspends and the client is asked through ``input_required``.
+        """
+        capabilities = ctx.session.client_capabilities
+        asked = capabilities.elicitation if capabilities is not None else None
+        if asked is None or (asked.form is None and asked.url is not None):
+            return Denier(
+                f"tool {ref!r} needs approval, and this MCP client cannot give it: it did not declare the "
+                "elicitation capability",
+                "the MCP server",
+            )
+        if not ctx.session.can_send_request:
+            return None
+        return Elicitor(ctx)
+
+    async def resumed(
+        self, ctx: Context, listing: Listing, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Continue a held call with the answer a 2026-era client sent on its retry.
+
+        Raises:
+            OrchestratorError: an unknown token, or any error of the continued run.
+        """
+        token = str(params.request_state)
+        answer = (params.input_responses or {}).get(APPROVAL)
+        decision, problem = read_answer(answer, batch=False)
+        if problem is not None:  # unreadable edit: ask again, same token
+            return held(token, {"tool": listing.ref, "problem": problem})
+        return success(await self.reporting(ctx, self.manager.resume(token, decision)))
 
     async def reporting(self, ctx: Context, call: Awaitable[Any]) -> Any:
         """Await ``call`` while its events become progress notifications to a caller that asked for them.
@@ -379,6 +442,8 @@ def progress_message(event: Event) -> str | None:
         return f"asking the model (iteration {event.iteration})"
     if event.kind == "model.delta" and data.get("text"):
         return str(data["text"])
+    if event.kind == "approval.request":
+        return f"waiting for approval of {event.tool}"
     return None
 
 
@@ -452,6 +517,87 @@ def _decoded(arguments: dict[str, Any], ref: str) -> dict[str, Any]:
     return decoded
 
 
+def question(request: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The message and form schema that ask a client's user about a held call (or batch)."""
+    tool = request.get("tool")
+    who = f" (asked by {request['agent']})" if request.get("agent") else ""
+    lines = [f"Approve the call of {tool}{who}?"]
+    if request.get("kind") == "batch":
+        lines = [f"Approve this batch of calls{who}?"]
+        for call in request.get("calls") or []:
+            lines.append(f"- {call.get('tool')} {json.dumps(call.get('arguments'), ensure_ascii=False)}")
+    elif request.get("args") is not None:
+        lines.append(f"Arguments: {json.dumps(request.get('args'), ensure_ascii=False)}")
+    if request.get("reason"):
+        lines.append(f"Why it asks: {request['reason']}")
+    if request.get("problem"):
+        lines.append(f"Your last answer could not be used: {request['problem']}")
+    properties: dict[str, Any] = {
+        "approve": {"type": "boolean", "title": "Approve", "description": "Run the call"},
+        "reason": {"type": "string", "title": "Reason", "description": "Why not (the caller is told)"},
+    }
+    if request.get("kind") != "batch":
+        properties["args"] = {
+            "type": "string",
+            "title": "Arguments",
+            "description": "Edited arguments as a JSON object; leave empty to keep them",
+        }
+    return "\n".join(lines), {"type": "object", "properties": properties, "required": ["approve"]}
+
+
+def read_answer(answer: Any, *, batch: bool) -> tuple[Decision, str | None]:
+    """The decision an elicitation answer gives, or (deny, problem) when its edited arguments are unusable.
+
+    Decline, cancel or no answer deny; ``approve: false`` denies with the reason given.
+    """
+    if answer is None or getattr(answer, "action", None) != "accept":
+        why = getattr(answer, "action", None) or "no answer"
+        return Decision("deny", reason=f"the MCP client's user did not approve ({why})"), None
+    content = getattr(answer, "content", None) or {}
+    if content.get("approve") is not True:
+        reason = content.get("reason")
+        return Decision("deny", reason=str(reason) if reason else "the MCP client's user denied it"), None
+    text = content.get("args")
+    if batch or not isinstance(text, str) or not text.strip():
+        return Decision("approve"), None
+    try:
+        edited = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return Decision("deny"), f"the arguments are not JSON ({exc.msg} at column {exc.colno})"
+    if not isinstance(edited, dict):
+        return Decision("deny"), "the arguments must be a JSON object"
+    return Decision("edit", args=edited), None
+
+
+class Elicitor:
+    """The approver of one handshake-era MCP call: asks the client's user with an ``elicitation/create`` form."""
+
+    label = "the MCP client"
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    async def __call__(self, request: dict[str, Any]) -> Decision:
+        asked = dict(request)
+        for _ in range(ASKS):
+            message, schema = question(asked)
+            answer = await self.ctx.session.elicit_form(message, schema, related_request_id=self.ctx.request_id)
+            decision, problem = read_answer(answer, batch=request.get("kind") == "batch")
+            if problem is None:
+                return decision
+            asked["problem"] = problem
+        return Decision("deny", reason=f"the MCP client's user gave unusable arguments {ASKS} times")
+
+
+def held(token: str, request: Mapping[str, Any]) -> types.InputRequiredResult:
+    """The 2026-era answer to a held call: an elicitation to fulfil, and the token to retry with."""
+    import mcp.types as types
+
+    message, schema = question(request)
+    ask = types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=schema))
+    return types.InputRequiredResult(input_requests={APPROVAL: ask}, request_state=token)
+
+
 def success(result: Any) -> types.CallToolResult:
     """A string as text; anything else as JSON text, plus ``structuredContent`` for an object."""
     from mcp.types import CallToolResult, TextContent
@@ -503,6 +649,7 @@ def build_server(
     manager: Manager,
     *,
     allow_overrides: bool = False,
+    allow_sessions: bool = False,
     max_timeout: float | None = None,
     poll_interval: float = POLL_INTERVAL,
 ) -> Server[State]:
@@ -511,13 +658,23 @@ def build_server(
     Run it yourself (``server.run(read, write, server.create_initialization_options())``,
     ``server.streamable_http_app()``) or connect to it in-process with ``mcp.Client(server)``.
 
+    ``allow_sessions`` lets callers continue stored conversations with
+    ``$context.session`` (session ids are names, not secrets: allow it only
+    for clients that may read each other's conversations).
+
     Raises:
         ConfigurationError: ``max_timeout`` is not a positive number.
     """
     from mcp.server.caching import CacheHint
     from mcp.types import NotificationParams
 
-    service = Service(manager, allow_overrides=allow_overrides, max_timeout=max_timeout, poll_interval=poll_interval)
+    service = Service(
+        manager,
+        allow_overrides=allow_overrides,
+        allow_sessions=allow_sessions,
+        max_timeout=max_timeout,
+        poll_interval=poll_interval,
+    )
     server = _server_class()(
         "toolcascade",
         version=__version__,
@@ -536,26 +693,37 @@ def serve(
     *,
     http: str | None = None,
     allow_overrides: bool = False,
+    allow_sessions: bool = False,
     max_timeout: float | None = None,
     poll_interval: float = POLL_INTERVAL,
+    stateless: bool = True,
 ) -> None:
     """Serve ``manager``'s tools over MCP until the client leaves (stdio) or Ctrl-C (HTTP).
 
     ``http="127.0.0.1:8000"`` serves streamable HTTP at ``http://127.0.0.1:8000/mcp``,
     bound to that host only; without it, the server speaks on stdin/stdout.
+    HTTP is ``stateless`` by default: no ``Mcp-Session-Id``, so replicas behind
+    any round-robin balancer answer any request (docs/scaling.md). A
+    handshake-era client's name then reaches only its initialize request, and
+    ``tools/list_changed`` is not pushed; ``stateless=False`` keeps sessions
+    for one process serving clients that need them.
 
     Raises:
         ConfigurationError: a malformed ``http`` address or ``max_timeout``.
     """
     server = build_server(
-        manager, allow_overrides=allow_overrides, max_timeout=max_timeout, poll_interval=poll_interval
+        manager,
+        allow_overrides=allow_overrides,
+        allow_sessions=allow_sessions,
+        max_timeout=max_timeout,
+        poll_interval=poll_interval,
     )
     try:
         if http is None:
             anyio.run(_serve_stdio, server)
         else:
             host, port = parse_address(http)
-            anyio.run(_serve_http, server, host, port)  # uvicorn runs on asyncio only
+            anyio.run(_serve_http, server, host, port, stateless)  # uvicorn runs on asyncio only
     except KeyboardInterrupt:
         pass
 
@@ -580,10 +748,11 @@ async def _serve_stdio(server: Server[State]) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-async def _serve_http(server: Server[State], host: str, port: int) -> None:
+async def _serve_http(server: Server[State], host: str, port: int, stateless: bool = True) -> None:
     import uvicorn
 
-    app = server.streamable_http_app(host=host)
+    # One process per container, scaled by replicas: stateless, any replica answers any request.
+    app = server.streamable_http_app(host=host, stateless_http=stateless)
     config = uvicorn.Config(app, host=host, port=port, access_log=False, lifespan="on")
     log.info("serving MCP on http://%s:%d/mcp", host, port)
     await uvicorn.Server(config).serve()

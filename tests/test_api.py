@@ -10,6 +10,9 @@ from pathlib import Path
 import orchestrator
 
 DOCUMENTED = {
+    "ApprovalDenied",
+    "ApprovalRequired",
+    "ApproverError",
     "ArgsValidationError",
     "Authority",
     "ConfigurationError",
@@ -19,6 +22,7 @@ DOCUMENTED = {
     "Event",
     "Explanation",
     "InterpolationError",
+    "Interrupted",
     "InvocationError",
     "InvocationTimeout",
     "KeyExplanation",

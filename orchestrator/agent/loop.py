@@ -22,6 +22,26 @@ calls' values (one value, or a list in call order; the chain a middleware
 agent continues is one value, however often the model calls ``next``); a
 failed call goes back to the model like any other.
 
+Conversations: with ``ctx.locals["session"]`` (``$context: {session: ID}``)
+the run holds the session's lease (a second run on it waits), loads its
+messages after the system message and the ``messages`` metadata (prior
+messages, rendered like the prompt) and before the new prompt, and saves the
+new messages after every turn. The preamble (system and ``messages``) is
+never stored. A ``model-pipeline`` middleware may rewrite the conversation
+for good through ``ctx.locals["conversation"]`` of ``model-call`` (see
+``Conversation``; the built-in ``compact`` does).
+
+Batch hook: with ``batch-pipeline`` metadata, a turn's calls first go through
+the built-in ``tool-batch`` tool (``{"calls": [{id, tool, arguments}]}``,
+``batch-pipeline`` as its overrides); its result says which calls run, with
+which arguments, and which are denied (the model gets an error result).
+
+Interrupts: a call that raises ``ApprovalRequired`` is held while the turn's
+other calls finish; then the top-level agent raises a ``Suspension`` carrying
+its state, which ``Manager.invoke`` saves (``orchestrator.interrupts``). A
+resumed run finds ``{state, decision}`` in ``ctx.locals["resume"]`` and
+continues the held turn without asking the model again.
+
 While listeners are attached, the answer streams to them as ``model.delta``
 events (``ctx.locals["stream"]`` of ``model-call`` holds the callback), and
 each ``model.response`` carries the call's token usage and the run's totals
@@ -33,13 +53,22 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..approval import Decision, deciding
 from ..callers import Caller
-from ..errors import ConfigurationError, InvocationError, ModelError, OrchestratorError, ReturnsValidationError
+from ..errors import (
+    ApprovalRequired,
+    ConfigurationError,
+    InvocationError,
+    ModelError,
+    OrchestratorError,
+    ReturnsValidationError,
+)
 from ..options import extract_options
 from ..prompt import render_prompt
 from ..schema import object_schema, validator_for
@@ -54,6 +83,10 @@ log = logging.getLogger("orchestrator.agent")
 NEXT = "next"
 _FENCE = re.compile(r"^```[A-Za-z]*\n|\n?```$")
 CHOICES = ("auto", "none", "required")
+ROLES = ("system", "user", "assistant", "tool")
+PRIOR_ROLES = ("system", "user", "assistant")
+RESUMING = "resume"
+"""``ctx.locals`` key of a resumed run: ``{state, decision}`` (set by ``orchestrator.interrupts`` only)."""
 ANSWER_NOW = "Give your final answer now: only JSON matching the requested schema, no other text and no tool calls."
 
 
@@ -110,6 +143,13 @@ class Agent:
         self.caller = Caller("a model", self.allowed)
         self.model_pipeline = _pipeline(ctx, "model-pipeline")
         self.tool_pipeline = _pipeline(ctx, "tool-pipeline")
+        self.batch_pipeline = _pipeline(ctx, "batch-pipeline")
+        self.saver: Saver | None = None
+        self.conversation = Conversation([], [])
+        self.iteration = 0
+        self.errors = 0
+        self.choice_now = choice
+        self.answering = False
 
     def _allowed(self) -> frozenset[str]:
         ctx = self.ctx
@@ -170,49 +210,253 @@ class Agent:
     async def run(self) -> Any:
         """Ask the model until it answers; run its tool calls in between.
 
+        With ``ctx.locals["session"]`` the session's messages are loaded first
+        and every turn is saved; the session's lease is held for the run.
+
         Raises:
-            InvocationError: max-iterations or max-consecutive-errors reached.
+            InvocationError: max-iterations or max-consecutive-errors reached; the session is busy.
             ModelError: the model failed, or answered with nothing or out of what was asked.
             ReturnsValidationError: a structured answer that is not JSON.
+            ApprovalRequired: a tool call waits for a decision (the top-level agent's carries its state).
         """
         ctx = self.ctx
-        messages: list[dict[str, Any]] = []
+        session = ctx.locals.get("session")
+        if session is None:
+            return await self._loop(None)
+        from ..sessions import holding  # sqlite only for agents that keep a conversation
+
+        store = self.manager.sessions
+        async with holding(store, str(session)) as lease:
+            return await self._loop(Saver(store, str(session), lease, ctx.tool.name))
+
+    def _preamble(self) -> list[dict[str, Any]]:
+        """The system message and the ``messages`` metadata: what every run of this agent starts with.
+
+        Raises:
+            ConfigurationError: ``messages`` is not a list of ``{role, content}`` with a known role.
+        """
+        ctx = self.ctx
+        preamble: list[dict[str, Any]] = []
         if ctx.meta.get("system"):
-            messages.append({"role": "system", "content": str(ctx.meta["system"])})
-        messages.append({"role": "user", "content": str(render_prompt(ctx))})
-        errors = 0
-        choice = self.choice
-        answering = False  # the turn that asks for the structured answer alone
-        for iteration in range(1, self.max_iterations + 1):
-            offered = bool(self.tools) and choice != "none" and not answering
-            response = await self._ask(messages, choice, iteration, offered=offered, answering=answering)
-            calls = response.get("tool_calls") or []
-            if not offered or not calls:
-                content = response.get("content")
-                if offered and self.returns is not None and not self._matches(content):
-                    messages.append({"role": "assistant", "content": content or ""})
-                    messages.append({"role": "user", "content": ANSWER_NOW})
-                    answering = True
-                    continue
-                return self._answer(content)
-            messages.append({"role": "assistant", "content": response.get("content") or "", "tool_calls": calls})
-            outcomes = await self._call_all(calls, iteration)
+            preamble.append({"role": "system", "content": str(ctx.meta["system"])})
+        prior = ctx.meta.get("messages")
+        if prior is None:
+            return preamble
+        if not isinstance(prior, list):
+            raise ConfigurationError(
+                f"messages must be a list of {{role, content}}, not {type(prior).__name__}",
+                tool=ctx.tool.name,
+                key="messages",
+            )
+        for index, message in enumerate(prior):
+            role = message.get("role") if isinstance(message, Mapping) else None
+            content = message.get("content") if isinstance(message, Mapping) else None
+            if role not in PRIOR_ROLES or not isinstance(content, str) or len(message) != 2:
+                raise ConfigurationError(
+                    f"messages[{index}] must be {{role: system|user|assistant, content: text}}, not {message!r}"[:300],
+                    tool=ctx.tool.name,
+                    key="messages",
+                )
+            preamble.append({"role": role, "content": content})
+        return preamble
+
+    async def _loop(self, saver: Saver | None) -> Any:
+        ctx = self.ctx
+        resumed = ctx.locals.get(RESUMING)
+        self.saver = saver
+        decision = None
+        turn: dict[str, Any] | None = None
+        if resumed is not None:  # continue a suspended run from its saved state (orchestrator.interrupts)
+            state, decision = resumed["state"], resumed["decision"]
+            self.conversation = Conversation(state["preamble"], state["messages"])
+            self.conversation.rewritten = bool(state["rewritten"])
+            if saver is not None:
+                saver.saved = int(state["saved"])
+            iteration, self.errors = int(state["iteration"]), int(state["errors"])
+            self.choice_now, self.answering = str(state["choice"]), bool(state["answering"])
+            turn = state["turn"]
+        else:
+            history = await saver.load() if saver is not None else []
+            self.conversation = Conversation(
+                self._preamble(), [*history, {"role": "user", "content": str(render_prompt(ctx))}]
+            )
+            iteration, self.errors, self.choice_now, self.answering = 1, 0, self.choice, False
+        conversation = self.conversation
+        while iteration <= self.max_iterations:
+            self.iteration = iteration
+            choice = self.choice_now
+            if turn is None:
+                offered = bool(self.tools) and choice != "none" and not self.answering
+                response = await self._ask(conversation, choice, iteration, offered=offered, answering=self.answering)
+                calls = response.get("tool_calls") or []
+                if not offered or not calls:
+                    content = response.get("content")
+                    if offered and self.returns is not None and not self._matches(content):
+                        conversation.messages.append({"role": "assistant", "content": content or ""})
+                        conversation.messages.append({"role": "user", "content": ANSWER_NOW})
+                        self.answering = True
+                        iteration += 1
+                        continue
+                    answer = self._answer(content)
+                    conversation.messages.append({"role": "assistant", "content": _text(content)})
+                    await self._save()
+                    return answer
+                conversation.messages.append(
+                    {"role": "assistant", "content": response.get("content") or "", "tool_calls": calls}
+                )
+                turn = {"calls": calls, "runs": None, "outcomes": [None] * len(calls), "held": None}
+            outcomes = await self._turn(turn, iteration, decision)
+            turn, decision = None, None
+            calls = list(conversation.messages[-1].get("tool_calls") or [])
             for call, (_ok, _value, text) in zip(calls, outcomes, strict=True):
-                messages.append({"role": "tool", "tool_call_id": call["id"], "name": call["name"], "content": text})
+                conversation.messages.append(
+                    {"role": "tool", "tool_call_id": call["id"], "name": call["name"], "content": text}
+                )
+            await self._save()
             if choice == "required":
                 kept = self._kept(calls, outcomes)
                 if all(ok for ok, _value in kept):
                     values = [value for _ok, value in kept]
                     return values[0] if len(values) == 1 else values
-            errors = errors + 1 if not any(ok for ok, _v, _t in outcomes) else 0
-            if errors >= self.max_errors:
+            self.errors = self.errors + 1 if not any(ok for ok, _v, _t in outcomes) else 0
+            if self.errors >= self.max_errors:
                 raise InvocationError(
-                    f"the model's tool calls failed {errors} times in a row; last: {outcomes[-1][2]}",
+                    f"the model's tool calls failed {self.errors} times in a row; last: {outcomes[-1][2]}",
                     tool=ctx.tool.name,
                 )
             if choice not in CHOICES:
-                choice = "auto"  # a named tool is forced once, then the model may answer
+                self.choice_now = "auto"  # a named tool is forced once, then the model may answer
+            iteration += 1
         raise InvocationError(f"no answer after max-iterations ({self.max_iterations})", tool=ctx.tool.name)
+
+    async def _save(self) -> None:
+        if self.saver is not None:
+            await self.saver.save(self.conversation)
+
+    async def _turn(
+        self, turn: dict[str, Any], iteration: int, decision: Decision | None
+    ) -> list[tuple[bool, Any, str]]:
+        """Run one turn's tool calls: the batch hook, then every call not finished yet; their outcomes in order.
+
+        ``turn`` is the turn's state (what a suspension saves): the model's
+        calls, the calls to run after the batch hook (``runs``), the finished
+        ``outcomes`` and the ``held`` call. ``decision`` (a resumed run's)
+        goes to the held batch or call, once.
+
+        Raises:
+            ApprovalRequired: a call (or the batch) waits for a decision; the turn's other calls finished first.
+        """
+        calls = turn["calls"]
+        if turn["runs"] is None:
+            runs = self._runs(calls)
+            if self.batch_pipeline:
+                try:
+                    with _deciding(decision if turn["held"] == "batch" else None):
+                        runs = await self._batch(runs)
+                except ApprovalRequired as exc:
+                    turn["held"] = "batch"
+                    raise self._suspension(exc, turn) from exc
+                if turn["held"] == "batch":
+                    decision = None  # the batch used it
+            turn["runs"] = runs
+        runs = turn["runs"]
+        outcomes: list[Any] = turn["outcomes"]
+        held = turn["held"] if isinstance(turn["held"], int) else None
+        todo = [i for i, outcome in enumerate(outcomes) if outcome is None]
+        results: dict[int, tuple[bool, Any, str] | ApprovalRequired] = {}
+
+        async def one(index: int) -> None:
+            with _deciding(decision if index == held else None):
+                results[index] = await self._call(calls[index], runs[index], iteration)
+
+        async with anyio.create_task_group() as group:
+            for index in todo:
+                group.start_soon(one, index)
+        waiting = []
+        for index in todo:
+            result = results[index]
+            if isinstance(result, ApprovalRequired):
+                waiting.append((index, result))
+            else:
+                outcomes[index] = list(result)
+        if waiting:
+            turn["held"] = waiting[0][0]
+            raise self._suspension(waiting[0][1], turn) from waiting[0][1]
+        return [(bool(o[0]), o[1], str(o[2])) for o in outcomes]
+
+    def _runs(self, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The turn's calls as the batch hook sees them: ``{id, tool (our ref), arguments}``."""
+        runs = []
+        seen: set[str] = set()
+        for index, call in enumerate(calls):
+            ident = str(call.get("id") or f"call-{index + 1}")
+            if ident in seen:
+                ident = f"{ident}-{index + 1}"  # ids must tell calls apart for the hook's answer
+            seen.add(ident)
+            arguments = call.get("arguments")
+            if isinstance(arguments, str):
+                try:
+                    arguments = json.loads(arguments or "{}")
+                except json.JSONDecodeError:
+                    pass  # the call reports it
+            runs.append({"id": ident, "tool": self._ref(call.get("name")), "arguments": arguments})
+        return runs
+
+    async def _batch(self, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The turn's calls through ``tool-batch`` with ``batch-pipeline``: each to run (maybe edited) or denied.
+
+        A call the pipeline leaves out is denied; ``tool`` cannot be changed.
+
+        Raises:
+            InvocationError: the pipeline returned something other than a list of calls with the turn's ids.
+        """
+        ctx = self.ctx
+        result = await ctx.manager.invoke(
+            "tool-batch", {"calls": [dict(r) for r in runs]}, overrides=self.batch_pipeline
+        )
+        ids = {r["id"] for r in runs}
+        if not isinstance(result, list) or not all(isinstance(r, Mapping) and r.get("id") in ids for r in result):
+            raise InvocationError(
+                "batch-pipeline must return the list of calls it was given ({id, tool, arguments} or "
+                f"{{id, denied: reason}}), not {json.dumps(result, default=str)[:200]}",
+                tool=ctx.tool.name,
+                key="batch-pipeline",
+            )
+        decided = {r["id"]: r for r in result}
+        kept = []
+        for run in runs:
+            got = decided.get(run["id"])
+            if got is None:
+                kept.append({**run, "denied": "the batch pipeline dropped this call"})
+            elif got.get("denied") is not None and got.get("denied") is not False:
+                kept.append({**run, "denied": str(got["denied"])})
+            else:
+                kept.append({**run, "arguments": got.get("arguments", run["arguments"])})
+        return kept
+
+    def _suspension(self, exc: ApprovalRequired, turn: dict[str, Any]) -> ApprovalRequired:
+        """What a held call raises out of the loop: with the loop's state when this agent is the top-level call.
+
+        A nested agent (called by a model or a tool) has no state of its own to
+        save: its caller's turn holds the call to it, and a resume runs it again.
+        """
+        if self.ctx.parent is not None:
+            return exc
+        from ..interrupts import Suspension
+
+        conversation = self.conversation
+        state = {
+            "preamble": conversation.preamble,
+            "messages": conversation.messages,
+            "rewritten": conversation.rewritten,
+            "saved": self.saver.saved if self.saver is not None else 0,
+            "iteration": self.iteration,
+            "errors": self.errors,
+            "choice": self.choice_now,
+            "answering": self.answering,
+            "turn": turn,
+        }
+        return Suspension(exc, json.loads(json.dumps(state, default=str)))
 
     def _kept(self, calls: list[dict[str, Any]], outcomes: list[tuple[bool, Any, str]]) -> list[tuple[bool, Any]]:
         """The outcomes ``tool-choice: required`` returns: the wrapped chain's result once, however often it ran.
@@ -248,9 +492,13 @@ class Agent:
         return offered["ref"] if offered else str(wire)
 
     async def _ask(
-        self, messages: list[dict[str, Any]], choice: str, iteration: int, *, offered: bool, answering: bool
+        self, conversation: Conversation, choice: str, iteration: int, *, offered: bool, answering: bool
     ) -> dict[str, Any]:
         """One model request through ``model-call``, streamed to listeners; its answer.
+
+        ``model-call`` gets the conversation in ``ctx.locals["conversation"]``:
+        a middleware of ``model-pipeline`` that rewrites it changes what later
+        requests and the session see.
 
         Raises:
             InvocationError: model-call's pipeline returned something that is not a response.
@@ -262,9 +510,10 @@ class Agent:
             choice = "none"
         wire_choice = choice if choice in CHOICES else self.tools[[t["ref"] for t in self.tools].index(choice)]["name"]
         structured = self.returns if not offered else None
+        messages = conversation.request()
         request = {
             "model": self.spec,
-            "messages": list(messages),
+            "messages": messages,
             "tools": tools,
             "tool-choice": wire_choice,
             "response-format": structured,
@@ -287,7 +536,7 @@ class Agent:
                 "model-call",
                 request,
                 overrides=self.model_pipeline,
-                context={"locals": {"stream": deltas}} if deltas is not None else None,
+                context={"locals": {"stream": deltas, "conversation": conversation}},
             )
         except BaseException as exc:
             if deltas is not None:
@@ -329,28 +578,26 @@ class Agent:
                 [("", f"the model's answer is not JSON: {exc}")], tool=self.ctx.tool.name
             ) from exc
 
-    async def _call_all(self, calls: list[dict[str, Any]], iteration: int) -> list[tuple[bool, Any, str]]:
-        outcomes: list[tuple[bool, Any, str]] = [(False, None, "")] * len(calls)
+    async def _call(
+        self, call: Mapping[str, Any], run: Mapping[str, Any], iteration: int
+    ) -> tuple[bool, Any, str] | ApprovalRequired:
+        """Run one tool call; every failure becomes an error result for the model, never a crash.
 
-        async def one(index: int, call: dict[str, Any]) -> None:
-            outcomes[index] = await self._call(call, iteration)
-
-        async with anyio.create_task_group() as group:
-            for index, call in enumerate(calls):
-                group.start_soon(one, index, call)
-        return outcomes
-
-    async def _call(self, call: Mapping[str, Any], iteration: int) -> tuple[bool, Any, str]:
-        """Run one tool call; every failure becomes an error result for the model, never a crash."""
+        ``run`` is the call after the batch hook: its ``arguments`` (maybe
+        edited) or ``denied``. A call held for a decision returns its
+        ``ApprovalRequired``, for the turn to suspend once the others finished.
+        """
         ctx = self.ctx
         offered = self.wire.get(call.get("name", ""))
         name = offered["ref"] if offered else str(call.get("name"))
-        self.manager.emit("tool.start", ctx, iteration, call=name, arguments=call.get("arguments"))
+        self.manager.emit("tool.start", ctx, iteration, call=name, arguments=run.get("arguments"))
         try:
+            if run.get("denied") is not None:
+                raise PermissionError(f"denied: {run['denied']}")
             if offered is None:
                 log.warning("%s: the model called %r, which is not among its allowed tools", ctx.tool.name, name)
                 raise PermissionError(f"tool {name!r} is not available to this agent")
-            args = call.get("arguments")
+            args = run.get("arguments")
             if isinstance(args, str):
                 args = json.loads(args or "{}")
             if not isinstance(args, dict):
@@ -362,6 +609,9 @@ class Agent:
                 if offered["wrapped"]:
                     args = args.get("value")  # params that are not an object schema travel as {value: ...}
                 value = await ctx.manager.invoke(name, args, overrides=self.tool_pipeline, caller=self.caller)
+        except ApprovalRequired as exc:
+            self.manager.emit("tool.end", ctx, iteration, call=name, error=None, held=True)
+            return exc
         except Exception as exc:  # the model hears about any failure; cancellation still propagates
             if not isinstance(exc, (OrchestratorError, PermissionError)):
                 log.debug("%s: tool call %r failed", ctx.tool.name, name, exc_info=True)
@@ -370,6 +620,108 @@ class Agent:
             return False, None, text
         self.manager.emit("tool.end", ctx, iteration, call=name, error=None)
         return True, value, value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+class Conversation:
+    """The messages an agent run sends: a fixed ``preamble`` and the ``messages`` later turns continue.
+
+    The preamble is the system message and the ``messages`` metadata: the
+    agent's own, rebuilt on every run and never stored. ``messages`` is the
+    conversation: the session's history, the prompt, then every assistant
+    message and tool result of this run; a session stores exactly this list.
+
+    ``model-call`` finds the run's conversation in ``ctx.locals["conversation"]``.
+    A ``model-pipeline`` middleware that calls ``rewrite(new_messages)``
+    changes it for good (Eino's BeforeModelRewriteState): the following
+    requests continue from ``new_messages`` and the session is rewritten to
+    them at the end of the turn. ``ctx.target.args["messages"]`` stays this
+    request's own copy: set it to ``request()`` to send the rewritten list now.
+    """
+
+    __slots__ = ("preamble", "messages", "rewritten")
+
+    def __init__(self, preamble: list[dict[str, Any]], messages: list[dict[str, Any]]) -> None:
+        self.preamble = preamble
+        self.messages = messages
+        self.rewritten = False
+
+    def request(self) -> list[dict[str, Any]]:
+        """A new list of every message to send: the preamble, then the conversation."""
+        return [*self.preamble, *self.messages]
+
+    def rewrite(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Replace the conversation (not the preamble) for the rest of the run and the session.
+
+        Raises:
+            ConfigurationError: a message without a known role, or a tool result
+                separated from the assistant message that made its call.
+        """
+        rewritten = [dict(m) if isinstance(m, Mapping) else m for m in messages]
+        calls: set[Any] = set()
+        for index, message in enumerate(rewritten):
+            role = message.get("role") if isinstance(message, dict) else None
+            if role not in ROLES:
+                raise ConfigurationError(
+                    f"a rewritten conversation's message {index} needs a role of {', '.join(ROLES)}", key="conversation"
+                )
+            if role == "tool":
+                if message.get("tool_call_id") not in calls:
+                    raise ConfigurationError(
+                        f"a rewritten conversation's message {index} is a tool result without the assistant message "
+                        "that made its call: keep them together",
+                        key="conversation",
+                    )
+                calls.discard(message.get("tool_call_id"))
+            else:
+                if calls:
+                    raise ConfigurationError(
+                        f"a rewritten conversation's message {index} comes between a tool call and its result",
+                        key="conversation",
+                    )
+                calls = {c.get("id") for c in message.get("tool_calls") or () if isinstance(c, Mapping)}
+        self.messages[:] = rewritten
+        self.rewritten = True
+
+
+class Saver:
+    """Saves a run's new messages to its session after every turn (``orchestrator.sessions``)."""
+
+    __slots__ = ("store", "session", "lease", "agent", "saved")
+
+    def __init__(self, store: Any, session: str, lease: str, agent: str) -> None:
+        self.store = store
+        self.session = session
+        self.lease = lease
+        self.agent = agent
+        self.saved = 0  # how many of the conversation's messages the store holds
+
+    async def load(self) -> list[dict[str, Any]]:
+        """The session's messages; the run continues them."""
+        history = await self.store.messages(self.session)
+        self.saved = len(history)
+        return list(history)
+
+    async def save(self, conversation: Conversation) -> None:
+        """Append the messages not saved yet; after a rewrite, replace the session's whole conversation."""
+        if conversation.rewritten:
+            await self.store.replace(self.session, conversation.messages, agent=self.agent, lease=self.lease)
+            conversation.rewritten = False
+        elif len(conversation.messages) > self.saved:
+            new = conversation.messages[self.saved :]
+            await self.store.append(self.session, new, agent=self.agent, lease=self.lease)
+        self.saved = len(conversation.messages)
+
+
+def _deciding(decision: Decision | None) -> AbstractContextManager[None]:
+    """``approval.deciding(decision)``, or nothing when there is no decision to hand on."""
+    return deciding(decision) if decision is not None else nullcontext()
+
+
+def _text(content: Any) -> str:
+    """An answer as the text a conversation keeps."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    return json.dumps(content, default=str)
 
 
 async def run_agent(ctx: Context) -> Any:

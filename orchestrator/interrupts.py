@@ -1,0 +1,176 @@
+"""Interrupt and resume: a run that waits for a decision is saved, and continues later, anywhere.
+
+When a call raises ``ApprovalRequired`` (the ``approval`` middleware with no
+approver to ask), the run suspends instead of failing:
+
+- in the top-level agent's loop, the turn's other calls finish first; then
+  the agent's state (the conversation, the turn's calls and finished
+  results, the held call, the iteration) travels up as a ``Suspension``;
+- ``Manager.invoke`` (the top-level call) hands it to ``suspend``, which
+  saves ``{kind, ref, args, options, request, agent state}`` in the session
+  store under a new unguessable token and returns the ``Interrupted`` to
+  raise. A held call that is not in an agent's turn (a top-level tool, a
+  tool called by a python tool) saves ``kind: invoke``: the call itself.
+
+``resume(manager, token, decision)`` takes the state (read and deleted in
+one transaction: a token resumes once, even when two processes race) and
+invokes the same ref with the same args and options again:
+
+- ``invoke``: the whole call runs again inside ``approval.deciding(decision)``,
+  so the approval middleware uses the decision for the call it holds;
+- ``agent``: the loop continues from the saved messages (the model is not
+  asked again for the held turn): finished results are reused, and only the
+  held call runs inside ``deciding``; the turn's other held calls ask again
+  (and may suspend the run again, with a new token).
+
+A nested agent (one a model or a python tool called) does not save a state
+of its own: the turn of the agent above it holds the call, and the resumed
+run calls the nested agent again from its start.
+
+Only plain JSON can be saved: a run invoked with a ``Tool`` object,
+callables or contexts in its options cannot suspend (an ``InvocationError``
+says which option).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .agent.loop import RESUMING
+from .approval import Decision, deciding
+from .errors import ApprovalRequired, Interrupted, InvocationError
+from .tool import Tool
+
+if TYPE_CHECKING:
+    from .manager import Manager
+
+VERSION = 1
+KINDS = ("invoke", "agent")
+
+
+class Suspension(ApprovalRequired):
+    """Raised by a top-level agent's loop when a call is held: the ``ApprovalRequired`` plus the loop's state.
+
+    It never leaves the engine: ``Manager.invoke`` passes it to ``suspend``.
+    """
+
+    def __init__(self, cause: ApprovalRequired, state: dict[str, Any]) -> None:
+        self.state = state
+        super().__init__(cause.detail, request=cause.request, tool=cause.tool, key=cause.key)
+
+
+async def suspend(
+    manager: Manager, ref: str | Tool, args: Any, options: Mapping[str, Any], exc: ApprovalRequired
+) -> Interrupted:
+    """Save the run ``exc`` held and return the ``Interrupted`` that hands out its token.
+
+    Raises:
+        InvocationError: the ref, args or options are not plain JSON (a Tool
+            object, a callable, a context), or the request is not JSON.
+    """
+    name = ref.name if isinstance(ref, Tool) else ref
+    if isinstance(ref, Tool):
+        raise _unsaved(name, "it was invoked with a Tool object; invoke it by its ref") from exc
+    saved: dict[str, Any] = {}
+    for option, value in options.items():
+        if value is None:
+            continue
+        if option == "context" and isinstance(value, Mapping):
+            if {"parent", "target"} & set(value):
+                raise _unsaved(name, "its context carries a parent or target context") from exc
+            value = _unresumed(value)
+        _check_json(name, f"option {option!r}", value, exc)
+        saved[option] = value
+    _check_json(name, "args", args, exc)
+    request = exc.request if isinstance(exc.request, dict) else {}
+    _check_json(name, "approval request", request, exc)
+    state: dict[str, Any] = {
+        "version": VERSION,
+        "kind": "agent" if isinstance(exc, Suspension) else "invoke",
+        "ref": ref,
+        "args": args,
+        "options": saved,
+        "request": request,
+        "created": time.time(),
+    }
+    if isinstance(exc, Suspension):
+        state["agent"] = exc.state
+    from .sessions import new_token
+
+    token = new_token()
+    await manager.sessions.suspend(token, state)
+    held = request.get("tool") or exc.tool or name
+    return Interrupted(
+        f"{name!r} is waiting for a decision on {held!r}; continue with manager.resume({token!r}, 'approve') "
+        f"or: toolcascade resume {token} --approve (or --deny)",
+        token=token,
+        request=request,
+        tool=name,
+    )
+
+
+async def resume(manager: Manager, token: str, decision: Any = "approve") -> Any:
+    """Continue the run saved under ``token`` with ``decision``; its result.
+
+    The decision is checked before the token is used, so a bad decision does
+    not spend it.
+
+    Raises:
+        ConfigurationError: a decision that is not approve, deny or edit.
+        InvocationError: an unknown token, one already used, or a saved state this version cannot read.
+        Interrupted: the continued run waits for another decision (a new token).
+        OrchestratorError: any error of the continued run.
+    """
+    chosen = Decision.of(decision)
+    if not isinstance(token, str) or not token or len(token) > 200:
+        raise InvocationError(f"a resume token is the string Interrupted.token gave, not {str(token)[:40]!r}")
+    state = await manager.sessions.take(token)
+    if state is None:
+        raise InvocationError(
+            f"no suspended run has the token {token[:12]!r}: it was resumed already, or it comes from another "
+            f"session store (this one: {manager.sessions!r})",
+            key="token",
+        )
+    if state.get("version") != VERSION or state.get("kind") not in KINDS or not isinstance(state.get("ref"), str):
+        raise InvocationError(f"the suspended run {token[:12]!r} was saved by another version of toolcascade")
+    options = dict(state.get("options") or {})
+    if state["kind"] == "invoke":
+        with deciding(chosen):
+            return await manager.invoke(state["ref"], state.get("args"), **options)
+    context = dict(options.pop("context", None) or {})
+    context["locals"] = {**(context.get("locals") or {}), RESUMING: {"state": state["agent"], "decision": chosen}}
+    return await manager.invoke(state["ref"], state.get("args"), context=context, **options)
+
+
+def _unresumed(context: Mapping[str, Any]) -> dict[str, Any]:
+    """A resumed run's context without the state it resumed from (a new suspension saves its own)."""
+    seeded = context.get("locals")
+    if not isinstance(seeded, Mapping) or RESUMING not in seeded:
+        return dict(context)
+    rest = {k: v for k, v in seeded.items() if k != RESUMING}
+    return {**{k: v for k, v in context.items() if k != "locals"}, **({"locals": rest} if rest else {})}
+
+
+def _check_json(name: str, what: str, value: Any, exc: ApprovalRequired) -> None:
+    """Raise when ``value`` would not come back from the store as it is.
+
+    Raises:
+        InvocationError: not plain JSON.
+    """
+    try:
+        same = json.loads(json.dumps(value, allow_nan=False)) == value
+    except (TypeError, ValueError):
+        same = False
+    if not same:
+        raise _unsaved(name, f"its {what} is not plain JSON ({type(value).__name__})") from exc
+
+
+def _unsaved(name: str, why: str) -> InvocationError:
+    return InvocationError(
+        f"{name!r} waits for a decision but cannot be suspended: {why}; pass Manager(approver=...) to decide "
+        "in process",
+        tool=name,
+    )

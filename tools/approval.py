@@ -1,0 +1,36 @@
+"""approval: ask a human (an approver) before the call runs: approve, deny, or edit its arguments.
+
+On a tool, every invocation asks: `approval: true`, or `approval: {reason: "sends mail"}`.
+For an agent's calls: `tool-pipeline: {approval: {tools: [delete-file, send-mail]}}`
+(only the listed tools ask; without `tools`, every call does). Once per turn
+for all parallel calls: `batch-pipeline: {approval: {tools: [...]}}`.
+
+Who decides, in order: a resumed run's decision, the approver of the
+request (the terminal in `toolcascade run`, the MCP client through
+elicitation in `toolcascade serve`), `Manager(approver=...)`; with nobody to
+ask the run suspends (`Interrupted`, `manager.resume(token, decision)`).
+A denial is an error the model hears, with the approver's reason.
+See orchestrator/approval.py.
+"""
+
+from orchestrator.approval import hold
+
+frontmatter = {
+    "role": "middleware",
+    "description": "Asks an approver before the call runs: approve, deny (the caller hears why) or edit the arguments.",
+    "metadata": {
+        "visibility": "hidden",
+        "params": {
+            "type": ["object", "boolean"],
+            # checked by the middleware, so a mistake names the tool it configures
+            "properties": {
+                "reason": {"description": "what the approver is told about why it asks (text)"},
+                "tools": {"description": "only these tools ask (a list of names; default: every call)"},
+            },
+        },
+    },
+}
+
+
+async def main(ctx):
+    return await hold(ctx)
