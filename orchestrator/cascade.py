@@ -8,7 +8,6 @@ invocation only levels that hold templates are rendered and merged again.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,7 +141,7 @@ def make_level(
     annotations = {k: v for k, v in metadata.items() if k.startswith("$")}
     for key in annotations:
         if key not in ANNOTATIONS:  # a typo would silently change nothing: say so
-            close = difflib.get_close_matches(key, sorted(ANNOTATIONS), n=1)
+            close = _close(key, sorted(ANNOTATIONS))
             hint = f"did you mean {close[0]!r}?" if close else f"annotations are {', '.join(sorted(ANNOTATIONS))}"
             raise ConfigurationError(f"unknown annotation {key!r}; {hint}", key=key, line=lines.get(key), **where)
     private = set(_names(annotations.get("$private"), "$private", key="$private", line=lines.get("$private"), **where))
@@ -167,7 +166,7 @@ def make_level(
     for entry, spec in order.items():
         for field_ in spec:
             if field_ not in ORDER_FIELDS:
-                close = difflib.get_close_matches(str(field_), ORDER_FIELDS, n=1)
+                close = _close(str(field_), ORDER_FIELDS)
                 hint = f"did you mean {close[0]!r}?" if close else "an order has only before and after"
                 raise ConfigurationError(
                     f"unknown field {field_!r} in the order of {entry!r}; {hint}",
@@ -369,3 +368,10 @@ def override_level(overrides: Mapping[str, Any]) -> Level:
     """Level 4: caller overrides, taken as data (never rendered, R-CAS-4)."""
     level = make_level("overrides", "override", overrides, hide_private=False)
     return Level(level.name, level.kind, level.data, level.annotations, False)
+
+
+def _close(word: str, choices: Sequence[str]) -> list[str]:
+    """The choice closest to a misspelt ``word`` (at most one), for 'did you mean' hints."""
+    import difflib  # only a misspelling needs it
+
+    return difflib.get_close_matches(word, choices, n=1)

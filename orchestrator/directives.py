@@ -31,14 +31,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from markdown_it import MarkdownIt
-from markdown_it.common.utils import escapeHtml
-from markdown_it.ruler import RuleOptionsType
-from markdown_it.rules_block import StateBlock
-from markdown_it.rules_inline import StateInline
-from markdown_it.token import Token
+if TYPE_CHECKING:  # markdown-it is imported by the first parse (``_parser``), not with the module
+    from markdown_it import MarkdownIt
+    from markdown_it.ruler import RuleOptionsType
+    from markdown_it.rules_block import StateBlock
+    from markdown_it.rules_inline import StateInline
+    from markdown_it.token import Token
 
 __all__ = ["Directive", "directive_plugin", "find_directives"]
 
@@ -273,6 +273,8 @@ def _container_rule(state: StateBlock, startLine: int, endLine: int, silent: boo
 
 def _render_source(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
     """Render a directive as its own source text."""
+    from markdown_it.common.utils import escapeHtml
+
     return escapeHtml(tokens[idx].content) + ("\n" if tokens[idx].block else "")
 
 
@@ -294,8 +296,13 @@ def directive_plugin(md: MarkdownIt) -> None:
         md.add_render_rule(name, _render_source)
 
 
-# HTML off: prompts use XML-like tags, which must not hide directives in them.
-_MD = MarkdownIt("commonmark", {"html": False}).enable("table").use(directive_plugin)
+@functools.lru_cache(maxsize=1)
+def _parser() -> MarkdownIt:
+    """The shared parser, made on the first parse: most runs have no prompt to parse."""
+    from markdown_it import MarkdownIt
+
+    # HTML off: prompts use XML-like tags, which must not hide directives in them.
+    return MarkdownIt("commonmark", {"html": False}).enable("table").use(directive_plugin)
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,7 +408,7 @@ def _find_directives(source: str) -> tuple[Directive, ...]:
     src = _Source.of(source)
     found: list[Directive] = []
     cursors: dict[int, int] = {}  # per line: where its last table cell was found
-    tokens = _MD.parse(source)
+    tokens = _parser().parse(source)
     for index, token in enumerate(tokens):
         meta = token.meta
         if token.type in _BLOCK_KINDS:

@@ -2,13 +2,15 @@
 
 An edge T -> K exists when K is in T's statically merged key set and names a
 tool. Only the subgraph reachable from the tool at hand is built; its
-strongly connected components (networkx, Tarjan) are computed once and the
-answer is kept for every node of that subgraph.
+strongly connected components (Tarjan's algorithm, iterative so a long chain
+of tools cannot exhaust the stack) are computed once and the answer is kept
+for every node of that subgraph. Plain Python: the first invoke of a tool
+needs its SCC, and importing a graph library would cost more than the graph.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from .errors import OrchestratorError
 from .tool import Tool
@@ -25,29 +27,69 @@ def reachable_components(
     tool or None. A tool whose metadata cannot be resolved (a broken file)
     is a node without edges: its error surfaces when it is invoked.
     """
-    import networkx as nx  # imported on first use: SCCs are cached
-
-    graph = nx.DiGraph()
-    graph.add_node(start.uri)
+    edges: dict[str, list[str]] = {start.uri: []}
     todo = [start]
-    seen = {start.uri}
     while todo:
         tool = todo.pop()
         try:
             keys = list(keys_of(tool))
         except OrchestratorError:
             continue
+        out = edges[tool.uri]
         for key in keys:
             target = find(key)
             if target is None:
                 continue
-            graph.add_edge(tool.uri, target.uri)
-            if target.uri not in seen:
-                seen.add(target.uri)
+            out.append(target.uri)
+            if target.uri not in edges:
+                edges[target.uri] = []
                 todo.append(target)
     components: dict[str, frozenset[str]] = {}
-    for component in nx.strongly_connected_components(graph):
-        members = frozenset(component)
+    for members in strongly_connected(edges):
         for uri in members:
             components[uri] = members
     return components
+
+
+def strongly_connected(edges: dict[str, list[str]]) -> Iterator[frozenset[str]]:
+    """The strongly connected components of a graph given as node -> successors (every node a key).
+
+    Tarjan's algorithm with an explicit stack of (node, successors left),
+    so the depth of the graph never touches Python's recursion limit.
+    """
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    for root in edges:
+        if root in index:
+            continue
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        work = [(root, iter(edges[root]))]
+        while work:
+            node, successors = work[-1]
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(edges[successor])))
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            else:  # every successor done: node closes its component, or passes its low link up
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    members = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        members.append(member)
+                        if member == node:
+                            break
+                    yield frozenset(members)

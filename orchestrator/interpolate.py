@@ -7,6 +7,9 @@ sandbox with ``StrictUndefined``, under a per-render budget taken from the
 manager's ``Limits`` (output, loop iterations and calls, value sizes, time);
 compiled templates are cached by source and shared by every manager. A
 refusal is an ``InterpolationError`` naming the limit and its value.
+
+jinja2 (and the sandbox built on it) is imported by the first render, not by
+``import orchestrator``: a run without templates never loads it.
 """
 
 from __future__ import annotations
@@ -16,13 +19,12 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-import jinja2
-
-from .errors import InterpolationError, SecurityError
+from .errors import InterpolationError, OrchestratorError, SecurityError
 from .limits import Limits
-from .sandbox import ENVIRONMENT, ClosedEnv, EnvClosedError, Refused
 
 if TYPE_CHECKING:
+    import jinja2
+
     from .context import Context
 
 
@@ -55,6 +57,16 @@ def has_templates(value: Any) -> bool:
     return False
 
 
+class ClosedEnv(dict):  # type: ignore[type-arg]
+    """``env`` for a tool whose trust does not allow it: empty, and saying why when a template reads it."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
+
+
 @lru_cache(maxsize=2048)
 def compile_template(source: str) -> jinja2.Template:
     """Compile ``source`` once; later calls return the cached template (limits apply when it renders).
@@ -62,6 +74,8 @@ def compile_template(source: str) -> jinja2.Template:
     Raises:
         jinja2.TemplateSyntaxError: left to ``render`` to wrap with context.
     """
+    from .sandbox import ENVIRONMENT  # jinja2 on the first template only
+
     return ENVIRONMENT.from_string(source)
 
 
@@ -78,18 +92,30 @@ def render(source: str, variables: Mapping[str, Any], **where: Any) -> str:
     """
     try:
         return compile_template(source).render(variables)
-    except Refused as exc:
-        raise InterpolationError(str(exc), **where) from None
-    except jinja2.exceptions.SecurityError as exc:
-        raise SecurityError(f"template refused by the sandbox: {exc}", **where) from exc
-    except jinja2.TemplateSyntaxError as exc:
-        raise InterpolationError(f"template syntax error: {exc.message}", **where) from exc
-    except EnvClosedError as exc:
-        raise InterpolationError(str(exc.message), **where) from exc
-    except jinja2.UndefinedError as exc:
-        raise InterpolationError(f"template uses an undefined value: {exc.message}", **where) from exc
-    except Exception as exc:  # any failure inside the author's expression
-        raise InterpolationError(f"template failed: {type(exc).__name__}: {exc}", **where) from exc
+    except Exception as exc:
+        from .sandbox import Refused  # loaded: the template that failed was compiled by it
+
+        # A refusal's message says it all; any other error keeps what jinja2 said as its cause.
+        raise _refusal(exc, where) from (None if isinstance(exc, Refused) else exc)
+
+
+def _refusal(exc: Exception, where: dict[str, Any]) -> OrchestratorError:
+    """The typed error ``render`` raises for ``exc``, an error from compiling or rendering a template."""
+    import jinja2
+
+    from .sandbox import EnvClosedError, Refused
+
+    if isinstance(exc, Refused):
+        return InterpolationError(str(exc), **where)
+    if isinstance(exc, jinja2.exceptions.SecurityError):
+        return SecurityError(f"template refused by the sandbox: {exc}", **where)
+    if isinstance(exc, jinja2.TemplateSyntaxError):
+        return InterpolationError(f"template syntax error: {exc.message}", **where)
+    if isinstance(exc, EnvClosedError):
+        return InterpolationError(str(exc.message), **where)
+    if isinstance(exc, jinja2.UndefinedError):
+        return InterpolationError(f"template uses an undefined value: {exc.message}", **where)
+    return InterpolationError(f"template failed: {type(exc).__name__}: {exc}", **where)  # the author's expression
 
 
 def render_value(value: Any, variables: Mapping[str, Any], where: Callable[[], dict[str, Any]]) -> Any:

@@ -24,7 +24,8 @@ class Limits:
     run. ``render_value``: the length of a string or list an operator
     (``*``, ``+``, ``range``, ``join``, ...) may build. ``threads``: worker
     threads running sync tool bodies at once. ``ref_length``: characters in a
-    tool ref.
+    tool ref. ``stat_interval``: seconds between two stats of a tool file no
+    file notification covers (see ``orchestrator.freshness``).
     """
 
     yaml_nodes: int = 100_000
@@ -37,6 +38,7 @@ class Limits:
     render_value: int = 1_000_000
     threads: int = 40
     ref_length: int = 1_024
+    stat_interval: float = 0.1
 
 
 DEFAULT_LIMITS = Limits()

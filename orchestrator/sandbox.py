@@ -48,6 +48,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter
 from jinja2.utils import Namespace, generate_lorem_ipsum, missing
 from markupsafe import EscapeFormatter, Markup
 
+from .interpolate import ClosedEnv
 from .limits import DEFAULT_LIMITS, Limits
 
 MAX_INT_DIGITS = 4300
@@ -728,16 +729,6 @@ class _Template(jinja2.Template):
 
     def generate(self, *args: Any, **kwargs: Any) -> Iterator[str]:
         yield self.render(*args, **kwargs)
-
-
-class ClosedEnv(dict):  # type: ignore[type-arg]
-    """``env`` for a tool whose trust does not allow it: empty, and saying why when a template reads it."""
-
-    __slots__ = ("reason",)
-
-    def __init__(self, reason: str) -> None:
-        super().__init__()
-        self.reason = reason
 
 
 class EnvClosedError(jinja2.UndefinedError):

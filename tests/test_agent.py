@@ -7,6 +7,7 @@ import textwrap
 import anyio
 import pytest
 import yaml
+from freshness_helpers import eager
 
 from orchestrator import ConfigurationError, InvocationError, Manager, ModelError, ReturnsValidationError
 
@@ -40,7 +41,7 @@ def agent(write, name: str, script: list, body: str = "Weather in {{ args.city }
 def manager(write, tools):
     write("tools/weather.py", textwrap.dedent(WEATHER))
     write("tools/secret.py", "def main(ctx):\n    return 'classified'\n")
-    return Manager([tools])
+    return eager(Manager([tools]))  # the tests write agents between invocations
 
 
 async def test_r_agent_1_tool_calls_then_answer(write, manager):

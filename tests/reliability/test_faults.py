@@ -25,6 +25,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
+from freshness_helpers import refresh
 
 from orchestrator import Manager, ToolDefinitionError, ToolNotFoundError
 
@@ -161,6 +162,7 @@ async def invoke_while_editing(tools: Path, atomic: bool) -> tuple[Writer, Manag
     async def one(i: int) -> None:
         ref = refs[i % 3]
         before, states = writer.snapshot()
+        refresh(manager)  # the writer's edits are the program's own: it says so (else seen within the interval)
         try:
             outcome: Any = await manager.invoke(ref, {"id": i})
         except Exception as exc:  # judged below, with everything else
@@ -194,6 +196,7 @@ def parse(ref: str, i: int, result: Any) -> tuple[int, str | None]:
 async def recovered(manager: Manager, writer: Writer) -> None:
     """After the writer stopped, every tool gives its final version, with the final authority."""
     done, _ = writer.snapshot()
+    refresh(manager)
     tag = writer.authority[-1]
     assert await manager.invoke("team/page", {"id": 7}) == f"page v{done['page.md']:03d} 7 {tag}"
     assert await manager.invoke("team/calc", {"id": 7}) == f"calc v{done['calc.py']:03d} 7 {tag}"

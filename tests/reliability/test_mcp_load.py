@@ -27,6 +27,7 @@ from typing import Any
 
 import anyio
 import pytest
+from freshness_helpers import refresh
 from mcp import Client
 from mcp.types import Implementation
 from servers import free_port, listening, stop
@@ -295,11 +296,14 @@ async def test_mcp_calls_share_a_recent_listing_but_check_the_tool_they_call(fol
             assert len(listings) == first
 
             (folder / "echo.md").write_text("---\nmetadata: {visibility: hidden}\n---\nhidden\n", encoding="utf-8")
+            refresh(manager)
             hidden = await client.call_tool("echo", {"who": "me", "n": 1})
             assert hidden.is_error and text(hidden).startswith("ToolNotFoundError: ")
 
             (folder / "late.md").write_text("---\ndescription: New.\n---\nlate {{ args.n }}\n", encoding="utf-8")
+            refresh(manager)
             assert text(await client.call_tool("late", {"n": 1})) == "late 1"
 
             (folder / "late.md").write_text("---\nmetadata: {params: {type: string}}\n---\n{{ args }}!\n")
+            refresh(manager)
             assert text(await client.call_tool("late", {"value": "wrapped now"})) == "wrapped now!"

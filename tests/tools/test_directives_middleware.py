@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+from freshness_helpers import refresh
 
 from orchestrator import InterpolationError, Manager
 
@@ -133,6 +134,7 @@ async def test_r_dir_1_markdown_tool_as_directive_and_as_middleware(write, manag
         "tools/wrapped.py",
         "frontmatter = {'metadata': {'banner': {'who': 'x'}}}\ndef main(ctx):\n    return 'body ran'\n",
     )
+    refresh(manager)
     assert await manager.invoke("wrapped") == "BANNER for x"
 
 
@@ -236,6 +238,7 @@ async def test_r_dir_1_every_directive_runs_when_the_first_render_needs_what_the
     write("tools/page.md", "---\n---\n:set-flag{to=on}{% if locals.flag %}:record[shown]{% endif %}\n")
     assert await calls_of(manager, "page") == ("<shown>", ["shown"])
     write("tools/page.md", "---\n---\n:set-flag{to=off}{% if locals.flag %}:record[hidden]{% endif %}\n")
+    refresh(manager)
     assert await calls_of(manager, "page") == ("", ["hidden"])
 
 
@@ -254,6 +257,7 @@ async def test_r_dir_2_a_prompt_without_tool_directives_renders_once(write, mana
     assert await manager.invoke("page", {"x": 1}) == "No :unknown[tool] here, 1."
     assert len(renders) == 1
     write("tools/page.md", "---\n---\n:upper[a] {{ args.x }}\n")
+    refresh(manager)
     assert await manager.invoke("page", {"x": 2}) == "A 2"
     assert len(renders) == 3
 
