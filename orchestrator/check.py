@@ -64,12 +64,26 @@ def check(manager: Manager) -> list[Problem]:
     """
     report = _Report(manager.cwd)
     user_paths = manager.paths[:-1]
-    names = frozenset(ref for ref, _path, _sp in manager.registry.discover(manager.paths))
-    for ref, path, _sp in manager.registry.discover(user_paths):
+    names = frozenset(ref for ref, _path, _sp in manager.registry.discover(manager.paths, parse=True))
+    for ref, path, _sp in manager.registry.discover(user_paths, parse=True):
         try:
             _check_tool(manager, ref, path, names, report)
         except Exception as exc:  # a shape no step expected: still one problem, never a crash
             report.error(exc, path)
+    for sp, ref, winner, loser, kind in manager.registry.clashes(user_paths):
+        if kind == "name":
+            report.add(
+                loser,
+                _name_line(loser),
+                f"the name {ref!r} is claimed by {report.shown(winner)} too, which wins (first in "
+                f"{report.shown(sp.root)}); rename one of them",
+            )
+        else:
+            report.warn(
+                winner,
+                _name_line(winner),
+                f"this tool's name {ref!r} hides {report.shown(loser)}, which no name reaches now; rename one",
+            )
     for path, root in authority_files(manager):
         try:
             _check_authority(manager, path, root, names, report)
@@ -140,6 +154,10 @@ class _Report:
             path, line = Path(exc.path), exc.line
         self.add(path, line, message)
 
+    def shown(self, path: Path | str) -> str:
+        """A path as problems show it."""
+        return self._show(path) or str(path)
+
     def problems(self) -> list[Problem]:
         return sorted(self.found, key=lambda p: (p.path or "", p.line or 0))
 
@@ -159,6 +177,8 @@ def _check_tool(manager: Manager, ref: str, path: Path | None, names: frozenset[
         report.error(exc, path)
         return
     _unknown_keys(tool.frontmatter, KNOWN_KEYS, tool.path, tool.lines, report)
+    if tool.format is not None:
+        _check_adapted(manager, tool, report)
     _check_templates(tool.metadata, tool.path, tool.lines, report)
     if tool.prompt is not None and is_template(tool.prompt):
         for err in _syntax_errors(tool.prompt):
@@ -176,6 +196,41 @@ def _check_tool(manager: Manager, ref: str, path: Path | None, names: frozenset[
     _check_schemas(tool, plan, merged, report)
     _check_names(manager, tool, plan, names, report)
     _check_middleware_args(manager, tool, plan, verdicts, report)
+
+
+def _name_line(path: Path) -> int | None:
+    """The line of a top-level ``name:`` in a file's frontmatter (or ``"name":`` in a python tool), if any."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            for number, line in enumerate(file, 1):
+                if line.startswith("name:") or line.lstrip().startswith(('"name":', "'name':")):
+                    return number
+                if number > 200:
+                    break
+    except OSError:
+        return None
+    return None
+
+
+def _check_adapted(manager: Manager, tool: Tool, report: _Report) -> None:
+    """A file of another format: what its adapter could not carry over, host tools, tools that do not exist."""
+    for line, message in tool.problems:
+        report.warn(tool.path, line, f"{tool.format}: {message}")
+    host = tool.metadata.get("host-tools")
+    if host:
+        report.warn(
+            tool.path,
+            tool.line_of("host-tools"),
+            f"{tool.format}: host tools {', '.join(map(str, host))} are kept as data: never offered to a model, "
+            "never run",
+        )
+    for name in tool.metadata.get("tools") or ():
+        if isinstance(name, str) and not manager.registry.exists(name, manager.paths):
+            report.warn(
+                tool.path,
+                tool.line_of("tools"),
+                f"{tool.format}: {name!r} is not a tool in the search paths: the model cannot call it",
+            )
 
 
 def _check_authority(manager: Manager, path: Path, root: Path | None, names: frozenset[str], report: _Report) -> None:

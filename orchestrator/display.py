@@ -103,6 +103,8 @@ class Live:
 
     def __call__(self, event: Event) -> None:
         kind, data = event.kind, event.data
+        if kind == "approval.request":
+            self._stop()  # the terminal approver asks on stderr now: no spinner over the question
         if kind == "model.delta" and event.depth == 0 and data.get("text"):
             self._stop()
             self.streamed.append(data["text"])
@@ -118,7 +120,8 @@ class Live:
             if kind == "tool.start":
                 line = f"→ {call} {compact(data.get('arguments'))}"
             else:
-                line = f"← {call} " + ("ok" if data.get("error") is None else str(data["error"]))
+                outcome = "ok" if data.get("error") is None else str(data["error"])
+                line = f"← {call} " + ("held for approval" if data.get("held") else outcome)
             if self.spinning:
                 self.status.console.print(line, markup=False, highlight=False)
             else:
@@ -206,8 +209,15 @@ def explanation_view(data: dict[str, Any]) -> list[Any]:
     for note in ("$static", "$dynamic", "$locked", "$private"):
         if data["annotations"].get(note):
             head.add_row(note, Text(", ".join(data["annotations"][note])))
+    if data.get("format"):
+        head.add_row("format", Text(f"{data['format']} (read through its adapter; mapping below)"))
+    if data.get("host_tools"):
+        head.add_row("host tools", Text(", ".join(data["host_tools"]) + " (kept as data: never offered, never run)"))
     view.append(head)
     view.append("")
+    if data.get("format"):
+        view.append(mapping_view(data))
+        view.append("")
     frontmatter = yaml.safe_dump(thaw(data["frontmatter"]), sort_keys=False, allow_unicode=True).rstrip()
     view.append(Panel(Text(frontmatter), title="frontmatter", title_align="left", box=box.ROUNDED, expand=False))
 
@@ -268,3 +278,31 @@ def explanation_view(data: dict[str, Any]) -> list[Any]:
         view.append("")
         view.append(Panel(Text(data["prompt"]), title=title, title_align="left", box=box.ROUNDED, expand=False))
     return view
+
+
+def mapping_view(data: dict[str, Any]) -> Any:
+    """The table of how an imported file's fields were mapped onto ours, with its unsupported features."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(
+        title=f"mapping from {data['format']}",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+    )
+    for column in ("SOURCE", "OURS", "HOW"):
+        table.add_column(column, no_wrap=column == "SOURCE")
+    for item in data.get("mapping", ()):
+        target = item["target"] if item["target"] is not None else "(dropped)"
+        how = item["note"] + ("" if item["lossless"] else "  [lossy]")
+        table.add_row(
+            Text(item["source"], style="bold"), Text(target), Text(how, style="" if item["lossless"] else "yellow")
+        )
+    for line, message in data.get("problems", ()):
+        table.add_row(
+            Text(f"line {line}" if line else "-", style="bold"), Text("(unsupported)"), Text(message, style="yellow")
+        )
+    return table

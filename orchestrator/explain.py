@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from .frozen import thaw
 from .ordering import Entry, constraints
 
 if TYPE_CHECKING:
@@ -62,6 +63,10 @@ class Explanation:
     prompt: str | None = None  # as written, or rendered when args were given
     rendered: bool = False
     cycle: tuple[str, ...] | None = None  # an $order cycle: the chain is then unsorted
+    format: str | None = None  # the format the file was read from (orchestrator.formats), None for ours
+    mapping: tuple[dict[str, Any], ...] = ()  # how each of its fields was mapped: source, target, note, lossless
+    host_tools: tuple[str, ...] = ()  # tool names of the format's host, kept as data: never offered, never run
+    problems: tuple[tuple[int | None, str], ...] = ()  # what the adapter found unsupported (line, message)
 
     def key(self, name: str) -> KeyExplanation:
         """The explanation of one key.
@@ -214,7 +219,21 @@ def explanation(
         prompt=prompt,
         rendered=rendered,
         cycle=tuple(cycle.cycle) if cycle is not None else None,
+        format=ctx.tool.format,
+        mapping=tuple(_mapped(item) for item in ctx.tool.mapping),
+        host_tools=tuple(_names(thaw(ctx.tool.metadata.get("host-tools")))),
+        problems=tuple(ctx.tool.problems),
     )
+
+
+def _mapped(item: Any) -> dict[str, Any]:
+    """A ``formats.Mapped`` as plain data."""
+    return {
+        "source": getattr(item, "source", str(item)),
+        "target": getattr(item, "target", None),
+        "note": getattr(item, "note", ""),
+        "lossless": getattr(item, "lossless", True),
+    }
 
 
 def _names(value: Any) -> list[str]:

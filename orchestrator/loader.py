@@ -12,6 +12,7 @@ imported by path as isolated modules: nothing is added to ``sys.path`` and two
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -20,20 +21,21 @@ import stat
 import sys
 import traceback
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import frontmatter
-import yaml
-
-from .documents import parse_yaml
-from .errors import ToolDefinitionError
+from .errors import OrchestratorError, ToolDefinitionError
 from .limits import DEFAULT_LIMITS, Limits
 from .tool import Tool
 
-_HANDLER = frontmatter.YAMLHandler()
+if TYPE_CHECKING:
+    from .formats import Adapted, Format
+
 _BOUNDARY = re.compile(r"^-{3,}[ \t]*$", re.MULTILINE)
 KNOWN_KEYS = ("name", "description", "authority", "metadata", "role", "when")
+# A top-level ``name:`` key in a frontmatter block (the cheap test before parsing it for the names index).
+_NAME_LINE = re.compile(r"^name[ \t]*:", re.MULTILINE)
 
 
 def check_name(name: object, path: Path | None = None) -> str:
@@ -50,7 +52,7 @@ def check_name(name: object, path: Path | None = None) -> str:
 
 
 def split_frontmatter(
-    text: str, path: Path, limits: Limits = DEFAULT_LIMITS
+    text: str, path: Path, limits: Limits = DEFAULT_LIMITS, *, empty_ok: bool = False
 ) -> tuple[dict[str, Any], dict[str, int], str, int]:
     """Split a markdown file into (frontmatter, key lines, body, body line).
 
@@ -61,8 +63,10 @@ def split_frontmatter(
     """
     text = text.lstrip("\ufeff")
     if not text.strip():
+        if empty_ok:
+            return {}, {}, "", 1
         raise ToolDefinitionError("file is empty: a markdown tool needs frontmatter or a prompt", path=path)
-    if not _HANDLER.detect(text):
+    if not _handler().detect(text):
         if text.startswith("---"):
             raise ToolDefinitionError("frontmatter opened with '---' is never closed", path=path, line=1)
         return {}, {}, text.strip(), 1
@@ -89,6 +93,10 @@ def load_yaml(
     Raises:
         ToolDefinitionError: what ``parse_yaml`` refuses, or a document that is not a mapping.
     """
+    import yaml  # yaml comes with the first file read, not with the package
+
+    from .documents import parse_yaml
+
     data, node = parse_yaml(block, path, first_line, limits)
     if data is None:
         data = {}
@@ -326,12 +334,167 @@ def load_python(path: Path, root: Path | None = None, trusted: bool = True, limi
     return tool_from_frontmatter(data, path=path, kind="python", root=root, trusted=trusted, fn=main)
 
 
-def load_tool(path: Path, root: Path | None = None, trusted: bool = True, limits: Limits = DEFAULT_LIMITS) -> Tool:
-    """Load a tool file by its extension.
+def load_adapted(
+    path: Path, fmt: Format, root: Path | None = None, trusted: bool = True, limits: Limits = DEFAULT_LIMITS
+) -> Tool:
+    """Load a file of another format through its adapter (``orchestrator.formats``).
+
+    The file is read and its frontmatter parsed within ``limits`` exactly as
+    for our own tools; the adapter maps them onto our frontmatter and prompt.
+
+    Raises:
+        ToolDefinitionError: unreadable file, malformed frontmatter, or a field the adapter refuses.
+    """
+    from .formats import Front
+
+    text = read_text(path, limits)
+    data, lines, body, body_line = split_frontmatter(text, path, limits, empty_ok=True)
+    try:
+        adapted = fmt.adapt(path, Front(data, lines), body, body_line)
+    except ToolDefinitionError as exc:
+        if exc.path is not None:
+            raise
+        raise ToolDefinitionError(exc.detail, tool=exc.tool, path=path, line=exc.line, key=exc.key) from exc
+    except OrchestratorError as exc:  # e.g. a malformed model alias table: still about this file
+        raise ToolDefinitionError(f"{type(exc).__name__}: {exc.detail}", tool=exc.tool, path=path) from exc
+    except Exception as exc:  # an adapter's own bug: still one typed error naming the file
+        raise ToolDefinitionError(f"the {fmt.name} adapter failed: {type(exc).__name__}: {exc}", path=path) from exc
+    return tool_from_adapted(adapted, fmt.name, path=path, root=root, trusted=trusted, lines=lines, body_line=body_line)
+
+
+def tool_from_adapted(
+    adapted: Adapted,
+    format_name: str,
+    *,
+    path: Path,
+    root: Path | None,
+    trusted: bool,
+    lines: Mapping[str, int],
+    body_line: int,
+) -> Tool:
+    """Build a Tool from an adapter's result: its top-level keys as frontmatter, the rest as metadata.
+
+    Each of our keys gets the file line of the source field it came from.
+
+    Raises:
+        ToolDefinitionError: a bad name, or keys of the wrong type.
+    """
+    from .formats import TOP_LEVEL
+
+    if not isinstance(adapted.metadata, Mapping):
+        raise ToolDefinitionError(f"the {format_name} adapter gave metadata that is not a mapping", path=path)
+    front: dict[str, Any] = {"name": adapted.name}
+    metadata: dict[str, Any] = {}
+    for key, value in adapted.metadata.items():
+        if key in TOP_LEVEL:
+            front[key] = value
+        elif key == "metadata" and isinstance(value, Mapping):
+            metadata.update(value)
+        else:
+            metadata[key] = value
+    front["metadata"] = metadata
+    where: dict[str, int] = {}
+    for mapped in adapted.mapping:
+        if mapped.target is None:
+            continue
+        head = mapped.source.split(".", 1)[0].split(":", 1)[0].strip()
+        line = lines.get(head) or (body_line if head.startswith("body") else None)
+        if line is not None:
+            where.setdefault(mapped.target, line)
+    tool = tool_from_frontmatter(
+        front,
+        path=path,
+        kind="markdown",
+        root=root,
+        trusted=trusted,
+        lines=where,
+        prompt=adapted.prompt,
+        prompt_line=body_line,
+    )
+    return replace(tool, format=format_name, mapping=tuple(adapted.mapping), problems=tuple(adapted.problems))
+
+
+def read_name(path: Path, limits: Limits = DEFAULT_LIMITS) -> str | None:
+    """The ``name`` a markdown tool declares in its frontmatter, or None; cheap enough to index folders.
+
+    Only the frontmatter block is parsed; a file that cannot be read or
+    parsed has no declared name here (loading it reports why).
+    """
+    try:
+        text = read_text(path, limits)
+    except ToolDefinitionError:
+        return None
+    text = text.lstrip("\ufeff")
+    if not text.startswith("---"):
+        return None
+    opening = _BOUNDARY.search(text)
+    closing = _BOUNDARY.search(text, opening.end()) if opening else None
+    if opening is None or closing is None:
+        return None
+    block = text[opening.end() : closing.start()]
+    if not _NAME_LINE.search(block):
+        return None  # most files: no top-level name, nothing to parse
+    try:
+        data, _lines = load_yaml(block, path, 1, limits)
+    except ToolDefinitionError:
+        return None
+    name = data.get("name")
+    return name if isinstance(name, str) else None
+
+
+def read_python_name(path: Path, limits: Limits = DEFAULT_LIMITS) -> str | None:
+    """The ``name`` a python tool's module-level ``frontmatter`` literal declares, or None; nothing is run.
+
+    Only a literal ``frontmatter = {"name": "...", ...}`` is read (the file is
+    parsed, never executed): a computed name is not indexed, so such a tool is
+    found by its stem.
+    """
+    import ast
+
+    try:
+        text = read_text(path, limits)
+    except ToolDefinitionError:
+        return None
+    if "frontmatter" not in text or "name" not in text:
+        return None
+    try:
+        module = ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    for statement in module.body:
+        if isinstance(statement, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "frontmatter" for target in statement.targets
+        ):
+            value = statement.value
+            if isinstance(value, ast.Dict):
+                for key, item in zip(value.keys, value.values, strict=True):
+                    if isinstance(key, ast.Constant) and key.value == "name" and isinstance(item, ast.Constant):
+                        return item.value if isinstance(item.value, str) else None
+    return None
+
+
+def load_tool(
+    path: Path,
+    root: Path | None = None,
+    trusted: bool = True,
+    limits: Limits = DEFAULT_LIMITS,
+    fmt: Format | None = None,
+) -> Tool:
+    """Load a tool file: through ``fmt`` when it is another format's, else by its extension.
 
     Raises:
         ToolDefinitionError: the file is malformed or over ``limits``.
     """
+    if fmt is not None:
+        return load_adapted(path, fmt, root, trusted, limits)
     if path.suffix == ".py":
         return load_python(path, root, trusted, limits)
     return load_markdown(path, root, trusted, limits)
+
+
+@functools.lru_cache(maxsize=1)
+def _handler() -> Any:
+    """python-frontmatter's YAML handler, made (importing yaml) when the first file is read."""
+    import frontmatter
+
+    return frontmatter.YAMLHandler()

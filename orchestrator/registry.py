@@ -26,13 +26,30 @@ that are looked up:
   against are remembered);
 - ``DERIVED_BOUND`` entries in each derived cache: the oldest half is
   dropped when full.
+
+The first two and the last grow with the tool tree: a listing that counts
+more files than they hold raises them to ``GROWTH`` times that count (and
+``BOUND_CEILING`` at most), so a warm ``list`` of 10,000 tools re-parses
+nothing.
+
+**Names.** A tool's ``name`` in its frontmatter is its name: the declared
+name replaces the file's stem and the folder stays part of the ref
+(``team/sum.md`` with ``name: summarize`` is ``team/summarize``). Within a
+search path a declared name wins over a stem; a stem (or path) still finds
+its file when no other tool there claims it as a name; across search paths
+the first match wins, as always. Each folder's declared names are indexed
+when it is first looked up (``names`` derived cache: one folder stat per
+lookup, as before); files of other formats in their location trees
+(``.claude/agents``, ...) belong to the search path's top level. A declared
+name edited in place is seen when its folder changes, when the index is
+rebuilt after any change, or when a lookup of it finds nothing.
 """
 
 from __future__ import annotations
 
 import os
 import reprlib
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from functools import lru_cache
 from itertools import islice
@@ -41,7 +58,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from .errors import ToolDefinitionError, ToolNotFoundError
 from .limits import DEFAULT_LIMITS, Limits
-from .loader import load_tool
+from .loader import load_tool, read_name, read_python_name
 from .tool import Tool
 
 T = TypeVar("T")
@@ -51,6 +68,8 @@ _PACKAGE = Path(__file__).resolve().parent
 FILES_BOUND = 4_096
 SEEN_BOUND = 16_384
 DERIVED_BOUND = 4_096
+GROWTH = 2  # bounds grow to this many times the files a listing counted ...
+BOUND_CEILING = 1_000_000  # ... and never past this
 NAME_MAX = 255  # bytes in one file or folder name (ext4, APFS, NTFS alike)
 
 # Files in a tools folder that are never tools.
@@ -160,6 +179,12 @@ class Registry:
         # Folders never watched (an installed package's built-ins): paths below them are not stat-ed.
         self.frozen = tuple(str(folder) for folder in frozen)
         self._frozen_below = tuple(os.path.join(folder, "") for folder in self.frozen)
+        from .freshness import INTERVAL, Freshness  # noqa: PLC0415 (H8's lines: no edit of the shared imports)
+
+        # Which remembered paths need a stat: notifications over the roots, else at most one stat per interval.
+        self.freshness = Freshness(
+            (sp.folder for sp in self.paths), self.frozen, getattr(limits, "stat_interval", INTERVAL)
+        )
         self.functions: dict[str, Tool] = {}
         self.derived: dict[str, dict[Any, Any]] = {name: {} for name in self._HOT}
         self.generation = 0
@@ -169,6 +194,17 @@ class Registry:
         self._seen: dict[str, Signature] = {}
         # (path, search path) -> (the parsed Tool, it as found through that path), at most FILES_BOUND.
         self._variants: dict[tuple[str, SearchPath], tuple[Tool, Tool]] = {}
+        # The bounds in force: the module's, raised when a listing counts more files (see GROWTH).
+        self.files_bound = FILES_BOUND
+        self.derived_bound = DERIVED_BOUND
+        # The name each markdown/python file declares, by path: (signature, name or None).
+        self._declared: dict[str, tuple[Signature, str | None]] = {}
+        # The format each file an index saw is read with, by (path, search path): facts about paths, never stale.
+        self._file_formats: dict[tuple[Path, SearchPath], Any] = {}
+        # The formats each search path folder reads (orchestrator.formats.select), made on first need.
+        self._formats: dict[str, Any] | None = None
+        if formats is not None:
+            self.selection()  # a bad format name is the program's mistake: say so now
 
     # -- change tracking -------------------------------------------------
 
@@ -180,7 +216,7 @@ class Registry:
         return found
 
     # The caches the hot path reads, made once so lookups skip cache().
-    _HOT = ("refs", "tools", "plans", "scc", "toolkeys", "static-chains", "resolved")
+    _HOT = ("refs", "tools", "plans", "scc", "toolkeys", "static-chains", "resolved", "names")
 
     def changed(self) -> None:
         """Drop every derived cache (a file, folder or registration changed)."""
@@ -193,42 +229,56 @@ class Registry:
         self._files.clear()
         self._seen.clear()
         self._variants.clear()
+        self._declared.clear()
+        self._file_formats.clear()
+        self.freshness.reset()
         self.changed()
 
-    def watch(self, paths: Iterable[str], checked: set[str] | None = None) -> bool:
-        """Stat each path (once per run); return False, dropping derived caches, if any changed.
+    def watch(self, paths: Iterable[str] | None = None, checked: set[str] | None = None, *, now: bool = False) -> bool:
+        """Check ``paths`` for changes; return False, dropping derived caches, if any changed.
 
-        Any change empties every derived cache, so a cached value whose paths
-        were all seen in this run is fresh: only the unseen ones are stat-ed.
+        Which paths are stat-ed is ``self.freshness``'s call: none below a
+        root that file notifications cover (a notification names what
+        changed, and only that is stat-ed), the others at most once per
+        interval, and each at most once per run (``checked``). A frozenset is
+        the paths of a cached value: verified in O(1) when notifications
+        cover them all or they were verified within the interval. With no
+        ``paths``, every remembered path is stat-ed now (``Manager.refresh()``);
+        ``now=True`` stats the given ``paths`` whatever was seen (a miss
+        looking at its folders before saying "not found").
 
         Invariant: every path a live derived value depends on has its
         signature in ``_seen``. So when ``_seen`` is full it is emptied with
         every derived cache, and a path this run already checked but
         ``_seen`` no longer holds is stat-ed again.
         """
-        if checked is not None and isinstance(paths, frozenset):
-            # Only cached values' paths come as a frozenset: by the invariant they are all in _seen.
-            paths = paths - checked
-            if not paths:
-                return True
-        fresh = True
+        freshness = self.freshness
         seen = self._seen
-        for path in paths:
-            if self.frozen and (path.startswith(self._frozen_below) or path in self.frozen):
-                continue
-            if checked is not None:
-                if path in checked:
-                    if path not in seen:
-                        self._remember(path, signature(path))
+        fresh = freshness.settle(seen, self.generation, signature)
+        if paths is None:
+            fresh = freshness.everything(seen, signature) and fresh
+        elif isinstance(paths, frozenset):
+            fresh = freshness.verify(paths, seen, signature) and fresh
+        else:
+            for path in paths:
+                if self.frozen and (path.startswith(self._frozen_below) or path in self.frozen):
                     continue
-                checked.add(path)
-            now = signature(path)
-            if path not in seen:
-                if not self._remember(path, now):
+                if checked is not None:
+                    if path in checked and not now:
+                        if path not in seen:
+                            self._remember(path, signature(path))
+                        continue
+                    checked.add(path)
+                if path in seen:
+                    if not now and freshness.current(path):
+                        continue
+                    found = signature(path)
+                    freshness.stamp(path)
+                    if seen[path] != found:
+                        seen[path] = found
+                        fresh = False
+                elif not self._remember(path, signature(path)):
                     fresh = False
-            elif seen[path] != now:
-                seen[path] = now
-                fresh = False
         if not fresh:
             self.changed()
         return fresh
@@ -240,6 +290,7 @@ class Registry:
             self._seen.clear()
             self.changed()
         self._seen[path] = now
+        self.freshness.stamp(path)
         return not full
 
     def memo(self, name: str, key: Any, compute: Callable[[set[str]], T], checked: set[str] | None) -> T:
@@ -272,7 +323,7 @@ class Registry:
     def store(self, name: str, key: Any, value: Any) -> None:
         """Put ``value`` in the derived cache ``name``; a full cache first drops its oldest half."""
         cache = self.cache(name)
-        if len(cache) >= DERIVED_BOUND and key not in cache:
+        if len(cache) >= self.derived_bound and key not in cache:
             _drop_oldest_half(cache)
         cache[key] = value
 
@@ -299,7 +350,7 @@ class Registry:
                 value: Any = loader(path)
             except ToolDefinitionError as exc:
                 value = exc
-            if entry is None and len(self._files) >= FILES_BOUND:
+            if entry is None and len(self._files) >= self.files_bound:
                 _drop_oldest_half(self._files)
             entry = self._files[key] = (sig, value)
         if isinstance(entry[1], ToolDefinitionError):
@@ -322,26 +373,247 @@ class Registry:
 
     def _locate(self, ref: str, paths: tuple[SearchPath, ...], deps: set[str]) -> tuple[Path, SearchPath] | None:
         parts = check_ref(ref, self.limits.ref_length)
-        folders = [sp.root.joinpath(*parts[:-1]) for sp in paths]
-        # The folders, not the files: adding or removing a file changes its folder.
-        self.watch([str(f) for f in folders], deps)
-        found = None
-        for sp, folder in zip(paths, folders, strict=True):
-            for ext in (".md", ".py") if sp.trusted else (".md",):
-                candidate = folder / (parts[-1] + ext)
-                if candidate.name in RESERVED or not is_file(candidate):
-                    continue
-                try:
-                    real = candidate.resolve()
-                except (OSError, ValueError, RuntimeError):  # a symlink loop (RuntimeError before 3.13)
-                    continue
-                if not real.is_relative_to(sp.root):
-                    raise ToolNotFoundError(ref, [sp.root], reason=f"{candidate} resolves outside its search path")
-                found = (candidate, sp)
-                break
-            if found:
-                break
+        prefix, last = parts[:-1], parts[-1]
+        for sp in paths:
+            hit = self.names(sp, prefix, deps).refs.get(last)
+            if hit is None:
+                continue
+            candidate = hit[0]
+            try:
+                real = candidate.resolve()
+            except (OSError, ValueError, RuntimeError):  # a symlink loop (RuntimeError before 3.13)
+                continue
+            if not real.is_relative_to(sp.root):
+                raise ToolNotFoundError(ref, [sp.root], reason=f"{candidate} resolves outside its search path")
+            return candidate, sp
+        return None
+
+    # -- names and formats -------------------------------------------------
+
+    def selection(self) -> dict[str, tuple[Any, ...]]:
+        """The formats each search path folder reads: ``orchestrator.formats.select`` of ``formats``.
+
+        Raises:
+            ConfigurationError: an unknown format name or a malformed ``formats``.
+        """
+        if self._formats is None:
+            from .formats import select  # only when a lookup first needs it: keeps import cheap
+
+            self._formats = select(self.formats, (sp.folder for sp in self.paths if not self._builtin(sp)))
+        return self._formats
+
+    def _builtin(self, sp: SearchPath) -> bool:
+        """True for the built-in tools folder: it reads no other format and declares no other names."""
+        return sp.folder == _builtin_tools()
+
+    def formats_for(self, sp: SearchPath) -> tuple[Any, ...]:
+        """The formats search path ``sp`` reads (none in the built-in folder).
+
+        A folder the program did not list (added by ``paths`` metadata)
+        reads what a list of names applies to every folder, else every format.
+        """
+        if self._builtin(sp):
+            return ()
+        chosen = self.selection()
+        found = chosen.get(sp.folder)
+        if found is None:
+            from .formats import select
+
+            option = None if isinstance(self.formats, Mapping) else self.formats
+            found = select(option, (sp.folder,))[sp.folder]
+            if len(chosen) < self.derived_bound:
+                chosen[sp.folder] = found
         return found
+
+    def names(
+        self, sp: SearchPath, prefix: tuple[str, ...], checked: set[str] | None = None, *, parse: bool = False
+    ) -> Names:
+        """The refs one folder of ``sp`` offers (``prefix`` its segments): declared names, then stems.
+
+        The search path's top level also holds the tools of other formats'
+        location trees (``.claude/agents`` ...), by the names their adapters give.
+        ``parse`` (a listing, which parses every file anyway) reads names by
+        parsing the files into the cache, so each file is opened once.
+        """
+        key = (sp, prefix)
+        names = self.memo("names", key, lambda deps: self._scan(sp, prefix, deps, parse), checked)
+        if checked is not None:
+            entry = self.derived["names"].get(key)
+            if entry is not None:
+                checked.update(entry[1])  # the folders it depends on belong to whatever used it
+        return names
+
+    def _scan(self, sp: SearchPath, prefix: tuple[str, ...], deps: set[str], parse: bool = False) -> Names:
+        from .formats import in_location, location_trees, recognise
+
+        fmts = self.formats_for(sp)
+        folder = sp.root.joinpath(*prefix)
+        # The folder, not its files: adding or removing a file changes its folder.
+        self.watch([str(folder)], deps)
+        builtin = self._builtin(sp)
+        # Inside a location tree (a skill's folder ...) only that format's files are tools.
+        marker = folder / "_"
+        trees = [fmt for fmt in fmts if any(in_location(marker, loc) for loc in getattr(fmt, "locations", ()))]
+        declared: dict[str, tuple[Path, str | None]] = {}
+        clashes: list[tuple[str, Path, Path, str]] = []
+        stems: list[tuple[int, str, Path, str | None]] = []
+
+        def claim(name: str, path: Path, fmt: str | None) -> None:
+            held = declared.get(name)
+            if held is None:
+                declared[name] = (path, fmt)
+            elif held[0] != path:
+                clashes.append((name, held[0], path, "name"))
+
+        count = 0
+        seen_formats = self._file_formats
+        if len(seen_formats) >= self.files_bound:
+            _drop_oldest_half(seen_formats)
+        for entry in _files_in(folder):
+            path = Path(entry.path)
+            # Never read a file outside the search path, not even for its name: found by its stem, it is refused.
+            outside = entry.is_symlink() and not _inside(path, sp.root)
+            fmt = recognise(path, sp.root, fmts) if fmts and not outside else None
+            seen_formats[(path, sp)] = fmt
+            if fmt is None:
+                if trees:
+                    continue  # a resource beside a skill, a note in .claude/agents: never a tool
+                stem, ext = os.path.splitext(entry.name)
+                if ext not in (".md", ".py") or (ext == ".py" and not sp.trusted):
+                    continue
+                count += 1
+                name = None if builtin or outside else self._declared_name(path, ext, sp if parse else None)
+                if name is not None and _usable(name):  # else loading it reports the bad name
+                    claim(name, path, None)
+                stems.append((0 if ext == ".md" else 1, stem, path, None))
+                continue
+            count += 1
+            stem = _strip_suffix(entry.name, getattr(fmt, "suffixes", ()))
+            if not any(in_location(path, loc) for loc in getattr(fmt, "locations", ())):
+                claim(self._format_name(path, sp, fmt, deps), path, fmt.name)  # else named at the top level
+            stems.append((2, stem, path, fmt.name))
+        if not prefix:
+            for tree, fmt in location_trees(sp.root, fmts):
+                for path in self._walk_tree(sp.root, tree, deps):
+                    if recognise(path, sp.root, (fmt,)) is fmt:
+                        seen_formats[(path, sp)] = fmt
+                        count += 1
+                        claim(self._format_name(path, sp, fmt, deps), path, fmt.name)
+        refs = dict(declared)
+        for _rank, stem, path, fmt_name in sorted(stems, key=lambda item: item[0]):
+            held = refs.get(stem)
+            if held is None:
+                refs[stem] = (path, fmt_name)
+            elif stem in declared and held[0] != path:
+                clashes.append((stem, held[0], path, "stem"))
+        return Names(refs, tuple(clashes), count)
+
+    def _declared_name(self, path: Path, ext: str, parse: SearchPath | None = None) -> str | None:
+        """The name a markdown or python file declares, cached by its signature.
+
+        With ``parse`` (the search path it is found through) the file is
+        loaded into the parse cache and its frontmatter read; else only the
+        name is read (a python file is parsed, never run).
+        """
+        key = str(path)
+        now = signature(key)
+        held = self._declared.get(key)
+        if held is not None and held[0] == now:
+            return held[1]
+        if parse is not None:
+            try:
+                declared = self.load_format(path, parse, None).frontmatter.get("name")
+            except ToolDefinitionError:
+                declared = None
+            name = declared if isinstance(declared, str) else None
+        else:
+            name = read_python_name(path, self.limits) if ext == ".py" else read_name(path, self.limits)
+        if held is None and len(self._declared) >= self.files_bound:
+            _drop_oldest_half(self._declared)
+        self._declared[key] = (now, name)
+        return name
+
+    def _format_name(self, path: Path, sp: SearchPath, fmt: Any, deps: set[str]) -> str:
+        """The name another format's file has: its adapter's, else (a broken file) the one its location gives."""
+        try:
+            return self.load_format(path, sp, fmt, deps).name
+        except ToolDefinitionError:
+            derived = getattr(fmt, "derived_name", None)
+            if callable(derived):
+                return str(derived(path))
+            if path.name == "SKILL.md":
+                return path.parent.name
+            return _strip_suffix(path.name, (*getattr(fmt, "suffixes", ()), ".md"))
+
+    def load_format(self, path: Path, sp: SearchPath, fmt: Any, checked: set[str] | None = None) -> Tool:
+        """Load a tool file found through ``sp``: ours when ``fmt`` is None, else through its adapter (cached).
+
+        Raises:
+            ToolDefinitionError: the file is malformed.
+        """
+        if fmt is None:
+            return self.load(path, lambda p: load_tool(p, sp.root, sp.trusted, self.limits), checked)
+        return self.load(
+            path, lambda p: load_tool(p, sp.root, sp.trusted, self.limits, fmt), checked, ("tool", fmt.name)
+        )
+
+    def _walk_tree(self, root: Path, tree: Path, deps: set[str]) -> Iterator[Path]:
+        """The files of a location tree, sorted; its folders (and the existing ones above it) become ``deps``."""
+        try:
+            rel = tree.relative_to(root).parts
+        except ValueError:
+            rel = ()
+        current = root
+        for part in rel:  # a missing folder's creation changes its parent, which is already watched
+            current = current / part
+            if not _is_dir(current):
+                return
+            self.watch([str(current)], deps)
+        for folder, dirs, files in os.walk(tree):
+            dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+            if folder != str(tree):
+                self.watch([folder], deps)
+            for file in sorted(files):
+                yield Path(folder, file)
+
+    def format_of(self, path: Path, sp: SearchPath) -> Any:
+        """The format ``path`` (found through ``sp``) is read with, or None for our own tools."""
+        known = self._file_formats.get((path, sp), _UNKNOWN)  # what the folder's index saw
+        if known is not _UNKNOWN:
+            return known
+        fmts = self.formats_for(sp)
+        if not fmts:
+            return None
+        from .formats import recognise
+
+        return recognise(path, sp.root, fmts)
+
+    def _names_stale(self, ref: str, paths: tuple[SearchPath, ...]) -> bool:
+        """After a miss: has any file of the folders ``ref`` was looked for in changed its declared name?
+
+        A name edited in place does not change the folder's signature; this
+        costs a stat per file of those folders, on misses only.
+        """
+        try:
+            prefix = check_ref(ref, self.limits.ref_length)[:-1]
+        except ToolNotFoundError:
+            return False
+        for sp in paths:
+            if self._builtin(sp):
+                continue
+            for entry in _files_in(sp.root.joinpath(*prefix)):
+                held = self._declared.get(entry.path)
+                if held is not None and held[0] != signature(entry.path):
+                    return True
+        return False
+
+    def grow(self, files: int) -> None:
+        """Raise the cache bounds to hold ``files`` tools (a listing counted them): warm listings re-parse nothing."""
+        want = min(BOUND_CEILING, GROWTH * files)
+        if want > self.files_bound:
+            self.files_bound = want
+        if want > self.derived_bound:
+            self.derived_bound = want
 
     def find(self, ref: str, paths: tuple[SearchPath, ...], checked: set[str] | None = None) -> Tool:
         """The tool ``ref`` names: a registered function first, then the search paths.
@@ -358,20 +630,48 @@ class Registry:
         found = self.derived["tools"].get((ref, paths))
         if found is not None and checked is not None and found[1] is checked:
             return found[0]  # type: ignore[no-any-return]  # already validated in this run
-        hit = self.locate(ref, paths, checked)
-        if hit is None:
-            raise ToolNotFoundError(shown(ref), [sp.root for sp in paths])
-        path, sp = hit
-        try:
-            tool = self.load(path, lambda p: load_tool(p, sp.root, sp.trusted, self.limits), checked)
-        except ToolDefinitionError:
-            if not is_file(path):  # deleted between finding and reading it: as if it had not been found
-                raise ToolNotFoundError(shown(ref), [sp.root for sp in paths]) from None
-            raise
+        tool, path, sp = self._find_file(ref, paths, checked)
         if tool.root != sp.root or tool.trusted != sp.trusted:
             tool = self._as_found(path, tool, sp)
         self.store("tools", (ref, paths), [tool, checked])
         return tool
+
+    def _find_file(
+        self, ref: str, paths: tuple[SearchPath, ...], checked: set[str] | None, again: bool = True
+    ) -> tuple[Tool, Path, SearchPath]:
+        """Locate and load ``ref``; once, index again when a name was edited in place (see ``Names``).
+
+        Raises:
+            ToolNotFoundError: nothing matches.
+            ToolDefinitionError: the matching file is malformed.
+        """
+        hit = self.locate(ref, paths, checked)
+        if hit is None:
+            if again and (self._folders_changed(ref, paths) or self._names_stale(ref, paths)):
+                self.changed()  # a file just written, or a declared name edited in place: index again
+                return self._find_file(ref, paths, checked, False)
+            raise ToolNotFoundError(shown(ref), [sp.root for sp in paths])
+        path, sp = hit
+        fmt = self.format_of(path, sp)
+        try:
+            tool = self.load_format(path, sp, fmt, checked)
+        except ToolDefinitionError:
+            if not is_file(path):  # deleted between finding and reading it: as if it had not been found
+                raise ToolNotFoundError(shown(ref), [sp.root for sp in paths]) from None
+            raise
+        last = ref.rpartition("/")[2]
+        if again and tool.name != last and _stem(path, fmt) != last:
+            self.changed()  # found by a name the file no longer declares: index again
+            return self._find_file(ref, paths, checked, False)
+        return tool, path, sp
+
+    def _folders_changed(self, ref: str, paths: tuple[SearchPath, ...]) -> bool:
+        """After a miss: look at the ref's folders now (the program may have just written the file)."""
+        try:
+            prefix = check_ref(ref, self.limits.ref_length)[:-1]
+        except ToolNotFoundError:
+            return False
+        return not self.watch([str(sp.root.joinpath(*prefix)) for sp in paths], None, now=True)
 
     def _as_found(self, path: Path, parsed: Tool, sp: SearchPath) -> Tool:
         """``parsed`` (first found through another search path) with ``sp``'s root and trust.
@@ -383,7 +683,7 @@ class Registry:
         key = (str(path), sp)
         entry = self._variants.get(key)
         if entry is None or entry[0] is not parsed:
-            if entry is None and len(self._variants) >= FILES_BOUND:
+            if entry is None and len(self._variants) >= self.files_bound:
                 _drop_oldest_half(self._variants)
             entry = self._variants[key] = (parsed, replace(parsed, root=sp.root, trusted=sp.trusted))
         return entry[1]
@@ -399,31 +699,117 @@ class Registry:
         except ToolNotFoundError:
             return False
 
-    def discover(self, paths: tuple[SearchPath, ...]) -> Iterator[tuple[str, Path | None, SearchPath | None]]:
+    def discover(
+        self, paths: tuple[SearchPath, ...], *, parse: bool = False
+    ) -> Iterator[tuple[str, Path | None, SearchPath | None]]:
         """Every ref reachable through ``paths`` with the file it resolves to, first match wins.
 
-        Registered functions come first (path None). Lists names only: nothing is parsed.
+        Registered functions come first (path None). A file is listed once,
+        by its name (declared, else its stem), with its folder as a prefix;
+        other formats' location trees are listed at their search path's top
+        level. Only names are read (a frontmatter's ``name``, a python
+        literal's, another format's adapter's); with ``parse`` (a listing
+        that describes every tool anyway) our files are parsed into the
+        cache instead, so each is opened once. The files counted first raise
+        the cache bounds.
         """
+        found: list[tuple[str, Path | None, SearchPath | None]] = []
         seen: set[str] = set()
         for name in sorted(self.functions):
             seen.add(name)
-            yield name, None, None
+            found.append((name, None, None))
+        folders: list[tuple[SearchPath, tuple[str, ...]]] = []
+        files = 0
         for sp in paths:
             if not _is_dir(sp.root):
                 continue
-            for folder, dirs, files in os.walk(sp.root):
+            for folder, dirs, names_here in os.walk(sp.root):
                 dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
-                for file in sorted(files):
-                    stem, ext = os.path.splitext(file)
-                    if ext not in (".md", ".py") or file in RESERVED:
-                        continue
-                    if ext == ".py" and not sp.trusted:
-                        continue
-                    rel = Path(folder, stem).relative_to(sp.root).as_posix()
-                    if rel in seen:
-                        continue
-                    seen.add(rel)
-                    yield rel, Path(folder, file), sp
+                folders.append((sp, Path(folder).relative_to(sp.root).parts))
+                files += len(names_here)
+        self.grow(files)  # before anything is parsed: a listing's parses all stay cached
+        listed: set[tuple[SearchPath, Path]] = set()
+        for sp, rel in folders:
+            names = self.names(sp, rel, parse=parse)
+            for last, (path, _fmt) in names.refs.items():
+                ref = "/".join((*rel, last))
+                if (sp, path) in listed or ref in seen:
+                    continue
+                seen.add(ref)
+                listed.add((sp, path))
+                found.append((ref, path, sp))
+        yield from found
+
+    def clashes(self, paths: tuple[SearchPath, ...]) -> Iterator[tuple[SearchPath, str, Path, Path, str]]:
+        """Names two files of one search path claim, and declared names that shadow another file's stem.
+
+        Yields (search path, ref, the file that wins, the other, ``"name"`` or ``"stem"``).
+        """
+        for sp in paths:
+            if not _is_dir(sp.root):
+                continue
+            for folder, dirs, _files in os.walk(sp.root):
+                dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+                rel = Path(folder).relative_to(sp.root).parts
+                for name, winner, loser, kind in self.names(sp, rel).clashes:
+                    yield sp, "/".join((*rel, name)), winner, loser, kind
+
+
+class Names(NamedTuple):
+    """What one folder offers: refs (last segment -> (file, format name or None)), clashes, files counted."""
+
+    refs: dict[str, tuple[Path, str | None]]
+    clashes: tuple[tuple[str, Path, Path, str], ...]
+    files: int
+
+
+_UNKNOWN = object()
+
+
+@lru_cache(maxsize=1)
+def _builtin_tools() -> str:
+    return SearchPath.of(builtin_folder("tools")).folder
+
+
+def _files_in(folder: Path) -> list[os.DirEntry[str]]:
+    """The files of ``folder`` (symlinks to files included) that may be tools, sorted by name; [] if unreadable."""
+    try:
+        with os.scandir(folder) as entries:
+            found = [e for e in entries if e.name not in RESERVED and not e.name.startswith(".") and _entry_file(e)]
+    except (OSError, ValueError):
+        return []
+    return sorted(found, key=lambda e: e.name)
+
+
+def _entry_file(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(root)
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
+def _strip_suffix(file: str, suffixes: Iterable[str]) -> str:
+    """A file name without the longest of ``suffixes`` it ends with (else its last extension)."""
+    for suffix in sorted(suffixes, key=len, reverse=True):
+        if file.endswith(suffix) and len(file) > len(suffix):
+            return file[: -len(suffix)]
+    return os.path.splitext(file)[0]
+
+
+def _usable(name: str) -> bool:
+    """True for a declared name a ref can reach (``check_name`` says why another is not)."""
+    return bool(name.strip()) and "/" not in name and "\\" not in name and ".." not in name
+
+
+def _stem(path: Path, fmt: Any) -> str:
+    return _strip_suffix(path.name, getattr(fmt, "suffixes", ()) if fmt is not None else ())
 
 
 def _is_dir(path: Path) -> bool:

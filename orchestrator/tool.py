@@ -19,7 +19,10 @@ class Tool:
     (``orchestrator.frozen``): they are shared by every invocation through
     the cache, so no invocation can change what the next one sees.
     ``root`` is the search path the tool was found in, ``trusted`` whether
-    that path was marked trusted by the program.
+    that path was marked trusted by the program. A tool read from another
+    format (``orchestrator.formats``) names it in ``format`` and keeps how each
+    of its fields was mapped (``mapping``) and what ``check`` should report
+    about it (``problems``: (line, message) pairs).
     """
 
     name: str
@@ -36,6 +39,9 @@ class Tool:
     trusted: bool = True
     prompt_line: int = 1
     lines: Mapping[str, int] = field(default_factory=dict)
+    format: str | None = None
+    mapping: tuple[Any, ...] = ()
+    problems: tuple[tuple[int | None, str], ...] = ()
 
     def __post_init__(self) -> None:
         metadata = freeze(self.metadata)
@@ -72,6 +78,7 @@ class ToolInfo:
     path: Path | None
     error: Exception | None = None
     role: str | None = None  # 'middleware' for tools written to wrap others (R-TOOL-6)
+    format: str | None = None  # the format the file was read from (orchestrator.formats), None for ours
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")

@@ -1,0 +1,594 @@
+"""Write one of our tools in another format: ``toolcascade export NAME --format prompty|claude-agent``.
+
+``export_tool(tool, format)`` returns the file's text and every field that
+does not survive the trip (``Lost``: the field and why), so nothing is lost
+silently: the command prints one ``lost: FIELD: WHY`` line per field on
+stderr, and ``--strict`` refuses to write anything when there is one.
+
+What maps:
+
+- **prompty**: ``name``, ``description``; ``model`` as ``configuration``
+  (``openai``; an ``.../openai/v1`` base URL as ``azure_openai``;
+  ``api-key-env`` as ``api_key: ${env:VAR}``) and ``parameters``
+  (``max-tokens`` as ``max_tokens``, ``options`` as they are); ``params`` as
+  ``inputs`` (``type``, ``description``, ``default``, the first of
+  ``examples`` as ``sample``, ``required``; other JSON Schema keywords under
+  ``json_schema``); ``returns`` as ``outputs``; ``system``, ``messages`` and
+  the prompt as ``system:``, role and ``user:`` sections, with ``args.x``
+  written ``x`` as Prompty templates read it. A tool read from a Prompty
+  file gets its kept fields (``authors``, ``tags``, ...) and its ``template:
+  mustache`` back.
+- **claude-agent** (``.claude/agents/NAME.md``): ``name``, ``description``,
+  ``tools`` (ours and the host's), ``model`` (an alias of
+  ``orchestrator.formats.aliases()`` when one names it); the body is the
+  system prompt. A subagent's user message is the caller's task, so only a
+  tool whose prompt is ``{{ args.prompt }}`` maps without loss.
+
+Everything else (middleware keys, ``$`` annotations, python bodies) is lost
+and said so.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from .errors import ConfigurationError, OrchestratorError
+from .frozen import thaw
+from .tool import Tool
+
+FORMATS = ("prompty", "claude-agent")
+FORMAT_FIELDS = "format-fields"
+HOST_TOOLS = "host-tools"
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """A field that does not survive an export, and why."""
+
+    field: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.why}"
+
+
+@dataclass(frozen=True, slots=True)
+class Exported:
+    """A tool written in another format: the file's text and what it loses."""
+
+    format: str
+    text: str
+    lost: tuple[Lost, ...]
+
+    @property
+    def lossless(self) -> bool:
+        """True when every field survived."""
+        return not self.lost
+
+
+def export_tool(tool: Tool, fmt: str) -> Exported:
+    """Write ``tool`` as a file of format ``fmt`` (``prompty`` or ``claude-agent``).
+
+    Raises:
+        ConfigurationError: an unknown format, or a tool that is not a markdown tool (no prompt to write).
+    """
+    writer = _WRITERS.get(fmt)
+    if writer is None:
+        raise ConfigurationError(f"cannot export to {fmt!r}; formats: {', '.join(FORMATS)}", tool=tool.name)
+    if tool.kind != "markdown":
+        raise ConfigurationError(
+            f"a {tool.kind} tool has code, not a prompt: only markdown tools (and imported files) can be exported",
+            tool=tool.name,
+        )
+    lost: list[Lost] = []
+    text = writer(tool, _own(tool), lost)
+    return Exported(fmt, text, tuple(lost))
+
+
+def _own(tool: Tool) -> dict[str, Any]:
+    """The tool's own metadata as plain data."""
+    return dict(thaw(tool.metadata))
+
+
+# -- templates -----------------------------------------------------------------
+
+_PREAMBLE = re.compile(r"\{% set (\w+) = args\[('[^']*'|\"[^\"]*\")\] if \2 in args else [^%]*%\}")
+_TAG = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
+_ARG = re.compile(r"\bargs\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*(?:'([^']*)'|\"([^\"]*)\")\s*\])")
+_SCOPE = re.compile(r"(?<![\w.'\"])(args|meta|locals|tool|env|cwd)\b")
+_ROLE_LINE = re.compile(
+    r"^[ \t]*#?[ \t]*(system|user|assistant|function|tools?)[ \t]*:[ \t]*$", re.IGNORECASE | re.MULTILINE
+)
+
+
+def _unliteral(text: str) -> str | None:
+    """``text`` rendered when it needs no variables (a literal block, static text), else None."""
+    from .interpolate import is_template, render
+
+    if not is_template(text):
+        return text
+    try:
+        return render(text, {})
+    except OrchestratorError:
+        return None
+
+
+def _strip_preamble(text: str) -> str:
+    """``text`` without the ``{% set x = args['x'] ... %}`` lines the Prompty adapter puts first."""
+    position = 0
+    while (match := _PREAMBLE.match(text, position)) is not None:
+        position = match.end()
+    return text[position:]
+
+
+def prompty_template(text: str, where: str, lost: list[Lost]) -> str:
+    """One of our templates as a Prompty jinja2 template: ``args.x`` read as ``x``.
+
+    The preamble the Prompty adapter writes is dropped (it is that mapping
+    reversed); a read of ``meta``, ``locals``, ``tool``, ``env``, ``cwd`` or
+    the whole ``args`` has no Prompty equivalent and is reported.
+    """
+    text = _strip_preamble(text)
+    unknown: set[str] = set()
+
+    def tag(match: re.Match[str]) -> str:
+        # What the tag reads besides args.NAME (checked before the rename: an input may be called 'tool').
+        unknown.update(m.group(1) for m in _SCOPE.finditer(_strip_strings(_ARG.sub("_", match.group(0)))))
+        return _ARG.sub(lambda m: m.group(1) or m.group(2) or m.group(3) or "", match.group(0))
+
+    converted = _TAG.sub(tag, _protect_raw(text))
+    converted = _restore_raw(converted)
+    for name in sorted(unknown):
+        lost.append(Lost(where, f"reads {name!r}, which Prompty templates do not have: it renders empty there"))
+    return converted
+
+
+_RAW = re.compile(r"\{%-?\s*raw\s*-?%\}.*?\{%-?\s*endraw\s*-?%\}", re.DOTALL)
+
+
+def _protect_raw(text: str) -> str:
+    # Raw blocks are literal text: their braces are not tags.
+    return _RAW.sub(lambda m: "\x00" + m.group(0).encode("utf-8").hex() + "\x00", text)
+
+
+def _restore_raw(text: str) -> str:
+    return re.sub("\x00([0-9a-f]*)\x00", lambda m: bytes.fromhex(m.group(1)).decode("utf-8"), text)
+
+
+def _strip_strings(expression: str) -> str:
+    return re.sub(r"'[^']*'|\"[^\"]*\"", "''", expression)
+
+
+def _directives(text: str, where: str, lost: list[Lost]) -> None:
+    if ":" not in text:
+        return
+    from .directives import find_directives
+
+    for directive in find_directives(text):
+        lost.append(Lost(where, f"directive :{directive.name} runs only in toolcascade: it stays text"))
+
+
+def _roles_in(text: str, where: str, lost: list[Lost]) -> None:
+    for match in _ROLE_LINE.finditer(text):
+        lost.append(Lost(where, f"the line {match.group(0).strip()!r} would start a new message in Prompty"))
+
+
+# -- prompty -------------------------------------------------------------------
+
+
+def to_prompty(tool: Tool, meta: dict[str, Any], lost: list[Lost]) -> str:
+    """Our tool as a ``.prompty`` file (see the module docstring)."""
+    front: dict[str, Any] = {}
+    fields = meta.pop(FORMAT_FIELDS, None)
+    kept = dict(fields) if isinstance(fields, Mapping) and tool.format == "prompty" else {}
+    if fields and not kept:
+        for key in fields:
+            lost.append(
+                Lost(f"{FORMAT_FIELDS}.{key}", f"a field of the {tool.format} file: Prompty has no place for it")
+            )
+    front["name"] = kept.pop("name", tool.name)
+    if tool.description:
+        front["description"] = tool.description
+    for key in ("version", "authors", "tags", "metadata", "id"):
+        if key in kept:
+            front[key] = kept.pop(key)
+    settings = meta.pop("prompty", None)
+    mustache = isinstance(settings, Mapping) and settings.get("template") == "mustache"
+    completion = isinstance(settings, Mapping) and settings.get("api") == "completion"
+    model = _prompty_model(meta, lost, completion)
+    if model is not None:
+        front["model"] = model
+    inputs = _inputs(meta.pop("params", None), lost)
+    if inputs:
+        front["inputs"] = inputs
+    returns = meta.pop("returns", None)
+    if returns is not None:
+        outputs = _outputs(returns)
+        if outputs is None:
+            lost.append(Lost("returns", "only an object schema with properties maps onto Prompty outputs"))
+        else:
+            front["outputs"] = outputs
+            if set(returns.get("required") or ()) != set(outputs):
+                lost.append(Lost("returns.required", "every Prompty output is required"))
+    if "outputs" in kept:
+        front.setdefault("outputs", kept.pop("outputs"))
+    if mustache:
+        front["template"] = "mustache"
+    for key, value in kept.items():
+        front[key] = value
+    sections = _sections(tool, meta, lost, mustache, completion)
+    _rest(meta, lost, ("$static", "$order"), tool)
+    head = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=100)
+    return f"---\n{head}---\n{sections}"
+
+
+def _prompty_model(meta: dict[str, Any], lost: list[Lost], completion: bool) -> dict[str, Any] | None:
+    value = meta.pop("model", None)
+    choice = meta.pop("tool-choice", None)
+    if value is None:
+        if choice is not None:
+            lost.append(Lost("tool-choice", "no model to send it to"))
+        return None
+    from .agent.model import parse_model
+
+    try:
+        spec = parse_model(value)
+    except ConfigurationError as exc:
+        lost.append(Lost("model", f"not a model spec toolcascade reads ({exc.detail}): left out"))
+        return None
+    config: dict[str, Any] = {}
+    provider, url = spec["provider"], spec.get("base-url")
+    if provider == "openai" and isinstance(url, str) and url.rstrip("/").endswith("/openai/v1"):
+        config = {"type": "azure_openai", "azure_endpoint": url.rstrip("/")[: -len("/openai/v1")]}
+        config["azure_deployment"] = spec["name"]
+    elif provider == "openai":
+        config = {"type": "openai", "name": spec["name"]}
+        if url:
+            config["base_url"] = url
+            lost.append(
+                Lost(
+                    "model.base-url",
+                    "Prompty's openai configuration has no base URL: written as base_url, which only toolcascade reads",
+                )
+            )
+    else:
+        config = {"type": provider}
+        if spec.get("name"):
+            config["name"] = spec["name"]
+        lost.append(
+            Lost("model.provider", f"{provider!r} is not a Prompty configuration type: only toolcascade runs it")
+        )
+        for key in ("script", "file"):
+            if spec.get(key) is not None:
+                config[key] = spec[key]
+    if spec.get("api-key-env"):
+        config["api_key"] = "${env:" + str(spec["api-key-env"]) + "}"
+    model: dict[str, Any] = {"api": "completion" if completion else "chat", "configuration": config}
+    parameters: dict[str, Any] = {}
+    if spec.get("max-tokens") is not None:
+        parameters["max_tokens"] = spec["max-tokens"]
+    for key, item in (spec.get("options") or {}).items():
+        if key == "stream":
+            lost.append(Lost("model.options.stream", "Prompty chooses streaming when it runs"))
+            continue
+        parameters[key] = item
+    if spec.get("timeout") is not None:
+        lost.append(Lost("model.timeout", "Prompty has no request timeout"))
+    if choice is not None:
+        parameters["tool_choice"] = choice
+    if parameters:
+        model["parameters"] = parameters
+    return model
+
+
+_INPUT_KEYS = ("type", "description", "default", "examples")
+
+
+def _inputs(params: Any, lost: list[Lost]) -> dict[str, Any]:
+    if params is None:
+        return {}
+    if not isinstance(params, Mapping) or not isinstance(params.get("properties", {}), Mapping):
+        lost.append(Lost("params", "only an object schema with properties maps onto Prompty inputs"))
+        return {}
+    required = set(params.get("required") or ())
+    for key in params:
+        if key not in ("type", "properties", "required", "additionalProperties"):
+            lost.append(Lost(f"params.{key}", "Prompty inputs have no such keyword"))
+    if params.get("additionalProperties") is False:
+        lost.append(
+            Lost("params.additionalProperties", "Prompty accepts any other input: unknown args are not refused")
+        )
+    inputs: dict[str, Any] = {}
+    for name, prop in (params.get("properties") or {}).items():
+        prop = dict(prop) if isinstance(prop, Mapping) else {}
+        item: dict[str, Any] = {}
+        kind = prop.get("type")
+        if isinstance(kind, str):
+            item["type"] = kind
+        elif "examples" not in prop:
+            item["type"] = "string"
+            lost.append(Lost(f"params.properties.{name}", "has no single type; Prompty needs one: written as string"))
+        if "description" in prop:
+            item["description"] = prop["description"]
+        if "default" in prop:
+            item["default"] = prop["default"]
+        examples = prop.get("examples")
+        if isinstance(examples, list) and examples:
+            item["sample"] = examples[0]
+            if len(examples) > 1:
+                lost.append(Lost(f"params.properties.{name}.examples", "Prompty keeps one sample: the first"))
+        if name in required:
+            item["required"] = True
+        rest = {k: v for k, v in prop.items() if k not in _INPUT_KEYS or (k == "type" and not isinstance(v, str))}
+        if rest:
+            item["json_schema"] = rest
+        inputs[name] = item
+    return inputs
+
+
+def _outputs(returns: Any) -> dict[str, Any] | None:
+    if not isinstance(returns, Mapping) or not isinstance(returns.get("properties"), Mapping):
+        return None
+    outputs: dict[str, Any] = {}
+    for name, prop in returns["properties"].items():
+        if not isinstance(prop, Mapping):
+            return None
+        item = {k: v for k, v in prop.items() if k in ("type", "description", "enum", "items", "properties")}
+        if len(item) != len(prop):
+            return None
+        outputs[name] = item
+    return outputs
+
+
+def _sections(tool: Tool, meta: dict[str, Any], lost: list[Lost], mustache: bool, completion: bool) -> str:
+    parts: list[str] = []
+
+    def convert(text: str, where: str) -> str:
+        if mustache:
+            source = _unliteral(text)
+            if source is not None:
+                return source
+        converted = prompty_template(text, where, lost)
+        _directives(converted, where, lost)
+        if not completion:
+            _roles_in(converted, where, lost)
+        return converted.strip()
+
+    prompt = convert(tool.prompt or "", "prompt")
+    if completion:
+        return prompt + "\n" if prompt else ""
+    system = meta.pop("system", None)
+    if system is not None:
+        parts.append("system:\n" + convert(str(system), "system"))
+    messages = meta.pop("messages", None)
+    if isinstance(messages, list):
+        for index, message in enumerate(messages):
+            if isinstance(message, Mapping) and message.get("role") in ("system", "user", "assistant"):
+                content = convert(str(message.get("content", "")), f"messages[{index}]")
+                parts.append(f"{message['role']}:\n{content}")
+            else:
+                lost.append(Lost(f"messages[{index}]", "not a {role, content} message"))
+    elif messages is not None:
+        lost.append(Lost("messages", "not a list of messages"))
+    if prompt:
+        parts.append("user:\n" + prompt)
+    return "\n\n".join(parts) + "\n"
+
+
+def _rest(meta: dict[str, Any], lost: list[Lost], generated: tuple[str, ...], tool: Tool) -> None:
+    """Report every key left in ``meta`` as lost (the annotations adapters generate excepted)."""
+    adapter_keys = {FORMAT_FIELDS, HOST_TOOLS, "prompty"}
+    for key, value in meta.items():
+        if key == "$static" and isinstance(value, list) and set(value) <= adapter_keys:
+            continue
+        if key == "$order" and isinstance(value, Mapping) and set(value) <= {"prompty"}:
+            continue
+        if key == HOST_TOOLS:
+            lost.append(Lost(key, f"host tools {', '.join(map(str, value))} have no place in this format"))
+        elif key.startswith("$"):
+            lost.append(Lost(key, "a toolcascade annotation: the cascade is toolcascade's own"))
+        elif key == "tools":
+            lost.append(Lost(key, "this format cannot offer tools to the model"))
+        else:
+            lost.append(Lost(key, "toolcascade metadata (middleware or data): no equivalent in this format"))
+
+
+# -- claude-agent --------------------------------------------------------------
+
+_TASK = re.compile(r"^\s*\{\{\s*args(?:\.prompt|\[\s*['\"]prompt['\"]\s*\])\s*\}\}\s*$")
+
+
+def to_claude_agent(tool: Tool, meta: dict[str, Any], lost: list[Lost]) -> str:
+    """Our tool as a Claude Code subagent (see the module docstring)."""
+    from .formats import aliases
+
+    front: dict[str, Any] = {"name": tool.name}
+    fields = meta.pop(FORMAT_FIELDS, None)
+    kept = dict(fields) if isinstance(fields, Mapping) and tool.format == "claude-agent" else {}
+    if fields and not kept:
+        for key in fields:
+            lost.append(
+                Lost(f"{FORMAT_FIELDS}.{key}", f"a field of the {tool.format} file: Claude Code has no place for it")
+            )
+    if tool.description:
+        front["description"] = tool.description
+    else:
+        front["description"] = tool.name
+        lost.append(Lost("description", f"Claude Code needs one to choose the agent: written as {tool.name!r}"))
+    ours = [str(n) for n in meta.pop("tools", None) or []]
+    host = [str(n) for n in meta.pop(HOST_TOOLS, None) or []]
+    if ours or host:
+        front["tools"] = ", ".join([*ours, *host])
+    if ours:
+        lost.append(
+            Lost(
+                "tools",
+                f"{', '.join(ours)}: toolcascade tools, which Claude Code sees only when they are "
+                "served (toolcascade serve) and listed as mcp__SERVER__NAME",
+            )
+        )
+    if host and not (tool.format or "").startswith("claude-"):
+        lost.append(
+            Lost(HOST_TOOLS, f"{', '.join(host)}: tools of the {tool.format or 'other'} host, not Claude Code's")
+        )
+    model = meta.pop("model", None)
+    if model is None:
+        lost.append(Lost("model", "a subagent is always answered by a model: Claude Code uses the caller's (inherit)"))
+    else:
+        alias = _alias(model, aliases())
+        if alias is not None:
+            front["model"] = alias
+        else:
+            from .agent.model import parse_model
+
+            try:
+                spec = parse_model(model)
+            except ConfigurationError:
+                spec = {"provider": None}
+            if spec.get("provider") == "anthropic" and spec.get("name"):
+                front["model"] = spec["name"]
+                lost.append(
+                    Lost("model", f"{spec['name']!r} is no alias (sonnet, opus, haiku): Claude Code may refuse it")
+                )
+            else:
+                from .agent.model import label
+
+                shown = label(spec) if spec.get("provider") else repr(model)
+                lost.append(Lost("model", f"{shown} is not an Anthropic model: the subagent inherits the caller's"))
+    for key in ("tool-choice", "max-iterations", "returns"):
+        if key in meta:
+            lost.append(Lost(key, "Claude Code subagents have no such setting"))
+            meta.pop(key)
+    params = meta.pop("params", None)
+    system = meta.pop("system", None)
+    body: list[str] = []
+    if system is not None:
+        text = _unliteral(str(system))
+        if text is None:
+            lost.append(Lost("system", "a template of args: Claude Code does not render it (written as is)"))
+            text = _strip_preamble(str(system))
+        body.append(text.strip())
+    prompt = tool.prompt or ""
+    if _TASK.match(prompt):
+        props = params.get("properties") if isinstance(params, Mapping) else None
+        if isinstance(props, Mapping) and set(props) - {"prompt"}:
+            lost.append(Lost("params", f"{', '.join(sorted(set(props) - {'prompt'}))}: a subagent takes one task text"))
+    elif prompt.strip():
+        text = _unliteral(prompt)
+        lost.append(
+            Lost(
+                "prompt",
+                "a subagent's user message is the caller's task: this tool's prompt is appended to "
+                "the system prompt" + ("" if text is not None else " as a template Claude Code does not render"),
+            )
+        )
+        body.append((text if text is not None else _strip_preamble(prompt)).strip())
+        if params:
+            lost.append(Lost("params", "the caller's task is one text: these args cannot be passed"))
+    messages = meta.pop("messages", None)
+    if messages:
+        lost.append(
+            Lost("messages", "a subagent starts from its system prompt and the task: prior messages are dropped")
+        )
+    settings = meta.pop("prompty", None)
+    if isinstance(settings, Mapping) and settings.get("template") == "mustache":
+        lost.append(Lost("prompty.template", "mustache: Claude Code does not render it (written as is)"))
+    for key, value in kept.items():
+        front.setdefault(key, value)
+    _rest(meta, lost, ("$static",), tool)
+    head = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=100)
+    return f"---\n{head}---\n" + "\n\n".join(part for part in body if part) + "\n"
+
+
+def _alias(model: Any, table: Mapping[str, Any]) -> str | None:
+    """The alias (not ``inherit``) whose spec is ``model``, if any."""
+    for alias, spec in table.items():
+        if alias != "inherit" and spec == model:
+            return alias
+    return None
+
+
+_WRITERS: dict[str, Callable[[Tool, dict[str, Any], list[Lost]], str]] = {
+    "prompty": to_prompty,
+    "claude-agent": to_claude_agent,
+}
+
+
+# -- the command ---------------------------------------------------------------
+
+
+def _command() -> click.Command:
+    from .cli import debug_option, reporting, search_paths
+    from .manager import Manager
+
+    @click.command(short_help="Write a tool as a Prompty file or a Claude Code subagent.")
+    @click.argument("tool")
+    @click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        required=True,
+        help="prompty (a .prompty file) or claude-agent (a .claude/agents/NAME.md file).",
+    )
+    @click.option(
+        "-o",
+        "--output",
+        type=click.Path(dir_okay=False, writable=True, path_type=Path),
+        help="Write to FILE instead of stdout.",
+    )
+    @click.option("--strict", is_flag=True, help="Fail, writing nothing, when any field would be lost.")
+    # Not cli.path_option: its --format selects the formats read, and here --format is the one written.
+    @click.option(
+        "--path",
+        "paths",
+        multiple=True,
+        metavar="DIR",
+        type=click.Path(exists=True, file_okay=False, path_type=Path),
+        help="Search DIR for tools (repeatable; first match wins; every format is read). "
+        "Default: ./tools when it exists.",
+    )
+    @debug_option
+    def export(tool: str, fmt: str, output: Path | None, strict: bool, paths: Any, debug: bool) -> None:
+        """Write TOOL in another format: every field that does not map is named on stderr.
+
+        Each lost field prints one line, 'lost: FIELD: WHY', on stderr; with
+        --strict any lost field is an error and nothing is written.
+
+        \b
+        Examples:
+          toolcascade export summarize --format prompty -o summarize.prompty
+          toolcascade export reviewer --format claude-agent -o .claude/agents/reviewer.md
+          toolcascade export summarize --format prompty --strict
+        """
+        with reporting(debug):
+            found = Manager(search_paths(paths)).find_tool(tool)
+            exported = export_tool(found, fmt)
+        if strict and exported.lost:
+            for item in exported.lost:
+                click.echo(f"lost: {item}", err=True)
+            click.echo(
+                f"error: {tool!r} does not export to {fmt} without loss ({len(exported.lost)} field(s) above); "
+                "nothing written (--strict)",
+                err=True,
+            )
+            sys.exit(1)
+        if output is None:
+            click.echo(exported.text, nl=False)
+        else:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            output.write_text(exported.text, encoding="utf-8")
+        for item in exported.lost:
+            click.echo(f"lost: {item}", err=True)
+
+    return export
+
+
+export = _command()

@@ -1,0 +1,340 @@
+"""Claude Code's Markdown files as tools: subagents, slash commands and skills.
+
+- **Subagents** (``.claude/agents/NAME.md``): ``name`` (else the file's stem),
+  ``description``, ``tools``, ``model``; the body is the system prompt and the
+  caller's task the user message: args ``{"prompt": "..."}``. Without
+  ``model`` (or with ``model: inherit``) the alias table's ``inherit`` model
+  answers.
+- **Slash commands** (``.claude/commands/**.md``): the name is the path
+  below ``commands/`` with ``:`` for ``/`` (``frontend/component.md`` is
+  ``frontend:component``); ``description`` (else the body's first line),
+  ``argument-hint``, ``allowed-tools``, ``model``. Args ``{"arguments":
+  "..."}``: ``$ARGUMENTS`` is that string, ``$1``..``$9`` its
+  whitespace-separated words (``$ARGUMENTS[0]`` the first); a body that uses
+  none of them gets ``ARGUMENTS: ...`` appended when arguments are given, as
+  Claude Code does. Without ``model`` the result is the substituted prompt;
+  with one, a model answers it. ``@file`` and ``!`cmd``` are never read or
+  run: they stay text and ``check`` reports them.
+- **Skills** (``.claude/skills/NAME/SKILL.md``): ``name`` (else the folder's
+  name), ``description``, ``allowed-tools``, ``model``; the body is the
+  instructions prompt, with the commands' ``$ARGUMENTS``. The folder's other
+  files are resources: they stay files and are never tools.
+
+Tool names these files list for Claude Code's own tools (``Read``, ``Grep``,
+``Bash(git:*)``, ``mcp__...``) are kept as data under ``host-tools``: never
+offered to a model, never run. Lower-case names are ours and go to ``tools``.
+Other fields (``color``, ``permissionMode``, ...) are kept as data under
+``format-fields``. Model aliases go through ``orchestrator.formats.ALIASES``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from . import Adapted, Mapped, field_error, in_location, literal, name_list, resolve_model, split_tools, text_field
+
+RESERVED = frozenset({"README.md", "AUTHORITY.md"})
+FORMAT_FIELDS = "format-fields"
+HOST_TOOLS = "host-tools"
+# Resources listed in a skill's mapping: enough to show what is there.
+RESOURCES_SHOWN = 20
+
+_PLACEHOLDER = re.compile(r"\$ARGUMENTS\[(\d{1,2})\]|\$ARGUMENTS\b|\$([1-9])(?!\d)")
+_FILE_REF = re.compile(r"(?<![\w@/.`])@(?=[\w./~-]*[/.][\w~-])[\w./~-]+")
+_SHELL = re.compile(r"!`[^`\n]+`")
+
+
+def _line(body: str, body_line: int, offset: int) -> int:
+    return body_line + body.count("\n", 0, offset)
+
+
+def _model(front: Mapping[str, Any], name: str, path: Path, default: str | None) -> tuple[dict[str, Any], list[Mapped]]:
+    """``model`` (or ``default`` when absent) as our metadata, with its mapping."""
+    value = text_field(front, "model", tool=name, path=path)
+    if value is None:
+        if default is None:
+            return {}, []
+        spec, note, lossless = resolve_model(default)
+        return {"model": spec}, [Mapped("model", "model", f"absent: {note}", lossless)]
+    spec, note, lossless = resolve_model(value)
+    return {"model": spec}, [Mapped("model", "model", note, lossless)]
+
+
+def _tools(front: Mapping[str, Any], key: str, name: str, path: Path) -> tuple[dict[str, Any], list[Mapped]]:
+    """A tool list: our names to ``tools``, the host's to ``host-tools`` (data, never run)."""
+    if key not in front:
+        return {}, []
+    ours, host = split_tools(name_list(front, key, tool=name, path=path))
+    metadata: dict[str, Any] = {}
+    mapping = []
+    if ours:
+        metadata["tools"] = ours
+        mapping.append(Mapped(key, "tools", f"our tools, offered to the model: {', '.join(ours)}"))
+    if host:
+        metadata[HOST_TOOLS] = host
+        mapping.append(
+            Mapped(key, HOST_TOOLS, f"kept as data, never run: host tools {', '.join(host)}", lossless=False)
+        )
+    return metadata, mapping
+
+
+def _extra(front: Mapping[str, Any], known: tuple[str, ...]) -> tuple[dict[str, Any], list[Mapped]]:
+    """Fields toolcascade does not use, kept as data under ``format-fields``."""
+    extra = {key: value for key, value in front.items() if key not in known}
+    if not extra:
+        return {}, []
+    mapping = [
+        Mapped(str(key), FORMAT_FIELDS, "kept as data: not used by toolcascade", lossless=False) for key in extra
+    ]
+    return {FORMAT_FIELDS: extra}, mapping
+
+
+def _static(metadata: dict[str, Any]) -> None:
+    """Mark the data keys as data, so a tool that happens to share their name never runs as middleware."""
+    data = [key for key in (HOST_TOOLS, FORMAT_FIELDS) if key in metadata]
+    if data:
+        metadata["$static"] = data
+
+
+def _name(front: Mapping[str, Any], derived: str, path: Path) -> tuple[str, Mapped]:
+    value = front.get("name")
+    if value is None:
+        return derived, Mapped("(file name)", "name", f"no 'name': {derived!r} from the file's location")
+    if not isinstance(value, str):
+        raise field_error(
+            f"'name' must be text, not a {type(value).__name__}", tool=derived, path=path, front=front, key="name"
+        )
+    return value, Mapped("name", "name")
+
+
+def _word(index: int) -> str:
+    """The template of the arguments' word ``index`` (0-based), empty when there are fewer words."""
+    return "{{ args.arguments.split()[" + str(index) + "] | default('') }}"
+
+
+def substitute(body: str) -> tuple[str, bool]:
+    """A command body as our template: ``$ARGUMENTS``/``$N`` become args, the rest stays literal text.
+
+    Returns the template and whether it used any placeholder.
+    """
+    pieces: list[str] = []
+    start = 0
+    used = False
+    for match in _PLACEHOLDER.finditer(body):
+        pieces.append(literal(body[start : match.start()]))
+        index, position = match.group(1), match.group(2)
+        if index is not None:
+            pieces.append(_word(int(index)))
+        elif position is not None:
+            pieces.append(_word(int(position) - 1))
+        else:
+            pieces.append("{{ args.arguments }}")
+        used = True
+        start = match.end()
+    pieces.append(literal(body[start:]))
+    return "".join(pieces), used
+
+
+def unsupported(body: str, body_line: int) -> tuple[tuple[int | None, str], ...]:
+    """``@file`` and ``!`cmd``` in a body: Claude Code reads and runs them, toolcascade never does."""
+    found: list[tuple[int | None, str]] = []
+    for match in _FILE_REF.finditer(body):
+        found.append(
+            (
+                _line(body, body_line, match.start()),
+                f"{match.group(0)} is not supported: files are never read into the prompt (it stays text)",
+            )
+        )
+    for match in _SHELL.finditer(body):
+        found.append(
+            (
+                _line(body, body_line, match.start()),
+                f"{match.group(0)} is not supported: commands are never run (it stays text)",
+            )
+        )
+    return tuple(sorted(found, key=lambda item: item[0] or 0))
+
+
+def _arguments_prompt(body: str, body_line: int) -> tuple[str, list[Mapped], tuple[tuple[int | None, str], ...]]:
+    """The prompt of a command or skill, its mapping and its unsupported features."""
+    template, used = substitute(body)
+    mapping = [Mapped("body", "prompt", "$ARGUMENTS and $1..$9 from args.arguments" if used else "literal text")]
+    if not used:
+        # Claude Code appends the arguments to a body that does not place them.
+        template += "{% if args.arguments %}\n\nARGUMENTS: {{ args.arguments }}{% endif %}"
+        mapping.append(Mapped("(arguments)", "prompt", "appended as 'ARGUMENTS: ...' when given"))
+    problems = unsupported(body, body_line)
+    if problems:
+        mapping.append(Mapped("body", None, "@file and !`cmd` stay text: never read, never run", lossless=False))
+    return template, mapping, problems
+
+
+def _arguments_params(hint: str | None, required: bool = False) -> dict[str, Any]:
+    prop: dict[str, Any] = {"type": "string", "default": ""}
+    prop["description"] = f"Arguments: {hint}" if hint else "The command's arguments ($ARGUMENTS)."
+    return {"type": "object", "properties": {"arguments": prop}, "additionalProperties": False}
+
+
+def _first_line(body: str) -> str | None:
+    for line in body.splitlines():
+        text = line.strip().lstrip("#").strip()
+        if text:
+            return text[:200]
+    return None
+
+
+class ClaudeAgent:
+    """Claude Code subagents: ``.claude/agents/*.md``."""
+
+    name = "claude-agent"
+    locations = (".claude/agents",)
+    known = ("name", "description", "tools", "model")
+
+    def recognises(self, path: Path, root: Path) -> bool:
+        return path.suffix == ".md" and path.name not in RESERVED and in_location(path, self.locations[0]) is not None
+
+    def adapt(self, path: Path, front: Mapping[str, Any], body: str, body_line: int) -> Adapted:
+        name, named = _name(front, path.stem, path)
+        mapping = [named]
+        metadata: dict[str, Any] = {}
+        description = text_field(front, "description", tool=name, path=path)
+        if description is not None:
+            metadata["description"] = description
+            mapping.append(Mapped("description", "description"))
+        tools, tool_map = _tools(front, "tools", name, path)
+        model, model_map = _model(front, name, path, "inherit")
+        metadata.update(model)
+        mapping += model_map
+        metadata.update(tools)
+        mapping += tool_map
+        if "tools" not in front:
+            mapping.append(Mapped("tools", None, "absent: Claude Code offers every tool; toolcascade offers none"))
+        metadata["params"] = {
+            "type": "object",
+            "properties": {"prompt": {"type": "string", "description": f"The task for the {name} agent."}},
+            "required": ["prompt"],
+            "additionalProperties": False,
+        }
+        mapping.append(Mapped("(the caller's task)", "params", "args {prompt: ...} as the user message"))
+        if body:
+            metadata["system"] = literal(body)
+            mapping.append(Mapped("body", "system", "the system prompt, as literal text"))
+        extra, extra_map = _extra(front, self.known)
+        metadata.update(extra)
+        mapping += extra_map
+        _static(metadata)
+        return Adapted(name, metadata, "{{ args.prompt }}", tuple(mapping), unsupported(body, body_line))
+
+
+class ClaudeCommand:
+    """Claude Code slash commands: ``.claude/commands/**/*.md``, subfolders as ``folder:name`` namespaces."""
+
+    name = "claude-command"
+    locations = (".claude/commands",)
+    known = ("name", "description", "argument-hint", "allowed-tools", "model")
+
+    def recognises(self, path: Path, root: Path) -> bool:
+        return path.suffix == ".md" and path.name not in RESERVED and in_location(path, self.locations[0]) is not None
+
+    def derived_name(self, path: Path) -> str:
+        """``frontend/component.md`` under ``commands/`` -> ``frontend:component``."""
+        folder = in_location(path, self.locations[0])
+        parts = path.relative_to(folder).with_suffix("").parts if folder is not None else (path.stem,)
+        return ":".join(parts)
+
+    def adapt(self, path: Path, front: Mapping[str, Any], body: str, body_line: int) -> Adapted:
+        name, named = _name(front, self.derived_name(path), path)
+        return _command_like(self, name, named, path, front, body, body_line)
+
+
+class ClaudeSkill:
+    """Claude Code skills: ``.claude/skills/NAME/SKILL.md``; the folder's other files are resources."""
+
+    name = "claude-skill"
+    locations = (".claude/skills",)
+    known = ("name", "description", "argument-hint", "allowed-tools", "model")
+
+    def recognises(self, path: Path, root: Path) -> bool:
+        if path.name != "SKILL.md":
+            return False
+        folder = in_location(path, self.locations[0])
+        return folder is not None and path.parent.parent == folder
+
+    def adapt(self, path: Path, front: Mapping[str, Any], body: str, body_line: int) -> Adapted:
+        name, named = _name(front, path.parent.name, path)
+        adapted = _command_like(self, name, named, path, front, body, body_line)
+        resources = _resources(path.parent)
+        if resources:
+            shown = ", ".join(resources[:RESOURCES_SHOWN]) + (", ..." if len(resources) > RESOURCES_SHOWN else "")
+            note = f"{len(resources)} file(s) beside SKILL.md stay files, never tools: {shown}"
+            return Adapted(
+                adapted.name,
+                adapted.metadata,
+                adapted.prompt,
+                (*adapted.mapping, Mapped("resources", None, note)),
+                adapted.problems,
+            )
+        return adapted
+
+
+def _command_like(
+    fmt: ClaudeCommand | ClaudeSkill,
+    name: str,
+    named: Mapped,
+    path: Path,
+    front: Mapping[str, Any],
+    body: str,
+    body_line: int,
+) -> Adapted:
+    mapping = [named]
+    metadata: dict[str, Any] = {}
+    description = text_field(front, "description", tool=name, path=path)
+    if description is not None:
+        metadata["description"] = description
+        mapping.append(Mapped("description", "description"))
+    elif _first_line(body):
+        metadata["description"] = _first_line(body)
+        mapping.append(Mapped("(body's first line)", "description", "no 'description': the body's first line"))
+    hint = text_field(front, "argument-hint", tool=name, path=path)
+    metadata["params"] = _arguments_params(hint)
+    mapping.append(Mapped("argument-hint" if hint else "(arguments)", "params", "args {arguments: ...}, default ''"))
+    model, model_map = _model(front, name, path, None)
+    metadata.update(model)
+    mapping += model_map
+    tools, tool_map = _tools(front, "allowed-tools", name, path)
+    metadata.update(tools)
+    mapping += tool_map
+    prompt, prompt_map, problems = _arguments_prompt(body, body_line)
+    mapping += prompt_map
+    extra, extra_map = _extra(front, fmt.known)
+    metadata.update(extra)
+    mapping += extra_map
+    _static(metadata)
+    return Adapted(name, metadata, prompt, tuple(mapping), problems)
+
+
+def _resources(folder: Path) -> list[str]:
+    """The files of a skill's folder other than SKILL.md, relative and sorted (at most a few hundred looked at)."""
+    found: list[str] = []
+    try:
+        for current, dirs, files in os.walk(folder):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for file in sorted(files):
+                rel = Path(current, file).relative_to(folder).as_posix()
+                if rel != "SKILL.md":
+                    found.append(rel)
+                if len(found) > 10 * RESOURCES_SHOWN:
+                    return found
+    except OSError:
+        return found
+    return found
+
+
+AGENT = ClaudeAgent()
+COMMAND = ClaudeCommand()
+SKILL = ClaudeSkill()
+FORMATS = (AGENT, COMMAND, SKILL)

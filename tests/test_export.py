@@ -1,0 +1,219 @@
+"""``toolcascade export``: our tools written back as Prompty files and Claude Code subagents (issue 15).
+
+Round trips load the written file through its adapter and compare behaviour:
+the same params, model and prompt (rendered, or sent to the scripted model).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from orchestrator import ConfigurationError, Manager
+from orchestrator.cli import cli
+from orchestrator.export import export_tool
+from orchestrator.frozen import thaw
+
+pytestmark = pytest.mark.anyio
+
+SUMMARIZE = """
+---
+description: Summarizes a text for an audience.
+metadata:
+  model: {provider: openai, name: gpt-4o-mini, api-key-env: SHOP_OPENAI_KEY, max-tokens: 200, options: {temperature: 0.1}}
+  params:
+    type: object
+    properties:
+      text: {type: string, description: The text to summarize}
+      audience: {type: string, default: engineers, examples: [managers]}
+    required: [text]
+  system: "You write summaries for {{ args.audience | default('engineers') }}."
+  messages:
+    - {role: user, content: "Summarize: the sky is blue because of Rayleigh scattering."}
+    - {role: assistant, content: "Blue light scatters most."}
+---
+Summarize for {{ args.audience }}{% if args.text | length > 40 %} (long){% endif %}: {{ args['text'] }}
+"""
+
+REVIEWER = """
+---
+description: Reviews a diff for security problems.
+metadata:
+  model: anthropic:claude-sonnet-4-5
+  tools: [lookup-cve]
+  params:
+    type: object
+    properties: {prompt: {type: string, description: The task for the reviewer agent.}}
+    required: [prompt]
+    additionalProperties: false
+  system: |-
+    You review diffs for injection, secrets and unsafe deserialization.
+    Name the file and line of each finding.
+---
+{{ args.prompt }}
+"""
+
+
+def cli_run(*args: str):
+    return CliRunner().invoke(cli, list(args), prog_name="toolcascade")
+
+
+def scripted(*turns) -> dict:
+    return {"model": {"provider": "scripted", "script": list(turns)}}
+
+
+async def test_export_prompty_round_trip_keeps_params_model_and_prompt(write, tmp_path):
+    write("tools/summarize.md", SUMMARIZE)
+    ours = Manager([tmp_path / "tools"])
+    exported = export_tool(ours.find_tool("summarize"), "prompty")
+    assert exported.lost == ()
+    assert "{{ audience }}" in exported.text and "{{ text }}" in exported.text and "args" not in exported.text
+    write("back/summarize.prompty", exported.text)
+    back = Manager([tmp_path / "back"])
+    original, loaded = ours.find_tool("summarize"), back.find_tool("summarize")
+    assert loaded.format == "prompty"
+    assert thaw(loaded.metadata["params"]) == thaw(original.metadata["params"])
+    assert thaw(loaded.metadata["model"]) == thaw(original.metadata["model"])
+    assert loaded.description == original.description
+    # Without a model: the same rendered prompt and system message.
+    args = {"text": "Rayleigh scattering makes the daytime sky look blue to us."}
+    plain = {"$remove": ["model"]}
+    prompt = await ours.invoke("summarize", args, overrides=plain)
+    messages = await back.invoke("summarize", args, overrides=plain)
+    assert prompt == "Summarize for engineers (long): Rayleigh scattering makes the daytime sky look blue to us."
+    assert messages[0] == {"role": "system", "content": "You write summaries for engineers."}
+    assert messages[1:3] == thaw(original.metadata["messages"])
+    assert messages[-1] == {"role": "user", "content": prompt}
+    # With a model: the same request (checked by the scripted model) and answer.
+    turns = ["(few-shot)", {"answer": "Sky: blue.", "expect": {"contains": ["for managers", "(long)", "Blue light"]}}]
+    args["audience"] = "managers"
+    assert await ours.invoke("summarize", args, overrides=scripted(*turns)) == "Sky: blue."
+    assert await back.invoke("summarize", args, overrides=scripted(*turns)) == "Sky: blue."
+
+
+async def test_export_prompty_round_trip_of_a_prompty_file_restores_its_fields(tmp_path, write):
+    source = Path(__file__).parent / "formats" / "prompty" / "haiku-card.prompty"
+    write("a/haiku-card.prompty", source.read_text())
+    first = Manager([tmp_path / "a"])
+    exported = export_tool(first.find_tool("haiku-card"), "prompty")
+    assert exported.lost == ()
+    assert "template: mustache" in exported.text and "{{#memories}}" in exported.text
+    assert "sample:\n    - the lake in June" in exported.text
+    write("b/haiku-card.prompty", exported.text)
+    args = {"recipient": "Ada", "memories": ["the lake"]}
+    assert await Manager([tmp_path / "b"]).invoke("haiku-card", args) == await first.invoke("haiku-card", args)
+
+
+async def test_export_claude_agent_round_trip(write, tmp_path):
+    write("tools/reviewer.md", REVIEWER)
+    ours = Manager([tmp_path / "tools"])
+    exported = export_tool(ours.find_tool("reviewer"), "claude-agent")
+    assert exported.text.startswith("---\nname: reviewer\ndescription: Reviews a diff for security problems.\n")
+    assert "tools: lookup-cve\nmodel: sonnet\n" in exported.text
+    assert [item.field for item in exported.lost] == ["tools"]  # ours: Claude Code sees them only when served
+    write("project/.claude/agents/reviewer.md", exported.text)
+    back = Manager([tmp_path / "project"])
+    original, loaded = ours.find_tool("reviewer"), back.find_tool("reviewer")
+    assert loaded.format == "claude-agent"
+    for key in ("model", "tools", "params", "system"):
+        assert thaw(loaded.metadata[key]) == thaw(original.metadata[key]), key
+    assert loaded.prompt == original.prompt.strip()
+    turn = {"answer": "No findings.", "expect": {"contains": ["Name the file and line", "check auth.py"]}}
+    overrides = {"model": {"provider": "scripted", "script": [turn]}, "tools": []}
+    for manager in (ours, back):
+        assert await manager.invoke("reviewer", {"prompt": "check auth.py"}, overrides=overrides) == "No findings."
+
+
+def test_export_claude_agent_round_trip_of_a_claude_file_keeps_its_fields(write, tmp_path):
+    write(
+        "p/.claude/agents/tester.md",
+        "---\nname: tester\ndescription: Runs the tests.\ntools: Bash, Read\nmodel: haiku\ncolor: green\n---\n"
+        "Run the test suite and report failures.\n",
+    )
+    exported = export_tool(Manager([tmp_path / "p"]).find_tool("tester"), "claude-agent")
+    assert exported.lost == ()
+    assert exported.text == (
+        "---\nname: tester\ndescription: Runs the tests.\ntools: Bash, Read\nmodel: haiku\ncolor: green\n---\n"
+        "Run the test suite and report failures.\n"
+    )
+
+
+def test_export_says_precisely_what_is_lost(write, tmp_path):
+    write(
+        "tools/base.md",
+        "---\nmetadata: {retry: {attempts: 2}}\n---\nbase\n",
+    )
+    write(
+        "tools/lossy.md",
+        """
+        ---
+        description: Uses what Prompty lacks.
+        metadata:
+          $inherit: base
+          cache: {size: 10}
+          tools: [base]
+          params: {type: object, properties: {n: {type: integer, minimum: 1}}, additionalProperties: false}
+          model: {provider: openai, name: gpt-4o, timeout: 30}
+        ---
+        Tool {{ tool.name }} with {{ args.n }} :base[x]
+        """,
+    )
+    exported = export_tool(Manager([tmp_path / "tools"]).find_tool("lossy"), "prompty")
+    lost = {item.field: item.why for item in exported.lost}
+    assert set(lost) == {"$inherit", "cache", "tools", "params.additionalProperties", "model.timeout", "prompt"}
+    assert "Prompty has no request timeout" in lost["model.timeout"]
+    assert "json_schema:\n      minimum: 1" in exported.text  # kept: Prompty inputs carry a json_schema
+    assert [item.why for item in exported.lost if item.field == "prompt"] == [
+        "reads 'tool', which Prompty templates do not have: it renders empty there",
+        "directive :base runs only in toolcascade: it stays text",
+    ]
+
+
+def test_export_cli_writes_the_file_and_lists_losses_on_stderr(write, tmp_path):
+    write("tools/summarize.md", SUMMARIZE)
+    write("tools/lossy.md", "---\nmetadata: {cache: {size: 3}}\n---\nhello\n")
+    out = tmp_path / "out" / "summarize.prompty"
+    result = cli_run("export", "summarize", "--format", "prompty", "-o", str(out), "--path", str(tmp_path / "tools"))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "" and result.stderr == ""
+    assert out.read_text().startswith("---\nname: summarize\n")
+
+    lossy = cli_run("export", "lossy", "--format", "prompty", "--path", str(tmp_path / "tools"))
+    assert lossy.exit_code == 0
+    assert lossy.stdout.startswith("---\nname: lossy\n")
+    assert lossy.stderr.splitlines() == [
+        "lost: cache: toolcascade metadata (middleware or data): no equivalent in this format"
+    ]
+
+    target = tmp_path / "strict.prompty"
+    strict = cli_run(
+        "export", "lossy", "--format", "prompty", "--strict", "-o", str(target), "--path", str(tmp_path / "tools")
+    )
+    assert strict.exit_code == 1
+    assert not target.exists()
+    assert strict.stderr.splitlines()[-1].startswith("error: 'lossy' does not export to prompty without loss")
+
+
+def test_export_refuses_python_tools_and_unknown_names(write, tmp_path):
+    write("tools/code.py", "def main(ctx):\n    return 1\n")
+    manager = Manager([tmp_path / "tools"])
+    with pytest.raises(ConfigurationError, match="only markdown tools"):
+        export_tool(manager.find_tool("code"), "prompty")
+    with pytest.raises(ConfigurationError, match="cannot export to 'yaml'"):
+        export_tool(manager.find_tool("code"), "yaml")
+    missing = cli_run("export", "nope", "--format", "prompty", "--path", str(tmp_path / "tools"))
+    assert missing.exit_code == 1 and missing.stderr.startswith("error: ToolNotFoundError: no tool 'nope'")
+    bad = cli_run("export", "code", "--format", "json", "--path", str(tmp_path / "tools"))
+    assert bad.exit_code == 2 and "'json' is not one of" in bad.stderr
+
+
+def test_export_an_input_named_like_our_variables_is_not_reported(write, tmp_path):
+    write(
+        "tools/pick.md",
+        "---\nmetadata:\n  params: {type: object, properties: {tool: {type: string}}}\n---\nUse {{ args.tool }}.\n",
+    )
+    exported = export_tool(Manager([tmp_path / "tools"]).find_tool("pick"), "prompty")
+    assert exported.lost == ()
+    assert exported.text.endswith("user:\nUse {{ tool }}.\n")
