@@ -1,21 +1,54 @@
-"""delegate: hand the target's body to another tool, passing the target's args on."""
+"""delegate: hand the target's body to another tool, or the rest of its pipeline to an executor.
+
+- `delegate: other-tool` runs `other-tool` as the body, args passed on.
+- `delegate: {engine: ray, address: ..., pool: 2}` (or `engine: inprocess`,
+  or `{}` for the program's `Manager(executor=...)`) runs the rest of the
+  target's chain as a unit on that executor: entries before `delegate` ran
+  here, the worker runs the ones after it (the configuration built-ins
+  trust, params, cwd, paths and model run again there, where the tool's
+  folder is). The worker sees a copy of the JSON part of the context;
+  a timeout or cancellation here cancels the remote run. On a worker the
+  engine form runs in place: a unit never delegates again.
+"""
 
 from orchestrator.errors import ConfigurationError
+from orchestrator.executor import continuation, executor_for, on_worker
 
 frontmatter = {
-    "description": "Replaces the tool's body with an invocation of another tool, args passed on.",
-    "metadata": {"visibility": "hidden", "params": {"type": "string", "minLength": 1}},
+    "description": "Replaces the tool's body with another tool, or runs the rest of its pipeline on an executor.",
+    "metadata": {
+        "visibility": "hidden",
+        "params": {
+            "type": ["string", "object"],
+            "minLength": 1,
+            "properties": {
+                "engine": {"enum": ["inprocess", "ray"]},
+                "address": {"type": "string", "minLength": 1},
+                "pool": {"type": "integer", "minimum": 1, "maximum": 1024},
+            },
+            "additionalProperties": False,
+        },
+    },
 }
 
 
 async def main(ctx):
     target = ctx.target
-    name = ctx.args
-    if name == target.tool.name:
-        raise ConfigurationError("a tool cannot delegate to itself", tool=name, key="delegate")
+    spec = ctx.args
+    if isinstance(spec, str):
+        if spec == target.tool.name:
+            raise ConfigurationError("a tool cannot delegate to itself", tool=spec, key="delegate")
 
-    async def body(tctx):
-        return await tctx.manager.invoke(name, tctx.args)
+        async def body(tctx):
+            return await tctx.manager.invoke(spec, tctx.args)
 
-    target.body = body
-    return await target.manager.next()
+        target.body = body
+        return await target.manager.next()
+    if on_worker():  # already on a worker: run the rest here, never delegate again
+        return await target.manager.next()
+    program = getattr(target._manager, "executor", None)  # Manager(executor=...): the default engine
+    executor = executor_for(spec if spec.get("engine") else None, default=program)
+    unit = continuation(target, root=getattr(executor, "root", None))
+    result = await executor.submit(unit)
+    target.manager.finish(result)
+    return result

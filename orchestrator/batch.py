@@ -1,0 +1,359 @@
+"""``toolcascade batch``: run one tool over every line of a JSON Lines file, on any executor.
+
+Each input line is the args of one unit. The output has one JSON line per
+input line, in input order: ``{"line": N, "result": ...}`` or ``{"line": N,
+"error": {"type": ..., "message": ...}}`` (a line that is not JSON is an error
+line, never a crash). It is resumable: lines already in the output are
+skipped, and a last line torn by a crash is cut off and run again.
+
+Memory stays bounded: the input is streamed, at most ``concurrency`` units
+run at once, and finished units wait to be written only inside a reorder
+window (``window`` lines past the oldest unfinished one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+import click
+
+from .cli import debug_option, path_option, reporting, search_paths, set_option
+from .errors import ConfigurationError
+from .executor import executor_for, unit_for
+
+CONCURRENCY = 256  # units in flight by default
+CHUNK = 64  # units per actor call when the executor takes several at once (Ray)
+WINDOW_PER_UNIT = 4  # the reorder window is this many lines per unit in flight
+
+
+@dataclass(slots=True)
+class Summary:
+    """What one batch run did: lines seen, skipped (already done), results and errors written."""
+
+    lines: int = 0
+    skipped: int = 0
+    results: int = 0
+    errors: int = 0
+
+    def line(self, output: Path) -> str:
+        """One line for stderr."""
+        return (
+            f"{self.lines} lines: {self.results} results, {self.errors} errors, {self.skipped} already done -> {output}"
+        )
+
+
+def done_lines(output: Path) -> set[int]:
+    """The line numbers ``output`` already holds; a torn last line (no newline) is cut off first.
+
+    Raises:
+        ConfigurationError: ``output`` exists but is not a regular file.
+    """
+    if not output.exists():
+        return set()
+    if not output.is_file():
+        raise ConfigurationError(f"{output} is not a file", key="output")
+    with output.open("rb+") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        if size:
+            handle.seek(size - 1)
+            if handle.read(1) != b"\n":  # a crash tore the last line: cut back to the last complete one
+                end = size
+                while end > 0:
+                    start = max(end - 65536, 0)
+                    handle.seek(start)
+                    block = handle.read(end - start)
+                    cut = block.rfind(b"\n")
+                    if cut >= 0:
+                        handle.truncate(start + cut + 1)
+                        break
+                    end = start
+                else:
+                    handle.truncate(0)
+        handle.seek(0)
+        done = set()
+        for raw in handle:
+            try:
+                number = json.loads(raw).get("line")
+            except (ValueError, AttributeError):
+                continue  # not a line this command wrote: its input line runs again
+            if isinstance(number, int):
+                done.add(number)
+    return done
+
+
+def count_lines(source: Path) -> int:
+    """Lines in ``source`` (a last line without a newline counts), read in blocks."""
+    count, last = 0, b"\n"
+    with source.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
+def read_lines(source: IO[bytes]) -> Iterator[tuple[int, Any, dict[str, str] | None]]:
+    """``(line, args, None)`` for each JSON line, ``(line, None, error)`` for one that is not JSON."""
+    for number, raw in enumerate(source, 1):
+        text = raw.strip()
+        if not text:
+            yield number, None, {"type": "InvocationError", "message": "the line is empty: expected the args as JSON"}
+            continue
+        try:
+            yield number, json.loads(text), None
+        except (ValueError, RecursionError) as exc:
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+            yield number, None, {"type": "InvocationError", "message": f"the line is not JSON: {reason}"}
+
+
+def error_record(exc: BaseException) -> dict[str, str]:
+    """``{"type", "message"}`` of an error, its notes (the tool's file and line) included."""
+    message = " ".join(" ".join([str(exc), *getattr(exc, "__notes__", ())]).split())
+    return {"type": type(exc).__name__, "message": message}
+
+
+async def run_batch(
+    executor: Any,
+    base: Mapping[str, Any],
+    source: Path,
+    output: Path,
+    *,
+    concurrency: int = CONCURRENCY,
+    chunk: int | None = None,
+    window: int | None = None,
+    on_line: Callable[[], None] | None = None,
+) -> Summary:
+    """Run the unit ``base`` with the args of every line of ``source`` not yet in ``output``; append the records.
+
+    ``chunk`` units go in one call when the executor has ``submit_many``
+    (default ``CHUNK``); ``window`` bounds the finished records waiting for
+    an older line (default ``WINDOW_PER_UNIT`` x ``concurrency``).
+
+    Raises:
+        ConfigurationError: a bad concurrency, or an output that is not a file.
+    """
+    if not isinstance(concurrency, int) or concurrency < 1:
+        raise ConfigurationError(f"concurrency must be a positive integer, not {concurrency!r}", key="concurrency")
+    many = getattr(executor, "submit_many", None)
+    size = max(1, min(chunk or CHUNK, concurrency)) if many is not None else 1
+    window = max(window or WINDOW_PER_UNIT * concurrency, size)
+    done = done_lines(output)
+    summary = Summary()
+    order: deque[int] = deque()  # lines handed out, in input order, not yet written
+    ready: dict[int, str] = {}
+    slots = anyio.Semaphore(max(1, concurrency // size))
+    room = anyio.Event()
+
+    with source.open("rb") as lines, output.open("ab") as out:
+
+        def finish(number: int, record: dict[str, Any]) -> None:
+            nonlocal room
+            try:
+                text = json.dumps({"line": number, **record}, ensure_ascii=False, allow_nan=False)
+            except (TypeError, ValueError) as exc:  # cannot happen with JSON replies; never lose the line
+                text = json.dumps({"line": number, "error": error_record(exc)})
+            ready[number] = text
+            if "error" in record:
+                summary.errors += 1
+            else:
+                summary.results += 1
+            wrote = False
+            while order and order[0] in ready:
+                out.write(ready.pop(order.popleft()).encode("utf-8") + b"\n")
+                wrote = True
+            if wrote:
+                out.flush()
+                room.set()
+                room = anyio.Event()
+            if on_line is not None:
+                on_line()
+
+        async def run(group: list[tuple[int, Any]]) -> None:
+            try:
+                units = [{**base, "args": args} for _, args in group]
+                if many is not None:
+                    try:
+                        outcomes = await many(units)
+                    except Exception as exc:  # the whole call failed: every line says why
+                        outcomes = [exc] * len(group)
+                else:
+                    try:
+                        outcomes = [await executor.submit(units[0])]
+                    except Exception as exc:
+                        outcomes = [exc]
+                for (number, _), outcome in zip(group, outcomes, strict=True):
+                    if isinstance(outcome, Exception):
+                        finish(number, {"error": error_record(outcome)})
+                    else:
+                        finish(number, {"result": outcome})
+            finally:
+                slots.release()
+
+        async with anyio.create_task_group() as tasks:
+            group: list[tuple[int, Any]] = []
+
+            async def flush_group() -> None:
+                nonlocal group
+                if group:
+                    await slots.acquire()
+                    tasks.start_soon(run, group)
+                    group = []
+
+            for number, args, problem in read_lines(lines):
+                summary.lines += 1
+                if number in done:
+                    summary.skipped += 1
+                    continue
+                while len(order) >= window:  # bounded memory: wait for the oldest line to be written
+                    await flush_group()
+                    await room.wait()
+                order.append(number)
+                if problem is not None:
+                    finish(number, {"error": problem})
+                    continue
+                group.append((number, args))
+                if len(group) >= size:
+                    await flush_group()
+            await flush_group()
+    return summary
+
+
+def _progress(total: int) -> Any:
+    """A rich progress bar on stderr (only on a terminal), or None."""
+    if not sys.stderr.isatty():
+        return None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(
+        TextColumn("[bold]batch"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+
+
+def make_executor(spec: str, pool: int | None, working_dir: Path | None) -> Any:
+    """The executor of ``--executor``/``--pool``/``--working-dir``.
+
+    Raises:
+        ConfigurationError: an unknown engine, or Ray options with the in-process executor.
+    """
+    engine, _, address = spec.partition("=")
+    if engine != "ray" and (pool is not None or working_dir is not None):
+        raise ConfigurationError("--pool and --working-dir are for --executor ray", key="executor")
+    if engine == "ray" and working_dir is not None:
+        from .cluster import RayExecutor
+
+        return RayExecutor(address or None, pool=pool or 2, working_dir=working_dir)
+    return executor_for({"engine": engine, "address": address or None, "pool": pool})
+
+
+def _run_command(
+    tool: str,
+    source: Path,
+    output: Path,
+    executor_spec: str,
+    concurrency: int,
+    pool: int | None,
+    working_dir: Path | None,
+    paths: Sequence[Path],
+    overrides: dict[str, Any],
+) -> Summary:
+    from .manager import Manager
+
+    if output.resolve() == source.resolve():
+        raise ConfigurationError("the results file must not be the args file", key="output")
+    executor = make_executor(executor_spec, pool, working_dir)
+    manager = Manager(search_paths(paths))
+    manager.find_tool(tool)  # a typo fails here, once, not on every line
+    base = unit_for(manager, tool, None, overrides=overrides or None, root=getattr(executor, "root", None))
+    total = max(count_lines(source) - len(done_lines(output)), 0)
+    progress = _progress(total)
+
+    async def main() -> Summary:
+        try:
+            if progress is None:
+                return await run_batch(executor, base, source, output, concurrency=concurrency)
+            with progress:
+                task = progress.add_task("batch", total=total)
+                return await run_batch(
+                    executor, base, source, output, concurrency=concurrency, on_line=lambda: progress.advance(task)
+                )
+        finally:
+            closing = getattr(executor, "aclose", None)
+            if closing is not None and getattr(executor, "actors", None) is not None:
+                await closing()
+
+    return anyio.run(main)
+
+
+@click.command(short_help="Run a tool over every line of a JSON Lines file.")
+@click.argument("tool")
+@click.argument("source", metavar="ARGS.jsonl", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="RESULTS.jsonl (appended)."
+)
+@click.option(
+    "--executor",
+    "executor_spec",
+    default="inprocess",
+    show_default=True,
+    metavar="inprocess|ray[=ADDRESS]",
+    help="Where units run: this process, or a Ray cluster (local when no ADDRESS).",
+)
+@click.option(
+    "--concurrency", default=CONCURRENCY, show_default=True, type=click.IntRange(min=1), help="Units in flight."
+)
+@click.option("--pool", type=click.IntRange(1, 1024), help="Ray actors (default 2).")
+@click.option(
+    "--working-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Ship this folder to the Ray workers (runtime_env working_dir); tool folders inside it travel.",
+)
+@path_option
+@set_option
+@debug_option
+def batch(
+    tool: str,
+    source: Path,
+    output: Path,
+    executor_spec: str,
+    concurrency: int,
+    pool: int | None,
+    working_dir: Path | None,
+    paths: Sequence[Path],
+    overrides: dict[str, Any],
+    debug: bool,
+) -> None:
+    """Invoke TOOL once per line of ARGS.jsonl (each line is the args, as JSON).
+
+    Writes one JSON line per input line to RESULTS.jsonl, in input order:
+    {"line": N, "result": ...} or {"line": N, "error": {"type": ..., "message": ...}}.
+    Lines already in RESULTS.jsonl are skipped, so an interrupted batch
+    resumes where it stopped. A summary goes to stderr; the exit status is 1
+    when a line failed.
+
+    \b
+    Examples:
+      toolcascade batch greet names.jsonl -o greetings.jsonl
+      toolcascade batch score items.jsonl -o scores.jsonl --executor ray --pool 4
+      toolcascade batch score items.jsonl -o scores.jsonl --executor ray=ray://head:10001 --working-dir .
+    """
+    with reporting(debug):
+        summary = _run_command(tool, source, output, executor_spec, concurrency, pool, working_dir, paths, overrides)
+    click.echo(summary.line(output), err=True)
+    if summary.errors:
+        sys.exit(1)
+
+
+__all__ = ["Summary", "batch", "count_lines", "done_lines", "run_batch"]
