@@ -12,11 +12,20 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# The quick start end to end (from code, then the command line), what `show` explains, then the offline agent.
+# Quiet recipes: each step echoes the command a reader would type in examples/quickstart.
 demo: $(STAMP)
-	cd examples/quickstart && ../../$(BIN)/python main.py
+	@echo "--- examples/quickstart: python main.py"
+	@cd examples/quickstart && $(abspath $(BIN))/python main.py
 	@echo
-	@echo "--- examples/agent: a markdown agent on the offline scripted model"
-	cd examples/agent && ../../$(BIN)/python main.py
+	@echo "--- examples/quickstart: toolcascade run greet '{\"name\": \"Ada\"}'"
+	@cd examples/quickstart && $(abspath $(BIN))/toolcascade run greet '{"name": "Ada"}'
+	@echo
+	@echo "--- examples/quickstart: toolcascade show greet"
+	@cd examples/quickstart && $(abspath $(BIN))/toolcascade show greet
+	@echo
+	@echo "--- examples/agent: python main.py (a markdown agent on the offline scripted model)"
+	@cd examples/agent && $(abspath $(BIN))/python main.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

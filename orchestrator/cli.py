@@ -16,6 +16,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -39,6 +40,16 @@ MCP_MISSING = (
 
 
 def path_option(fn: F) -> F:
+    fn = click.option(
+        "--format",
+        "formats",
+        multiple=True,
+        metavar="NAME",
+        expose_value=False,
+        callback=remember_formats,
+        help="Read only these formats besides our own .md/.py tools (repeatable): claude (claude-agent, "
+        "claude-command, claude-skill), prompty, copilot-prompt, or none. Default: every format.",
+    )(fn)
     return click.option(
         "--path",
         "paths",
@@ -86,6 +97,18 @@ def debug_option(fn: F) -> F:
 
 def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of a table.")(fn)
+
+
+def remember_formats(ctx: click.Context, _param: click.Parameter, values: Sequence[str]) -> None:
+    """Keep ``--format`` names for the command's Manager (``none``: our own tools only)."""
+    if values:
+        ctx.meta["toolcascade.formats"] = [] if list(values) == ["none"] else list(values)
+
+
+def chosen_formats() -> list[str] | None:
+    """The ``--format`` names of the running command, or None (every format)."""
+    formats: list[str] | None = click.get_current_context().meta.get("toolcascade.formats")
+    return formats
 
 
 def search_paths(paths: Sequence[Path]) -> list[Path]:
@@ -235,10 +258,36 @@ def cli() -> None:
 @click.argument("args", required=False, metavar="[ARGS]")
 @path_option
 @set_option
+@click.option(
+    "--session",
+    metavar="ID",
+    help="Continue conversation ID: an agent loads and saves its messages in the session store.",
+)
+@click.option(
+    "--store",
+    metavar="FILE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The session store (default: $TOOLCASCADE_SESSIONS, else ~/.local/state/toolcascade/sessions.db).",
+)
 @click.option("--verbose", "-v", is_flag=True, help="Print the run's token usage on stderr at the end.")
+@click.option(
+    "--executor",
+    "executor_spec",
+    metavar="inprocess|ray[=ADDRESS]",
+    help="Run the whole invocation as one unit on this executor (ray: a local Ray, or the cluster at ADDRESS); "
+    "it is also the default engine of `delegate: {}`.",
+)
 @debug_option
 def run(
-    tool: str, args: str | None, paths: Sequence[Path], overrides: dict[str, Any], verbose: bool, debug: bool
+    tool: str,
+    args: str | None,
+    paths: Sequence[Path],
+    overrides: dict[str, Any],
+    session: str | None,
+    store: Path | None,
+    verbose: bool,
+    executor_spec: str | None,
+    debug: bool,
 ) -> None:
     """Invoke TOOL with ARGS (JSON; '-' reads JSON from stdin; default {}).
 
@@ -253,14 +302,40 @@ def run(
       echo '{"name": "Ada"}' | toolcascade run greet -
       toolcascade run greet '{"name": "Ada"}' --set 'shout={times: 5}'
       toolcascade run team/summarize --path ~/prompts '"some text"'
+      toolcascade run report '{"topic": "q3"}' --executor ray=ray://head:10001
     """
     value = parse_args(args)
     usage = Usage() if verbose else None
     with reporting(debug), progress(tool) as live:
-        manager = Manager(search_paths(paths), on_event=live)
+        executor = None
+        if executor_spec is not None and session:
+            raise click.UsageError("--session keeps the conversation in a local store: it cannot go with --executor")
+        if executor_spec is not None:
+            from .executor import executor_for
+
+            executor = executor_for(executor_spec)
+        asker = None
+        if sys.stdin.isatty() and sys.stderr.isatty():  # a held call is asked about on the terminal
+            from .approval import terminal
+
+            asker = terminal()
+        manager = Manager(
+            search_paths(paths),
+            on_event=live,
+            executor=executor,
+            approver=asker,
+            formats=chosen_formats(),
+            sessions=store,
+        )
+        context = {"session": session} if session else None
         if usage is not None:
             manager.events.listeners.append(usage)
-        result = manager.invoke_sync(tool, value, overrides=overrides or None)
+        if executor is None:
+            result = manager.invoke_sync(tool, value, overrides=overrides or None, context=context)
+        else:
+            from .executor import invoke_on
+
+            result = anyio.run(partial(invoke_on, executor, manager, tool, value, overrides=overrides or None))
     shown = "".join(live.streamed) if live is not None else ""
     if isinstance(result, str):
         if shown and result.startswith(shown):  # the answer streamed already: finish it
@@ -295,7 +370,7 @@ def list_(show_all: bool, as_json: bool, paths: Sequence[Path], debug: bool) -> 
       toolcascade list --json
     """
     with reporting(debug):
-        infos = Manager(search_paths(paths)).list_tools(hidden=show_all)
+        infos = Manager(search_paths(paths), formats=chosen_formats()).list_tools(hidden=show_all)
     if as_json:
         rows = [
             {
@@ -307,6 +382,7 @@ def list_(show_all: bool, as_json: bool, paths: Sequence[Path], debug: bool) -> 
                 "params": info.params,
                 "path": str(info.path) if info.path is not None else None,
                 "error": str(info.error) if info.error is not None else None,
+                "format": info.format,
             }
             for info in infos
         ]
@@ -362,7 +438,7 @@ def show(
     """
     value = parse_args(args)
     with reporting(debug):
-        manager = Manager(search_paths(paths))
+        manager = Manager(search_paths(paths), formats=chosen_formats())
         try:
             explanation = manager.explain(tool, value, overrides=overrides or None)
         except InterpolationError:
@@ -399,7 +475,7 @@ def check_(paths: Sequence[Path]) -> None:
     from .check import check
 
     folders = search_paths(paths)
-    manager = Manager(folders)
+    manager = Manager(folders, formats=chosen_formats())
     quiet = logging.getLogger("orchestrator")
     level, quiet.level = quiet.level, logging.ERROR  # check reports what the engine would log, once, with lines
     try:
@@ -426,6 +502,18 @@ def check_(paths: Sequence[Path]) -> None:
 )
 @click.option("--allow-overrides", is_flag=True, help="Honour $overrides sent by MCP callers (refused by default).")
 @click.option(
+    "--allow-sessions",
+    is_flag=True,
+    help="Let MCP callers continue stored conversations with $context.session (refused by default: "
+    "session ids are names, not secrets).",
+)
+@click.option(
+    "--stateful",
+    is_flag=True,
+    help="Keep HTTP sessions (Mcp-Session-Id) for a single process; by default HTTP is stateless, "
+    "so replicas behind a balancer can answer any request.",
+)
+@click.option(
     "--max-timeout",
     type=click.FloatRange(min=0, min_open=True),
     default=60.0,
@@ -434,7 +522,15 @@ def check_(paths: Sequence[Path]) -> None:
     help="Cap on the $timeout a caller may ask for; also the timeout of calls that set none.",
 )
 @debug_option
-def serve(paths: Sequence[Path], http: str | None, allow_overrides: bool, max_timeout: float, debug: bool) -> None:
+def serve(
+    paths: Sequence[Path],
+    http: str | None,
+    allow_overrides: bool,
+    allow_sessions: bool,
+    stateful: bool,
+    max_timeout: float,
+    debug: bool,
+) -> None:
     """Serve the non-hidden tools over MCP (stdio by default), params as input schemas.
 
     Needs the MCP SDK (toolcascade's mcp extra, or pip install 'mcp>=2,<3').
@@ -460,13 +556,20 @@ def serve(paths: Sequence[Path], http: str | None, allow_overrides: bool, max_ti
             sys.exit(1)
         raise
     folders = search_paths(paths)
-    manager = Manager(folders)
+    manager = Manager(folders, formats=chosen_formats())
     if not any(info.error is None for info in manager.list_tools()):
         where = ", ".join(str(f.resolve()) for f in folders) or f"no folder: there is no ./tools in {Path.cwd()}"
         click.echo(f"warning: serving no tools (looked in {where}); pass --path /abs/path/to/tools", err=True)
     try:
         with reporting(debug):
-            serve_mcp(manager, http=http, allow_overrides=allow_overrides, max_timeout=max_timeout)
+            serve_mcp(
+                manager,
+                http=http,
+                allow_overrides=allow_overrides,
+                allow_sessions=allow_sessions,
+                max_timeout=max_timeout,
+                stateless=not stateful,
+            )
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a server is stopped
 

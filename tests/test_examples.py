@@ -1,7 +1,8 @@
-"""SPEC section 9 verbatim, and every example under examples/ runs."""
+"""SPEC section 9 verbatim, every example under examples/ runs and prints its expected.txt, and `make demo` works."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,3 +40,26 @@ def test_example_runs(example):
     assert "Traceback" not in done.stderr
     expected = (folder / "expected.txt").read_text()
     assert done.stdout == expected
+
+
+@pytest.mark.slow
+def test_make_demo_runs_the_quickstart_then_shows_greet_then_the_agent(tmp_path):
+    # A fresh stamp stands for an installed .venv: the demo uses this interpreter's bin and installs nothing.
+    stamp = tmp_path / "installed"
+    stamp.touch()
+    os.utime(stamp, ((ROOT / "pyproject.toml").stat().st_mtime + 1,) * 2)
+    done = subprocess.run(
+        ["make", "--no-print-directory", "demo", f"BIN={Path(sys.executable).parent}", f"STAMP={stamp}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "160"},
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    quickstart = (ROOT / "examples/quickstart/expected.txt").read_text()
+    agent = (ROOT / "examples/agent/expected.txt").read_text()
+    assert out.index(quickstart) < out.index("tool         greet (markdown)") < out.index("chain (run order)")
+    assert out.index("chain (run order)") < out.index(agent)
+    assert "HELLO, ADA!!!\n\n--- examples/quickstart: toolcascade show greet" in out  # the CLI run, before show

@@ -1,4 +1,4 @@
-"""The cascade: authorities, inheritance, merge policies, privacy, directives, explained key by key."""
+"""Authorities: nested AUTHORITY.md files, merge policies, private keys, $inherit and a directive, explained key by key."""
 
 import anyio
 
