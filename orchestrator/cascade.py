@@ -212,8 +212,10 @@ def inherit_levels(tool: Tool, find: Callable[[str], Tool], stack: tuple[str, ..
             raise ConfigurationError("$inherit forms a cycle: " + " -> ".join([*stack, tool.name, name]), **where)
         parent = find(name)
         levels.extend(inherit_levels(parent, find, (*stack, tool.name)))
+        # visibility is the tool's own and is never inherited (R-TOOL-6)
+        inherited = {k: v for k, v in parent.metadata.items() if k != "visibility"}
         levels.append(
-            make_level(parent.name, "inherit", parent.metadata, hide_private=True, path=parent.path, lines=parent.lines)
+            make_level(parent.name, "inherit", inherited, hide_private=True, path=parent.path, lines=parent.lines)
         )
     unique: dict[tuple[str, Path | None], Level] = {}
     for level in levels:

@@ -499,3 +499,15 @@ def test_r_cas_9_explain_can_show_templates_as_written(write, tools):
         manager.explain("t")
     assert manager.explain("t", render=False).key("greeting").value == "Dear {{ args.name }}"
     assert manager.explain("t", {"name": "Ada"}).key("greeting").value == "Dear Ada"
+
+
+@pytest.mark.anyio
+async def test_r_tool_6_visibility_is_never_inherited(write, tmp_path):
+    write("tools/base.md", "---\nmetadata: {visibility: hidden, color: red}\n---\nbase")
+    write(
+        "tools/child.md",
+        "---\nmetadata: {$inherit: base}\n---\n{{ meta.visibility | default('visible') }} {{ meta.color }}",
+    )
+    manager = Manager([tmp_path / "tools"])
+    assert await manager.invoke("child") == "visible red"
+    assert "visibility" not in {k.key for k in manager.explain("child").keys}
