@@ -37,9 +37,9 @@ threads still count against ``limits.threads``.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -81,7 +81,11 @@ async def advance(ctx: Context) -> Any:
     """
     if not ctx.chain:  # a leaf (every built-in middleware): only its body, which runs once anyway
         if not ctx.finished and not ctx.body_ran:
-            await execute(ctx)
+            value = body(ctx)
+            if _awaitable(value):
+                value = await value
+            if value is not None:
+                ctx.locals["result"] = value
         return ctx.locals.get("result")
     level = ctx.running
     outer = _levels.get()
@@ -99,8 +103,12 @@ async def advance(ctx: Context) -> Any:
     try:
         while not ctx.finished:
             if ctx.pos >= len(ctx.chain):
-                if not ctx.body_ran:
-                    await execute(ctx)
+                if not ctx.body_ran:  # the bottom: the body runs here (R-CHAIN-8), in this coroutine
+                    value = body(ctx)
+                    if _awaitable(value):
+                        value = await value
+                    if value is not None:
+                        ctx.locals["result"] = value
                 break
             entry = ctx.chain[ctx.pos]
             ctx.pos += 1
@@ -133,19 +141,35 @@ async def execute(ctx: Context) -> Any:
     bounded by the render limits.
     """
     if not ctx.body_ran:
-        ctx.body_ran = True
-        fn = ctx.body if ctx.body is not None else ctx.tool.fn
-        if fn is None:
-            from .prompt import render_prompt  # prompt imports this module
-
-            value = render_prompt(ctx)
-        else:
-            value = fn(ctx) if _is_async(fn) else await _in_thread(ctx, fn, ctx)
-            if _awaitable(value):
-                value = await value
+        value = body(ctx)
+        if _awaitable(value):
+            value = await value
         if value is not None:
             ctx.locals["result"] = value
     return ctx.locals.get("result")
+
+
+def body(ctx: Context) -> Any:
+    """Start ctx's body (marking it run): its value, or an awaitable of it the caller awaits once.
+
+    An async body is called on the loop; a sync one runs in a worker thread
+    (an awaitable it returns is awaited on the loop, inside that awaitable);
+    a markdown prompt renders here. Callers check ``ctx.body_ran`` first.
+    """
+    ctx.body_ran = True
+    fn = ctx.body if ctx.body is not None else ctx.tool.fn
+    if fn is None:
+        from .prompt import render_prompt  # prompt imports this module
+
+        return render_prompt(ctx)
+    return fn(ctx) if _is_async(fn) else _sync_body(ctx, fn)
+
+
+async def _sync_body(ctx: Context, fn: Callable[..., Any]) -> Any:
+    value = await _in_thread(ctx, fn, ctx)
+    if _awaitable(value):
+        value = await value
+    return value
 
 
 def finish(ctx: Context, value: Any = None) -> None:
@@ -250,7 +274,8 @@ class _Threads:
         loop = self.loop()
         if loop is None:
             return
-        soon = loop.call_soon_threadsafe if isinstance(loop, asyncio.AbstractEventLoop) else loop.run_sync_soon
+        # An asyncio loop (call_soon_threadsafe) or a trio token (run_sync_soon), told apart without asyncio.
+        soon = getattr(loop, "call_soon_threadsafe", None) or loop.run_sync_soon
         try:
             soon(self.slots.release_on_behalf_of, slot)
         except RuntimeError:  # the asyncio loop closed, or the trio run finished (RunFinishedError)
@@ -312,12 +337,15 @@ _POOLS: weakref.WeakKeyDictionary[Any, weakref.WeakKeyDictionary[Manager, _Threa
 
 def _current_loop() -> Any:
     """The running event loop: the asyncio loop, or trio's token for the run."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        import trio  # only reached while trio runs this code
+    asyncio = sys.modules.get("asyncio")  # never imported: no asyncio loop can be running
+    if asyncio is not None:
+        try:
+            return asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+    import trio  # only reached while trio runs this code
 
-        return trio.lowlevel.current_trio_token()
+    return trio.lowlevel.current_trio_token()
 
 
 def _threads(manager: Manager) -> _Threads:

@@ -74,7 +74,8 @@ def condition(spec: Any, tool: str, path: Path | None = None) -> tuple[Condition
         keys = _names(spec["meta"], "meta", where)
 
         def has(ctx: Context) -> bool:
-            meta, local = ctx.meta, ctx.locals
+            meta = ctx._meta if ctx._meta is not None else ctx._values  # read without making ctx.meta's copy
+            local = ctx.locals
             return all(meta.get(k) is not None or local.get(k) is not None for k in keys)
 
         checks.append(has)

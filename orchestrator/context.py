@@ -22,6 +22,26 @@ if TYPE_CHECKING:
     from .manager import Manager
 
 
+class Shared:
+    """What every invocation under one top-level ``Manager.invoke`` shares: the run's id, history and stores."""
+
+    __slots__ = ("id", "history", "checked", "usage", "state")
+
+    def __init__(
+        self,
+        id: str,
+        history: list[dict[str, Any]] | None = None,
+        checked: set[str] | None = None,
+        usage: dict[str, Any] | None = None,
+        state: dict[str, Any] | None = None,
+    ) -> None:
+        self.id = id
+        self.history = history if history is not None else []
+        self.checked = checked if checked is not None else set()
+        self.usage = usage if usage is not None else {}
+        self.state = state if state is not None else {}
+
+
 class Run:
     """What an invocation knows of its run: the shared id and history, its own origin and tool.
 
@@ -33,23 +53,36 @@ class Run:
     ``origin`` and ``tool`` describe the tool of this invocation (built when read).
     """
 
-    __slots__ = ("id", "history", "checked", "usage", "state", "_tool")
+    __slots__ = ("_shared", "_tool")
 
-    def __init__(
-        self,
-        id: str,
-        history: list[dict[str, Any]],
-        checked: set[str],
-        tool: Tool,
-        usage: dict[str, Any] | None = None,
-        state: dict[str, Any] | None = None,
-    ) -> None:
-        self.id = id
-        self.history = history
-        self.checked = checked
-        self.usage = usage if usage is not None else {}
-        self.state = state if state is not None else {}
+    def __init__(self, shared: Shared, tool: Tool) -> None:
+        self._shared = shared
         self._tool = tool
+
+    @property
+    def id(self) -> str:
+        """The run's id: the same for every invocation under one top-level invoke."""
+        return self._shared.id
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """One ``{tool, args, timestamp}`` frame per invocation of the run, in order."""
+        return self._shared.history
+
+    @property
+    def checked(self) -> set[str]:
+        """The files whose freshness this run has checked."""
+        return self._shared.checked
+
+    @property
+    def usage(self) -> dict[str, Any]:
+        """Model token counts summed over the run."""
+        return self._shared.usage
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """Run-local storage for middleware (key it by your tool's name)."""
+        return self._shared.state
 
     @property
     def origin(self) -> dict[str, Any]:
@@ -64,17 +97,20 @@ class Run:
 
 
 class Context:
-    """One invocation's state (R-INV-3). ``target`` is the context a chain entry serves."""
+    """One invocation's state (R-INV-3). ``target`` is the context a chain entry serves.
+
+    Built once, with its final values, by the manager. It holds no reference
+    to itself (``target`` of a tool's own context, ``manager``, ``run``, and
+    ``meta`` and ``trust`` until someone reads them, are made when read), so
+    a finished invocation is freed by reference counting, not by the cyclic
+    garbage collector.
+    """
 
     __slots__ = (
         "args",
         "locals",
         "nonlocals",
-        "meta",
-        "run",
         "parent",
-        "target",
-        "manager",
         "envelope",
         "paths",
         "cwd",
@@ -88,9 +124,15 @@ class Context:
         "entry",
         "phases",
         "locked",
-        "trust",
         "running",
         "_manager",
+        "_target",
+        "_shared",
+        "_run",
+        "_values",
+        "_meta",
+        "_env",
+        "_trust",
     )
 
     def __init__(
@@ -98,38 +140,95 @@ class Context:
         manager: Manager,
         tool: Tool,
         args: Any,
-        run: Run,
+        shared: Shared,
         *,
         parent: Context | None,
         target: Context | None,
         envelope: Mapping[str, Any] | None,
         paths: tuple[SearchPath, ...],
         cwd: Path,
+        chain: list[Entry],
+        values: Mapping[str, Any],
+        phases: tuple[str, ...] = (),
+        locked: frozenset[str] = frozenset(),
+        env: bool = False,
+        nonlocals: dict[str, Any] | None = None,
     ) -> None:
         self._manager = manager
         self.tool = tool
         self.args = args
-        self.run = run
+        self._shared = shared
+        self._run: Run | None = None
         self.parent = parent
-        self.target = target if target is not None else self
+        self._target = target  # None: itself (kept out of the slot so a context never refers to itself)
         self.entry = target is not None
         self.envelope = envelope if envelope is not None else {}
         self.paths = paths
         self.cwd = cwd
         self.depth: int = parent.depth + 1 if parent is not None else 0
-        self.locals: dict[str, Any] = {}
-        self.nonlocals: dict[str, Any] = parent.nonlocals if parent is not None else {}
-        self.meta: dict[str, Any] = {}
-        self.chain: list[Entry] = []
+        self.locals: dict[str, Any] = {"prompt": tool.prompt}
+        if nonlocals is None:
+            nonlocals = parent.nonlocals if parent is not None else {}
+        self.nonlocals: dict[str, Any] = nonlocals
+        self._values = values  # the merged metadata, shared with the plan: copied into ``meta`` when read
+        self._meta: dict[str, Any] | None = None
+        self.chain = chain
         self.pos = 0
         self.finished = False
         self.body_ran = False
         self.body: Callable[[Context], Awaitable[Any] | Any] | None = None
-        self.phases: tuple[str, ...] = ()
-        self.locked: frozenset[str] = frozenset()
-        self.trust: dict[str, bool] = {}
+        self.phases = phases
+        self.locked = locked
+        self._env = env
+        self._trust: dict[str, bool] | None = None
         self.running = 0  # next() calls of this chain in flight (the runner's concurrency guard)
-        self.manager = BoundManager(self)
+
+    @property
+    def target(self) -> Context:
+        """The context this chain entry serves; the context itself when it is not an entry."""
+        target = self._target
+        return self if target is None else target
+
+    @target.setter
+    def target(self, value: Context) -> None:
+        self._target = None if value is self else value
+
+    @property
+    def manager(self) -> BoundManager:
+        """The manager's operations bound to this context (``await ctx.manager.next()``)."""
+        return BoundManager(self)
+
+    @property
+    def run(self) -> Run:
+        """The run this invocation belongs to (id, history, usage, state) and its own origin and tool."""
+        run = self._run
+        if run is None:
+            run = self._run = Run(self._shared, self.tool)
+        return run
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The merged metadata of this invocation: its own copy, which middleware may change."""
+        meta = self._meta
+        if meta is None:
+            meta = self._meta = dict(self._values)
+        return meta
+
+    @meta.setter
+    def meta(self, value: dict[str, Any]) -> None:
+        self._meta = value
+
+    @property
+    def trust(self) -> dict[str, bool]:
+        """What the tool may do: ``env`` (environment variables in templates), ``files`` (folders outside its own)."""
+        trust = self._trust
+        if trust is None:
+            trust = self._trust = {"env": self._env, "files": self.tool.trusted}
+        return trust
+
+    @trust.setter
+    def trust(self, value: dict[str, bool]) -> None:
+        self._trust = value
 
     def __repr__(self) -> str:
         return f"<Context {self.tool.name} depth={self.depth} pos={self.pos}/{len(self.chain)}>"
@@ -204,7 +303,7 @@ class BoundManager:
     def find_tool(self, ref: str) -> Tool:
         """Resolve ``ref`` against this context's search paths."""
         ctx = self._ctx
-        return ctx._manager.registry.find(ref, ctx.paths, ctx.run.checked)
+        return ctx._manager.registry.find(ref, ctx.paths, ctx._shared.checked)
 
 
 def ctx_target(ctx: Context) -> Context:

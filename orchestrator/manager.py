@@ -10,9 +10,9 @@ the registry and follows file edits.
 from __future__ import annotations
 
 import contextvars
+import itertools
 import logging
 import os
-import secrets
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -27,7 +27,7 @@ from . import chain, tracing
 from .authorities import Authorities, Authority
 from .callers import Caller, check_untrusted
 from .cascade import Merged, merge_levels, override_level
-from .context import Context, Run
+from .context import Context, Shared
 from .errors import (
     ApprovalRequired,
     InvocationError,
@@ -57,6 +57,18 @@ log = logging.getLogger("orchestrator")
 # margin); the recursion limit is raised to fit ``max_stack`` of them (R-INV-5).
 _FRAMES_PER_INVOCATION = 8
 _stack: contextvars.ContextVar[int] = contextvars.ContextVar("toolcascade_stack", default=0)
+# Entries of a middleware's own chain (the built-ins of a middleware entry) are counted here, against the same
+# ``max_stack``: a chain of N default-authority middleware then takes N levels of each, not 2N of one, and an
+# entry that keeps injecting entries into its own chain still meets the limit.
+_inner: contextvars.ContextVar[int] = contextvars.ContextVar("toolcascade_inner", default=0)
+# Run ids: a random prefix per process and a counter (the id names a run in events, traces and sessions).
+_RUN_PREFIX = os.urandom(4).hex()
+_run_numbers = itertools.count(1)
+
+
+def run_id() -> str:
+    """A new run id: unique in this process, and across processes but for a 1 in 2**32 chance per pair."""
+    return f"{_RUN_PREFIX}{next(_run_numbers):08x}"
 
 
 class Manager:
@@ -67,7 +79,10 @@ class Manager:
     ``paths`` metadata may add with python tools allowed. ``limits`` bounds
     what files, templates and sync code may cost (see ``Limits``).
 
-    Edits to tool and authority files are picked up on the next invocation.
+    Edits to tool and authority files are seen by the next invocation that
+    starts after they are noticed (file notifications, else a stat every
+    ``Limits.stat_interval``); ``refresh()`` looks at once, ``close()`` stops
+    the watcher thread.
     The built-in folders are watched only in a source checkout: in an
     installed package they change only on reinstall (``watch_builtins``
     overrides; ``clear_cache()`` forgets everything).
@@ -117,7 +132,7 @@ class Manager:
         self.executor = executor
         self._sessions = sessions
         self._store: Any = None
-        limit = max_stack * _FRAMES_PER_INVOCATION + 1000
+        limit = 2 * max_stack * _FRAMES_PER_INVOCATION + 1000  # _stack and _inner levels
         if sys.getrecursionlimit() < limit:
             sys.setrecursionlimit(limit)
 
@@ -209,6 +224,19 @@ class Manager:
         """Forget every parsed file and every derived cache."""
         self.registry.clear()
 
+    def refresh(self) -> None:
+        """Look at the tool files now: edits made before this call are seen by the next invocation.
+
+        Otherwise an edit is seen through file notifications (usually within
+        0.1 s) or a stat at most every ``Limits.stat_interval``. Costs one stat
+        per file and folder the caches depend on.
+        """
+        self.registry.watch()
+
+    def close(self) -> None:
+        """Stop following file edits (the watcher thread); the manager stays usable, stat-ing at an interval."""
+        self.registry.freshness.close()
+
     def _paths(self, paths: Iterable[str | os.PathLike[str]] | None) -> tuple[SearchPath, ...]:
         if paths is None:
             return self.paths
@@ -237,22 +265,16 @@ class Manager:
             OrchestratorError: any of the typed errors of SPEC section 7.
             Interrupted: a call needed a decision no approver could give; ``resume`` continues.
         """
-        try:
-            return await self._invoke(
-                ref,
-                args,
-                parent=None,
-                context=context,
-                middleware=middleware,
-                overrides=overrides,
-                timeout=timeout,
-                caller=caller,
-            )
-        except ApprovalRequired as exc:  # a top-level call held for a decision: save it, hand out a token
-            from .interrupts import suspend
-
-            options = {"context": context, "middleware": middleware, "overrides": overrides, "timeout": timeout}
-            raise await suspend(self, ref, args, options, exc) from exc
+        return await self._invoke(
+            ref,
+            args,
+            parent=None,
+            context=context,
+            middleware=middleware,
+            overrides=overrides,
+            timeout=timeout,
+            caller=caller,
+        )
 
     async def resume(self, token: str, decision: Any = "approve") -> Any:
         """Continue a run that raised ``Interrupted`` with the decision it waited for.
@@ -288,51 +310,59 @@ class Manager:
         args: Any,
         *,
         parent: Context | None,
-        target: Context | None = None,
         context: Mapping[str, Any] | None = None,
         middleware: Any = None,
         overrides: Mapping[str, Any] | None = None,
         timeout: float | None = None,
-        entry: bool = False,
         caller: Caller | None = None,
     ) -> Any:
+        """An independent invocation (top-level, or ``ctx.manager.invoke``): options, limits, the pipeline.
+
+        Raises:
+            OrchestratorError: any typed error; at the top level ``Interrupted`` for a held call.
+        """
         depth = parent.depth + 1 if parent is not None else 0
-        name = ref.name if isinstance(ref, Tool) else ref
         height = _stack.get() + 1
         if depth > self.max_depth or height > self.max_stack:
-            limit = (
-                f"invocation depth limit ({self.max_depth})"
-                if depth > self.max_depth
-                else f"nested invocation limit ({self.max_stack})"
-            )
-            who = parent.tool.name if parent is not None else str(name)
-            raise InvocationError(f"{limit} reached invoking {str(name)!r}; does {who!r} recurse?", tool=who)
+            name = ref.name if isinstance(ref, Tool) else ref
+            raise self._too_deep(name, parent, depth > self.max_depth, self.max_stack)
         token = _stack.set(height)
+        given = args
         try:
             guarded: frozenset[str] = frozenset()
-            if entry:  # an entry's args are a metadata value: data, never options
-                options = NO_OPTIONS
-            else:
-                if caller is not None:
-                    asked = extract_options(args, name, None, None, None, None)[1]
-                    check_untrusted(str(name), asked, caller)
-                    sent = asked["overrides"]
-                    guarded = frozenset(k for k in sent if isinstance(k, str)) if isinstance(sent, Mapping) else guarded
-                args, options = extract_options(args, name, context, middleware, overrides, timeout)
+            if caller is not None:
+                asked = extract_options(args, ref, None, None, None, None)[1]
+                check_untrusted(str(ref.name if isinstance(ref, Tool) else ref), asked, caller)
+                sent = asked["overrides"]
+                guarded = frozenset(k for k in sent if isinstance(k, str)) if isinstance(sent, Mapping) else guarded
+            args, options = extract_options(args, ref, context, middleware, overrides, timeout)
             seconds = options["timeout"]
             if seconds is None:
-                ctx = self._prepare(ref, args, parent, target, options, caller=caller, guarded=guarded)[0]
+                ctx = self._prepare(ref, args, parent, None, options, caller=caller, guarded=guarded)[0]
                 return await self._run(ctx, caller)
             with anyio.move_on_after(seconds):  # extract_options checked it is a positive number
-                ctx = self._prepare(ref, args, parent, target, options, caller=caller, guarded=guarded)[0]
+                ctx = self._prepare(ref, args, parent, None, options, caller=caller, guarded=guarded)[0]
                 return await self._run(ctx, caller)
-            raise InvocationTimeout(f"timed out after {seconds} s", tool=str(name))
+            raise InvocationTimeout(
+                f"timed out after {seconds} s", tool=str(ref.name if isinstance(ref, Tool) else ref)
+            )
         except Exception as exc:
             if parent is None:  # once, where the error leaves the engine: which tool's code raised it
                 name_tool(exc)
+                if isinstance(exc, ApprovalRequired):  # a top-level call held for a decision: save it, hand out a token
+                    from .interrupts import suspend
+
+                    options = {"context": context, "middleware": middleware, "overrides": overrides, "timeout": timeout}
+                    raise await suspend(self, ref, given, options, exc) from exc
             raise
         finally:
             _stack.reset(token)
+
+    def _too_deep(self, name: Any, parent: Context | None, deep: bool, limit: int) -> InvocationError:
+        """The typed error for an invocation past ``max_depth`` or past ``limit`` nested levels (R-INV-5)."""
+        what = f"invocation depth limit ({self.max_depth})" if deep else f"nested invocation limit ({limit})"
+        who = parent.tool.name if parent is not None else str(name)
+        return InvocationError(f"{what} reached invoking {str(name)!r}; does {who!r} recurse?", tool=who)
 
     def _run(self, ctx: Context, caller: Caller | None) -> Awaitable[Any]:
         """Run ctx's chain: traced when the program set a tracer provider, observed when someone listens."""
@@ -372,9 +402,10 @@ class Manager:
         the rest. ``hidden=True`` includes tools with ``visibility: hidden``.
         """
         found = []
-        for ref, path, _sp in self.registry.discover(self.paths):
+        checked: set[str] = set()  # one listing, one look at each file and folder
+        for ref, path, _sp in self.registry.discover(self.paths, parse=True):
             try:
-                info = self.describe(ref)
+                info = self.describe(ref, checked=checked)
             except OrchestratorError as exc:
                 found.append(ToolInfo(ref, ref, "unknown", None, False, None, path, exc))
                 continue
@@ -404,6 +435,7 @@ class Manager:
             values.get("params"),
             tool.path,
             role=role if isinstance(role, str) else None,
+            format=tool.format,
         )
 
     def _prepare(
@@ -430,12 +462,12 @@ class Manager:
             parent = parent or seed.get("parent")
             target = target or seed.get("target")
         if parent is not None:
-            run_id, history, checked, usage = parent.run.id, parent.run.history, parent.run.checked, parent.run.usage
-            state = parent.run.state
+            shared = parent._shared
             paths, cwd, envelope = parent.paths, parent.cwd, parent.envelope
         else:
-            run_id, history, checked, usage, state = secrets.token_hex(8), [], set(), {}, {}
+            shared = Shared(run_id())
             paths, cwd, envelope = self.paths, self.cwd, None
+        checked = shared.checked
         if seed:
             if "paths" in seed:
                 paths = (*(self.search_path(p) for p in as_list(seed["paths"], "context paths")), *paths)
@@ -447,8 +479,44 @@ class Manager:
             tool, plan, static = tool, self.planner.plan(tool, paths, checked), None
         else:
             tool, plan, static = self.planner.resolve(ref, paths, checked)
-        run = Run(run_id, history, checked, tool, usage, state)
-        ctx = Context(self, tool, args, run, parent=parent, target=target, envelope=envelope, paths=paths, cwd=cwd)
+        over = options["overrides"]
+        if not seed and sort and static is not None and not over and options["middleware"] is None:
+            # The common call: nothing depends on args, so the context is built once with its cached chain.
+            shared.history.append({"tool": tool.name, "args": args, "timestamp": time.time()})
+            merged = plan.static
+            assert merged is not None  # static is only cached for a template-free plan
+            ctx = Context(
+                self,
+                tool,
+                args,
+                shared,
+                parent=parent,
+                target=target,
+                envelope=envelope,
+                paths=paths,
+                cwd=cwd,
+                chain=list(static[1]),
+                values=merged.values,
+                phases=plan.phases,
+                locked=merged.locked,
+                env=plan.env,
+            )
+            return ctx, merged, static[0], {}
+        ctx = Context(
+            self,
+            tool,
+            args,
+            shared,
+            parent=parent,
+            target=target,
+            envelope=envelope,
+            paths=paths,
+            cwd=cwd,
+            chain=[],
+            values={},
+            phases=plan.phases,
+            env=plan.env,
+        )
         if seed:
             if "locals" in seed:
                 ctx.locals.update(as_mapping(seed["locals"], "context locals", tool.name))
@@ -458,12 +526,9 @@ class Manager:
                 ctx.nonlocals = seed["nonlocals"]  # by reference: the seeder shares it
             if "session" in seed:  # the conversation an agent continues (orchestrator.sessions)
                 ctx.locals["session"] = seed["session"]
-        ctx.locals["prompt"] = tool.prompt
-        run.history.append({"tool": tool.name, "args": args, "timestamp": time.time()})
+            ctx.locals["prompt"] = tool.prompt
+        shared.history.append({"tool": tool.name, "args": args, "timestamp": time.time()})
 
-        ctx.phases = plan.phases
-        ctx.trust = {"env": plan.env, "files": tool.trusted}
-        over = options["overrides"]
         extra = extra_specs(ctx.locals.get("middleware"), "context locals.middleware") if seed else []
         if options["middleware"] is not None:
             extra += extra_specs(options["middleware"], "middleware")
@@ -487,7 +552,7 @@ class Manager:
                 guard_locked(level, plan.raw.locked, tool.name)
                 levels = (*levels, level)
             merged = merge_levels(levels, partial(scope, ctx) if render else None, tool.name, plan.base)
-            verdicts = self.planner.toolkeys(tool, merged, paths, run.checked)
+            verdicts = self.planner.toolkeys(tool, merged, paths, checked)
             if caller is not None and guarded:
                 for key, middleware, _why in verdicts:
                     if middleware and key in guarded and key not in caller.tools:
@@ -501,17 +566,28 @@ class Manager:
                 ctx.chain = unsorted_chain(merged, verdicts)
             else:
                 built = build_chain(tool, merged, verdicts, extra, plan.phases, origins)
-                ctx.chain = self.planner.conditioned(built, paths, run.checked)
+                ctx.chain = self.planner.conditioned(built, paths, checked)
             if sort and level is not None and level.annotations.get("$order") and merged.locked:
                 unmoved = build_chain(tool, replace(merged, order=plan.raw.order), verdicts, extra, plan.phases, {})
                 keep_locked_order(unmoved, ctx.chain, merged.locked, tool.name)
-        ctx.meta = dict(merged.values)
+        ctx._values = merged.values  # copied into ctx.meta when read: the plan's own stays untouched
         ctx.locked = merged.locked
         return ctx, merged, verdicts, origins
 
     async def _invoke_entry(self, ctx: Context, entry: Entry) -> Any:
-        """Invoke a chain entry through the full pipeline, or skip it as an invocation cycle (R-CHAIN-10)."""
-        tool = self.planner.resolve(entry.name, ctx.paths, ctx.run.checked)[0]
+        """Invoke a chain entry through the full pipeline, or skip it as an invocation cycle (R-CHAIN-10).
+
+        The hot path: one plan lookup, a context built once, and, for a leaf
+        (every built-in), its body called from here, so an entry is one
+        coroutine. An entry's args are a metadata value: data, never options.
+        Entries of a middleware's own chain (its built-ins) count against
+        ``max_stack`` apart from the others, so an entry costs one level of it.
+
+        Raises:
+            InvocationError: past ``max_depth`` or ``max_stack``.
+        """
+        shared = ctx._shared
+        tool, plan, static = self.planner.resolve(entry.name, ctx.paths, shared.checked)
         ancestor: Context | None = ctx
         while ancestor is not None:
             if ancestor.tool.uri == tool.uri:
@@ -524,7 +600,46 @@ class Manager:
             if not ancestor.entry:
                 break
             ancestor = ancestor.parent
-        return await self._invoke(entry.name, entry.args, parent=ctx, target=ctx, entry=True)
+        levels = _inner if ctx.entry else _stack
+        height = levels.get() + 1
+        if ctx.depth >= self.max_depth or height > self.max_stack:
+            raise self._too_deep(entry.name, ctx, ctx.depth >= self.max_depth, self.max_stack)
+        token = levels.set(height)
+        try:
+            merged = plan.static
+            if static is None or merged is None:  # templated metadata: rendered for this call
+                child = self._prepare(entry.name, entry.args, ctx, ctx, NO_OPTIONS)[0]
+            else:
+                shared.history.append({"tool": tool.name, "args": entry.args, "timestamp": time.time()})
+                child = Context(
+                    self,
+                    tool,
+                    entry.args,
+                    shared,
+                    parent=ctx,
+                    target=ctx,
+                    envelope=ctx.envelope,
+                    paths=ctx.paths,
+                    cwd=ctx.cwd,
+                    chain=list(static[1]),
+                    values=merged.values,
+                    phases=plan.phases,
+                    locked=merged.locked,
+                    env=plan.env,
+                )
+            if self.events or tracing.tracer() is not None:
+                return await self._run(child, None)
+            if child.chain:
+                return await chain.advance(child)
+            value = chain.body(child)  # a leaf: its body is all its pipeline runs
+            if chain._awaitable(value):
+                value = await value
+            if value is None:
+                return child.locals.get("result")
+            child.locals["result"] = value
+            return value
+        finally:
+            levels.reset(token)
 
     # -- explain ---------------------------------------------------------------
 

@@ -43,12 +43,15 @@ def extract_options(
     middleware: Any,
     overrides: Mapping[str, Any] | None,
     timeout: float | None,
-) -> tuple[Any, dict[str, Any]]:
+) -> tuple[Any, Mapping[str, Any]]:
     """Split ``$NAME`` keys out of mapping args (R-INV-1); explicit options win, ``$`` values fill gaps.
 
     ``tool`` is the ref being invoked (or a Tool). Every option value, explicit
     or from args, is checked (``check_option``); the returned timeout is one
     the event loop accepts.
+
+    With no options and no ``$`` keys the shared ``NO_OPTIONS`` is returned:
+    callers read it, never change it.
 
     Raises:
         ToolNotFoundError: ``tool`` is neither a string nor a Tool.
@@ -58,6 +61,12 @@ def extract_options(
     if not isinstance(tool, (str, Tool)):
         # Refused before anything hashes it or names a file after it.
         raise ToolNotFoundError(brief(tool), reason=f"a ref must be a non-empty string, not {type(tool).__name__}")
+    if context is None and middleware is None and overrides is None and timeout is None:
+        # The common call: no options at all, so no dict is built for them.
+        if args is None:
+            return {}, NO_OPTIONS
+        if not isinstance(args, Mapping) or not any(isinstance(k, str) and k.startswith("$") for k in args):
+            return args, NO_OPTIONS
     name = tool if isinstance(tool, str) else tool.name
     options: dict[str, Any] = {"context": context, "middleware": middleware, "overrides": overrides, "timeout": timeout}
     for option, value in options.items():
