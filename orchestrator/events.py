@@ -12,10 +12,12 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+if TYPE_CHECKING:  # annotations only: the module costs ~10 ms to import
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 KINDS = (
     "invoke.start",
@@ -26,6 +28,8 @@ KINDS = (
     "model.response",
     "tool.start",
     "tool.end",
+    "approval.request",
+    "approval.decision",
 )
 
 
@@ -54,7 +58,12 @@ class Event:
       of a run carries its totals), ``streamed`` (deltas that made it; 0 for
       a cached answer, whose ``content`` a display shows instead).
     - ``tool.start``: ``call`` (the tool), ``arguments``; ``tool.end``:
-      ``call``, ``error`` (None on success).
+      ``call``, ``error`` (None on success), ``held`` (True when the call
+      waits for an approval decision).
+    - ``approval.request``: ``request`` (what the approver is asked: ``tool``,
+      ``args``, ``reason``, ...), ``by`` (the approver); ``approval.decision``:
+      ``call``, ``action`` (approve / deny / edit), ``reason``, ``by``,
+      ``args`` (the args the call runs with).
     """
 
     kind: str

@@ -14,6 +14,7 @@ is refused with ``ConfigurationError`` naming the accepted forms (``FORMS``).
 
 from __future__ import annotations
 
+import heapq
 import reprlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -165,15 +166,21 @@ def _rank(entry_after: Iterable[str], rank: Mapping[str, int]) -> int:
 
 
 def _sort_indexes(shape: Shape, phases: tuple[str, ...]) -> tuple[int, ...]:
-    import networkx as nx  # imported on the first sort: most runs are served from the cache
-
     rank = {phase: i for i, phase in enumerate(phases)}
-    graph = nx.DiGraph()
+    # node -> its successors; nodes and successors in the order first mentioned (ties keep to it)
+    succ: dict[Any, dict[Any, None]] = {}
     key: dict[Any, tuple[int, int]] = {}
+
+    def edge(u: Any, v: Any) -> None:
+        succ.setdefault(u, {})
+        succ.setdefault(v, {})
+        succ[u][v] = None
+
     for phase in phases:
-        graph.add_node(phase)
+        succ.setdefault(phase, {})
         key[phase] = (rank[phase], -1)
-    graph.add_edges_from(pairwise(phases))
+    for u, v in pairwise(phases):
+        edge(u, v)
     by_name: dict[str, list[int]] = {}
     for index, (name, _, _) in enumerate(shape):
         by_name.setdefault(name, []).append(index)
@@ -181,7 +188,7 @@ def _sort_indexes(shape: Shape, phases: tuple[str, ...]) -> tuple[int, ...]:
     def nodes(ref: str) -> list[Any]:
         if ref.startswith("$"):
             if ref not in key:
-                graph.add_node(ref)
+                succ.setdefault(ref, {})
                 key[ref] = (0, -1)
             return [ref]
         return list(by_name.get(ref, ()))  # constraints on absent entries are ignored
@@ -189,18 +196,50 @@ def _sort_indexes(shape: Shape, phases: tuple[str, ...]) -> tuple[int, ...]:
     for index, (_name, before, after) in enumerate(shape):
         if not before and not after:
             before, after = DEFAULT_BEFORE, DEFAULT_AFTER
-        graph.add_node(index)
+        succ.setdefault(index, {})
         key[index] = (_rank(after, rank), index)
         for ref in after:
-            graph.add_edges_from((node, index) for node in nodes(ref) if node != index)
+            for node in nodes(ref):
+                if node != index:
+                    edge(node, index)
         for ref in before:
-            graph.add_edges_from((index, node) for node in nodes(ref) if node != index)
-    try:
-        order = list(nx.lexicographical_topological_sort(graph, key=key.__getitem__))
-    except nx.NetworkXUnfeasible as exc:
-        cycle = [edge[0] for edge in nx.find_cycle(graph)]
-        raise OrderCycleError(shape[n][0] if isinstance(n, int) else n for n in cycle) from exc
+            for node in nodes(ref):
+                if node != index:
+                    edge(index, node)
+    order = _topological(succ, key)
+    if order is None:
+        raise OrderCycleError(shape[n][0] if isinstance(n, int) else n for n in _cycle(succ))
     return tuple(n for n in order if isinstance(n, int))
+
+
+def _topological(succ: dict[Any, dict[Any, None]], key: Mapping[Any, tuple[int, int]]) -> list[Any] | None:
+    """Kahn's algorithm, always taking the smallest key (ties: first mentioned); None on a cycle."""
+    position = {node: i for i, node in enumerate(succ)}
+    indegree = dict.fromkeys(succ, 0)
+    for out in succ.values():
+        for node in out:
+            indegree[node] += 1
+    ready = [(key[node], position[node], node) for node, count in indegree.items() if count == 0]
+    heapq.heapify(ready)
+    order: list[Any] = []
+    while ready:
+        node = heapq.heappop(ready)[2]
+        order.append(node)
+        for child in succ[node]:
+            indegree[child] -= 1
+            if indegree[child] == 0:
+                heapq.heappush(ready, (key[child], position[child], child))
+    return order if len(order) == len(succ) else None
+
+
+def _cycle(succ: dict[Any, dict[Any, None]]) -> list[Any]:
+    """The nodes of one cycle, as networkx's ``find_cycle`` names it (only a cycle error needs networkx)."""
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    graph.add_nodes_from(succ)
+    graph.add_edges_from((u, v) for u, out in succ.items() for v in out)
+    return [edge[0] for edge in nx.find_cycle(graph)]
 
 
 # Most chains are a handful of entries from files: cached. A chain a caller

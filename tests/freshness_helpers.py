@@ -13,8 +13,10 @@ from typing import Any
 
 def refresh(manager: Any) -> None:
     """Make ``manager`` look at its files now, as ``Manager.refresh()`` does (``manager`` or its registry)."""
-    registry = getattr(manager, "registry", manager)
-    registry.watch()
+    if hasattr(manager, "refresh"):
+        manager.refresh()
+    else:  # a Registry
+        manager.watch()
 
 
 def eager(manager: Any) -> Any:
