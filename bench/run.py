@@ -1,4 +1,6 @@
-"""The benchmark suite's entry (``make bench``): W1-W6 in one process run, then every target's verdict.
+"""The benchmark suite's entry (``make bench``): W1-W7 side by side, then every target's verdict.
+
+W1-W6 run in this process; W7 (units on Ray beside in process) in its own, as Ray starts fresh.
 
     .venv/bin/python -m bench.run [--quick] [--only W1,W4] [--write bench/RESULTS.md]
 
@@ -37,7 +39,7 @@ PACKAGES = (
     "langgraph",
     "langgraph-prebuilt",
 )
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6")
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7")
 
 
 def cpu_model() -> str:
@@ -126,6 +128,16 @@ def main() -> None:
     for table in tables:
         sys.stdout.write(table.markdown() + "\n")
         parts.append(table.markdown())
+    if "W7" in only:  # Ray starts in its own process: units on 2 actors beside in process (bench/ray_units.py)
+        w7 = subprocess.run(
+            [sys.executable, "-m", "bench.ray_units", *(["--quick"] if options.quick else [])],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+        section = w7.stdout if w7.returncode == 0 else f"## W7\n\nfailed: {w7.stderr.strip()[-2000:]}\n"
+        sys.stdout.write(section)
+        parts.append(section)
     load_avg = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     summary = (
         f"## Targets\n\n{targets_markdown(tables)}\n"

@@ -240,6 +240,7 @@ async def test_retry_never_retries_a_client_error(write, manager):
     for status, message in [(400, "context length exceeded"), (401, "bad key"), (404, "no such model"), (422, "bad")]:
         async with serve(openai_error(status, message)) as s:
             agent(write, "doomed", openai_model(s.url), **{"model-pipeline": {"retry": {"backoff": 0}}})
+            manager.refresh()  # the same file, rewritten with this server's URL: look now
             with pytest.raises(ModelError, match=f"HTTP {status}: {message}") as info:
                 await manager.invoke("doomed")
         assert len(s.requests) == 1

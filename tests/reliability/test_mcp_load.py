@@ -1,7 +1,7 @@
 """The MCP server under load, and clients that leave mid-call.
 
-Each test starts ``python -m orchestrator serve --http 127.0.0.1:PORT --path
-TOOLS`` as a subprocess and talks to it with the ``mcp`` SDK client over
+Each test starts ``python -m orchestrator serve --http 127.0.0.1:PORT --stateful
+--path TOOLS`` as a subprocess and talks to it with the ``mcp`` SDK client over
 streamable HTTP, as a real deployment would. Half the clients use the
 initialize handshake (an ``Mcp-Session-Id`` session with its list watcher),
 half the 2026-era per-request envelopes.
@@ -97,7 +97,9 @@ def serving(tools: Path, *options: str) -> Iterator[tuple[str, subprocess.Popen[
     """Run ``toolcascade serve --http`` on a free port; yield its URL and process."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "serve", "--http", f"127.0.0.1:{port}", "--path", str(tools), *options],
+        # --stateful: half the clients hold handshake sessions (tests/test_mcp_scale.py covers stateless replicas)
+        [sys.executable, "-m", "orchestrator", "serve", "--http", f"127.0.0.1:{port}", "--stateful"]
+        + ["--path", str(tools), *options],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
