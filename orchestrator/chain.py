@@ -112,7 +112,7 @@ async def advance(ctx: Context) -> Any:
                 break
             entry = ctx.chain[ctx.pos]
             ctx.pos += 1
-            if entry.when is not None and not entry.when(ctx):
+            if entry.when is not None and not entry.when(ctx, entry.args):
                 continue  # the entry's tool has no work for this target: no invocation (R-CHAIN-12)
             fn = entry.fn
             if fn is not None:

@@ -16,7 +16,13 @@ hold, the entry is passed over without an invocation. The conditions:
 - ``kind: markdown`` (or a list): the target's tool kind;
 - ``directives: true``: the target's prompt holds a directive;
 - ``next: true``: entries that have work follow this one in the target's
-  chain (``execute``: at the bottom the body runs anyway, R-CHAIN-8).
+  chain (``execute``: at the bottom the body runs anyway, R-CHAIN-8);
+- ``trust: true``: the entry's args would narrow the target's trust (the
+  built-in ``trust``: with ``env`` off and ``files`` left on, as for almost
+  every tool, it changes nothing), or they are malformed (so ``trust``
+  itself reports them).
+
+A condition sees the target's context and the entry's args.
 
 Your own middleware may declare ``when`` too.
 """
@@ -32,8 +38,9 @@ from .errors import ConfigurationError
 if TYPE_CHECKING:
     from .context import Context
 
-Condition = Callable[["Context"], bool]
-FIELDS = ("meta", "kind", "directives", "next")
+Condition = Callable[["Context", Any], bool]
+FIELDS = ("meta", "kind", "directives", "next", "trust")
+TRUST_DEFAULTS = {"env": False, "files": True}
 
 
 def _names(value: Any, field: str, where: dict[str, Any]) -> tuple[str, ...]:
@@ -68,12 +75,12 @@ def condition(spec: Any, tool: str, path: Path | None = None) -> tuple[Condition
     said: list[str] = []
     if "kind" in spec:
         kinds = frozenset(_names(spec["kind"], "kind", where))
-        checks.append(lambda ctx: ctx.tool.kind in kinds)
+        checks.append(lambda ctx, _args: ctx.tool.kind in kinds)
         said.append(f"kind {' or '.join(sorted(kinds))}")
     if "meta" in spec:
         keys = _names(spec["meta"], "meta", where)
 
-        def has(ctx: Context) -> bool:
+        def has(ctx: Context, _args: Any) -> bool:
             meta = ctx._meta if ctx._meta is not None else ctx._values  # read without making ctx.meta's copy
             local = ctx.locals
             return all(meta.get(k) is not None or local.get(k) is not None for k in keys)
@@ -86,19 +93,37 @@ def condition(spec: Any, tool: str, path: Path | None = None) -> tuple[Condition
     if "next" in spec and _flag(spec["next"], "next", where):
         checks.append(_followed)
         said.append("entries after it")
+    if "trust" in spec and _flag(spec["trust"], "trust", where):
+        checks.append(_narrows_trust)
+        said.append("args that narrow the trust")
     if not checks:
         return None
     if len(checks) == 1:
         return checks[0], said[0]
-    return (lambda ctx: all(check(ctx) for check in checks)), ", ".join(said)
+    return (lambda ctx, args: all(check(ctx, args) for check in checks)), ", ".join(said)
 
 
-def _followed(ctx: Context) -> bool:
+def _followed(ctx: Context, _args: Any) -> bool:
     """Whether an entry after the current one has work (a later ``next`` condition errs towards yes)."""
-    return any(entry.when is None or entry.when(ctx) for entry in ctx.chain[ctx.pos :])
+    return any(entry.when is None or entry.when(ctx, entry.args) for entry in ctx.chain[ctx.pos :])
 
 
-def _has_directives(ctx: Context) -> bool:
+def _narrows_trust(ctx: Context, args: Any) -> bool:
+    """Whether ``trust`` with ``args`` would change the target's trust (or must report malformed args).
+
+    ``trust`` sets each flag to ``granted and asked`` (``env`` asked false,
+    ``files`` asked true by default): only a granted flag asked off changes.
+    """
+    spec = {} if args is None else args
+    if not isinstance(spec, Mapping) or set(spec) - set(TRUST_DEFAULTS):
+        return True
+    if not all(isinstance(value, bool) for value in spec.values()):
+        return True
+    trust = ctx._trust if ctx._trust is not None else {"env": ctx._env, "files": ctx.tool.trusted}
+    return any(trust.get(flag) and not spec.get(flag, default) for flag, default in TRUST_DEFAULTS.items())
+
+
+def _has_directives(ctx: Context, _args: Any) -> bool:
     """Whether the target's prompt holds a directive (markdown-it is imported only for prompts with a colon)."""
     prompt = ctx.tool.prompt
     if not isinstance(prompt, str) or ":" not in prompt:

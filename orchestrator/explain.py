@@ -167,7 +167,7 @@ def explanation(
         if found is not None:
             position, ctx.pos = ctx.pos, index + 1  # as the runner sees it, right after taking the entry
             try:
-                needed[e.name] = bool(found[0](ctx))
+                needed[e.name] = bool(found[0](ctx, e.args))
             finally:
                 ctx.pos = position
     entries = tuple(

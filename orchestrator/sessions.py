@@ -374,6 +374,7 @@ class SQLiteStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._ready = False
+        self._preparing = threading.Lock()  # one connection of this process prepares the file
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -393,7 +394,9 @@ class SQLiteStore:
             raise ConfigurationError(f"cannot open the session store: {exc}", path=self.path) from exc
         try:
             if not self._ready:
-                self._prepare(connection)
+                with self._preparing:
+                    if not self._ready:
+                        self._prepare(connection)
             return work(connection)
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
@@ -420,7 +423,8 @@ class SQLiteStore:
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if connection.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
             self._refuse_foreign(connection)
-            connection.execute("PRAGMA journal_mode = WAL")  # persistent in the file; not inside a transaction
+            if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # switching needs the file alone
+                connection.execute("PRAGMA journal_mode = WAL")  # persistent in the file; not inside a transaction
             connection.execute("BEGIN IMMEDIATE")
             try:
                 if connection.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:

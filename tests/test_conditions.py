@@ -17,7 +17,7 @@ async def test_r_chain_12_a_python_tool_runs_only_the_builtins_with_work(write, 
     write("tools/noop.py", "async def main(ctx):\n    return 1\n")
     events: list[Event] = []
     assert await Manager([tools], on_event=events.append).invoke("noop") == 1
-    assert started(events) == ["noop", "trust"]  # was 8 invocations: every built-in of the default pipeline
+    assert started(events) == ["noop"]  # was 8 invocations: every built-in of the default pipeline
 
 
 async def test_r_chain_12_builtins_with_work_still_run(write, tools):
@@ -65,7 +65,7 @@ async def test_r_chain_12_user_middleware_may_declare_when(write, tools):
     chain = {e.name: e for e in manager.explain("code").chain}
     assert chain["mark"].when == "kind markdown" and chain["mark"].needed is False
     assert chain["execute"].when == "entries after it" and chain["execute"].needed is False
-    assert chain["trust"].when is None and chain["trust"].needed is True
+    assert chain["trust"].when == "args that narrow the trust" and chain["trust"].needed is False
 
 
 async def test_r_chain_12_a_malformed_when_names_the_middleware(write, tools):
@@ -73,3 +73,24 @@ async def test_r_chain_12_a_malformed_when_names_the_middleware(write, tools):
     write("tools/page.md", "---\nmetadata:\n  odd: {}\n---\nx\n")
     with pytest.raises(ConfigurationError, match="unknown condition 'colour' in when"):
         await Manager([tools]).invoke("page")
+
+
+async def test_r_chain_12_trust_runs_only_when_its_args_narrow_the_targets_trust(write, tools):
+    write("tools/report.py", "async def main(ctx):\n    return dict(ctx.trust)\n")
+    write(
+        "tools/sealed.py",
+        "frontmatter = {'metadata': {'trust': {'files': False}}}\nasync def main(ctx):\n    return dict(ctx.trust)\n",
+    )
+    write(
+        "tools/odd.py", "frontmatter = {'metadata': {'trust': {'files': 'no'}}}\nasync def main(ctx):\n    return 1\n"
+    )
+    events: list[Event] = []
+    manager = Manager([tools], on_event=events.append)
+    assert await manager.invoke("report") == {"env": False, "files": True}
+    assert "trust" not in started(events)  # nothing to narrow: no invocation, the same trust
+    events.clear()
+    assert await manager.invoke("sealed") == {"env": False, "files": False}
+    assert "trust" in started(events)
+    with pytest.raises((ConfigurationError, ArgsValidationError), match="files"):
+        await manager.invoke("odd")  # malformed args still reach trust, which reports them
+    assert {e.name: e.needed for e in manager.explain("sealed").chain}["trust"] is True

@@ -131,11 +131,11 @@ async def test_an_entry_takes_one_level_of_max_stack(write, tools):
     write("tools/noop.py", "async def main(ctx):\n    return 'bottom'\n")
     for i in range(12):
         write(f"tools/pass{i}.py", PASS)
-    # noop, its trust entry and the 12 entries; the entries' own built-ins are counted apart
-    manager = Manager([tools], max_stack=14)
+    # noop and the 12 entries (its trust has no work: no invocation); the entries' own built-ins count apart
+    manager = Manager([tools], max_stack=13)
     assert await manager.invoke("noop", middleware={f"pass{i}": {} for i in range(12)}) == "bottom"
-    tight = Manager([tools], max_stack=13)
-    with pytest.raises(InvocationError, match=r"nested invocation limit \(13\)") as info:
+    tight = Manager([tools], max_stack=12)
+    with pytest.raises(InvocationError, match=r"nested invocation limit \(12\)") as info:
         await tight.invoke("noop", middleware={f"pass{i}": {} for i in range(12)})
     assert info.value.tool == "noop"
 

@@ -11,6 +11,7 @@ from orchestrator.errors import ConfigurationError
 DEFAULTS = {"env": False, "files": True}
 
 frontmatter = {
+    "when": {"trust": True},  # only args that narrow what the target was granted (or malformed ones) need a run
     "description": "Settles the target's trust: env (environment variables in templates), files (folders outside its own).",
     "metadata": {
         "visibility": "hidden",
