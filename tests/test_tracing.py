@@ -72,9 +72,9 @@ async def test_spans_nest_as_the_onion_and_follow_the_genai_conventions(write, t
         tool.attributes["gen_ai.tool.name"] == "weather" and tool.attributes["gen_ai.operation.name"] == "execute_tool"
     )
     assert "forecast" in list(ancestors(tool))
-    # the tool's own pipeline nests under its span as the onion nests: trust, then validate-args inside it
+    # the tool's own pipeline nests under its span as the onion nests: params, then validate-args inside it
     inner = [s for s in finished if s.name == "validate-args" and "execute_tool weather" in list(ancestors(s))]
-    assert len(inner) == 1 and list(ancestors(inner[0]))[:3] == ["params", "trust", "execute_tool weather"]
+    assert len(inner) == 1 and list(ancestors(inner[0]))[:3] == ["params", "execute_tool weather", "agent-execute"]
     assert inner[0].attributes["toolcascade.depth"] == tool.attributes["toolcascade.depth"] + 1
 
 
