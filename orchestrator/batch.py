@@ -25,7 +25,7 @@ from typing import IO, Any
 import anyio
 import click
 
-from .cli import debug_option, path_option, reporting, search_paths, set_option
+from .cli import command_manager, debug_option, path_option, reporting, set_option
 from .errors import ConfigurationError
 from .executor import executor_for, unit_for
 
@@ -269,12 +269,11 @@ def _run_command(
     paths: Sequence[Path],
     overrides: dict[str, Any],
 ) -> Summary:
-    from .manager import Manager
 
     if output.resolve() == source.resolve():
         raise ConfigurationError("the results file must not be the args file", key="output")
     executor = make_executor(executor_spec, pool, working_dir)
-    manager = Manager(search_paths(paths))
+    manager = command_manager(paths)
     manager.find_tool(tool)  # a typo fails here, once, not on every line
     base = unit_for(manager, tool, None, overrides=overrides or None, root=getattr(executor, "root", None))
     total = max(count_lines(source) - len(done_lines(output)), 0)

@@ -19,7 +19,7 @@ import anyio
 import click
 
 from .approval import Decision
-from .cli import debug_option, fail, json_option, path_option, reporting, search_paths
+from .cli import command_manager, debug_option, fail, json_option, path_option, reporting
 from .display import Live, progress
 from .errors import Interrupted, describe
 from .manager import Manager
@@ -129,7 +129,7 @@ def chat(
     from .sessions import new_session_id
 
     with reporting(debug):
-        manager = Manager(search_paths(paths), sessions=store)
+        manager = command_manager(paths, sessions=store)
         key = key or input_key(manager, agent)
     session = session_id or new_session_id()
     prompt = "> " if sys.stdin.isatty() else ""  # piped lines need no prompt in the output
@@ -288,7 +288,7 @@ def resume(
     elif action == "deny":
         decision = {"action": "deny", "reason": reason}
     with reporting(debug):
-        manager = Manager(search_paths(paths), sessions=store)
+        manager = command_manager(paths, sessions=store)
         chosen = Decision.of(decision)
         result, live = watched(manager, "resume", partial(anyio.run, manager.resume, token, chosen))
     echo_result(result, live)

@@ -111,6 +111,11 @@ def chosen_formats() -> list[str] | None:
     return formats
 
 
+def command_manager(paths: Sequence[Path], **options: Any) -> Manager:
+    """The Manager of a command that takes ``path_option``: its ``--path`` folders and ``--format`` choice."""
+    return Manager(search_paths(paths), formats=chosen_formats(), **options)
+
+
 def search_paths(paths: Sequence[Path]) -> list[Path]:
     if paths:
         return list(paths)
@@ -319,14 +324,7 @@ def run(
             from .approval import terminal
 
             asker = terminal()
-        manager = Manager(
-            search_paths(paths),
-            on_event=live,
-            executor=executor,
-            approver=asker,
-            formats=chosen_formats(),
-            sessions=store,
-        )
+        manager = command_manager(paths, on_event=live, executor=executor, approver=asker, sessions=store)
         context = {"session": session} if session else None
         if usage is not None:
             manager.events.listeners.append(usage)
@@ -370,7 +368,7 @@ def list_(show_all: bool, as_json: bool, paths: Sequence[Path], debug: bool) -> 
       toolcascade list --json
     """
     with reporting(debug):
-        infos = Manager(search_paths(paths), formats=chosen_formats()).list_tools(hidden=show_all)
+        infos = command_manager(paths).list_tools(hidden=show_all)
     if as_json:
         rows = [
             {
@@ -438,7 +436,7 @@ def show(
     """
     value = parse_args(args)
     with reporting(debug):
-        manager = Manager(search_paths(paths), formats=chosen_formats())
+        manager = command_manager(paths)
         try:
             explanation = manager.explain(tool, value, overrides=overrides or None)
         except InterpolationError:
@@ -475,7 +473,7 @@ def check_(paths: Sequence[Path]) -> None:
     from .check import check
 
     folders = search_paths(paths)
-    manager = Manager(folders, formats=chosen_formats())
+    manager = command_manager(paths)
     quiet = logging.getLogger("orchestrator")
     level, quiet.level = quiet.level, logging.ERROR  # check reports what the engine would log, once, with lines
     try:
@@ -556,7 +554,7 @@ def serve(
             sys.exit(1)
         raise
     folders = search_paths(paths)
-    manager = Manager(folders, formats=chosen_formats())
+    manager = command_manager(paths)
     if not any(info.error is None for info in manager.list_tools()):
         where = ", ".join(str(f.resolve()) for f in folders) or f"no folder: there is no ./tools in {Path.cwd()}"
         click.echo(f"warning: serving no tools (looked in {where}); pass --path /abs/path/to/tools", err=True)

@@ -125,3 +125,13 @@ def test_count_lines_counts_a_last_line_without_newline(tmp_path: Path) -> None:
     (tmp_path / "a").write_bytes(b"1\n2\n3")
     (tmp_path / "b").write_bytes(b"")
     assert (count_lines(tmp_path / "a"), count_lines(tmp_path / "b")) == (3, 0)
+
+
+def test_batch_reads_only_the_formats_asked_for(folder: Path) -> None:
+    """--format (from path_option) reaches batch's Manager: with `none`, a Prompty file is not a tool."""
+    (folder / "tools" / "card.prompty").write_text("---\nname: card\n---\nsystem:\nHello.\n")
+    (folder / "args.jsonl").write_text("{}\n")
+    out = ["-o", str(folder / "o.jsonl"), "--path", str(folder / "tools")]
+    assert CliRunner().invoke(cli, ["batch", "card", str(folder / "args.jsonl"), *out]).exit_code == 0
+    ours = CliRunner().invoke(cli, ["batch", "card", str(folder / "args.jsonl"), *out, "--format", "none"])
+    assert ours.exit_code == 1 and "ToolNotFoundError" in ours.stderr
