@@ -179,8 +179,11 @@ async def test_each_manager_has_its_own_thread_slots(write, tools: Path):
 async def test_an_abandoned_thread_keeps_its_slot_until_it_ends(write, tools: Path, box: dict):
     write_tools(write)
     manager = Manager([tools], limits=Limits(threads=1))
+    manager.explain("slow")  # plan slow and its guard now: the 0.1 s below is for its body, not a cold start
+    assert await manager.invoke("fast-sync") == "fast sync"  # the worker thread exists; its slot is free again
     with pytest.raises(InvocationTimeout):
         await manager.invoke("slow", {"$timeout": 0.1}, context={"nonlocals": box})
+    assert box["started"].is_set()  # the body holds the only slot
     # The only slot is still taken by the abandoned body: a second sync call waits.
     with pytest.raises(InvocationTimeout):
         await manager.invoke("fast-sync", {"$timeout": 0.3})
