@@ -159,8 +159,8 @@ def default_path() -> Path:
 
 
 def new_token() -> str:
-    """An unguessable resume token (128 bits)."""
-    return secrets.token_urlsafe(16)
+    """An unguessable resume token (128 bits), in hex: never starting with ``-``, so ``resume TOKEN`` parses."""
+    return secrets.token_hex(16)
 
 
 def new_session_id() -> str:
@@ -422,7 +422,11 @@ class SQLiteStore:
         """
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if connection.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
-            self._refuse_foreign(connection)
+            connection.execute("BEGIN")  # one snapshot: another process may be preparing the file right now
+            try:
+                self._refuse_foreign(connection)
+            finally:
+                connection.execute("COMMIT")
             if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # switching needs the file alone
                 connection.execute("PRAGMA journal_mode = WAL")  # persistent in the file; not inside a transaction
             connection.execute("BEGIN IMMEDIATE")
@@ -444,7 +448,8 @@ class SQLiteStore:
         Raises:
             ConfigurationError: it does.
         """
-        if connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+        ours = connection.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        if not ours and connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
             raise ConfigurationError(
                 "this SQLite file belongs to another application, not a toolcascade session store; "
                 "choose another file (Manager(sessions=...), TOOLCASCADE_SESSIONS)",

@@ -163,3 +163,11 @@ async def test_the_store_file_uses_wal(tmp_path):
     with sqlite3.connect(tmp_path / "s.db") as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert os.path.exists(tmp_path / "s.db")
+
+
+def test_resume_tokens_are_hex_so_no_token_reads_as_an_option():
+    from orchestrator.sessions import new_token
+
+    tokens = {new_token() for _ in range(2_000)}
+    assert len(tokens) == 2_000
+    assert all(len(t) == 32 and set(t) <= set("0123456789abcdef") for t in tokens)
