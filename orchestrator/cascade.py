@@ -109,6 +109,7 @@ class Level:
     templated: bool
     path: Path | None = None
     lines: Mapping[str, int] = field(default_factory=dict)
+    templates: frozenset[str] = frozenset()  # the keys whose value holds a template: only they are rendered
 
 
 def _names(value: Any, what: str, **where: Any) -> tuple[str, ...]:
@@ -175,7 +176,8 @@ def make_level(
                     **where,
                 )
     data = {k: v for k, v in metadata.items() if not k.startswith("$") and not (hide_private and k in private)}
-    return Level(name, kind, data, annotations, has_templates(data), path, lines)
+    templates = frozenset(key for key, value in data.items() if has_templates(value))
+    return Level(name, kind, data, annotations, bool(templates), path, lines, templates)
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,7 +363,11 @@ def merge_levels(
         data = None
         if level.templated and variables is not None:
             scope = variables(merger.values)
-            data = {key: render_value(value, scope, _place(tool, level, key)) for key, value in level.data.items()}
+            templates = level.templates
+            data = {
+                key: render_value(value, scope, _place(tool, level, key)) if key in templates else value
+                for key, value in level.data.items()
+            }
         merger.add(level, data)
     return merger.result()
 

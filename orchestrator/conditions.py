@@ -24,12 +24,21 @@ hold, the entry is passed over without an invocation. The conditions:
 
 A condition sees the target's context and the entry's args.
 
+**Decided once where nothing can differ.** Before any entry of a chain runs,
+what a condition sees is fixed: the merged metadata, the tool's kind and
+prompt, its trust, the caller's seeded locals. So the planner asks the
+leading entries once per plan (``idle_prefix``) and leaves those without
+work out of the chain it runs; ``show`` still lists them as not needed.
+From the first entry that has work (or declares no ``when``) on, since a
+middleware that runs may change what later entries see, each condition is
+checked just before its entry would run.
+
 Your own middleware may declare ``when`` too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +46,8 @@ from .errors import ConfigurationError
 
 if TYPE_CHECKING:
     from .context import Context
+    from .ordering import Entry
+    from .registry import Tool
 
 Condition = Callable[["Context", Any], bool]
 FIELDS = ("meta", "kind", "directives", "next", "trust")
@@ -131,3 +142,43 @@ def _has_directives(ctx: Context, _args: Any) -> bool:
     from .directives import find_directives
 
     return bool(find_directives(prompt))
+
+
+class Start:
+    """What a condition sees of a target whose chain has not started: the facts a plan fixes.
+
+    It has the fields a condition reads from a ``Context`` (its kind,
+    prompt, metadata, trust, chain and position), as a new context of the
+    plan would hold them.
+    """
+
+    __slots__ = ("tool", "locals", "chain", "pos", "_values", "_meta", "_trust", "_env")
+
+    def __init__(self, tool: Tool, values: Mapping[str, Any], env: bool, chain: Sequence[Entry]) -> None:
+        self.tool = tool
+        self.locals = {"prompt": tool.prompt}
+        self.chain = chain
+        self.pos = 0
+        self._values = values
+        self._meta: Mapping[str, Any] | None = None
+        self._trust: dict[str, bool] | None = None
+        self._env = env
+
+
+def idle_prefix(target: Any, chain: Sequence[Entry]) -> int:
+    """How many leading entries of ``chain`` have no work for ``target`` as its chain starts.
+
+    ``target`` is a context that has not run an entry yet (or a ``Start``).
+    Each condition is asked as the runner would ask it, right after taking
+    its entry; the first entry with work, or without a ``when``, ends the
+    prefix.
+    """
+    saved = target.pos
+    try:
+        for index, entry in enumerate(chain):
+            target.pos = index + 1
+            if entry.when is None or entry.when(target, entry.args):
+                return index
+        return len(chain)
+    finally:
+        target.pos = saved

@@ -119,7 +119,12 @@ def _refusal(exc: Exception, where: dict[str, Any]) -> OrchestratorError:
 
 
 def render_value(value: Any, variables: Mapping[str, Any], where: Callable[[], dict[str, Any]]) -> Any:
-    """Render every template string inside ``value``, building new containers (inputs stay untouched).
+    """Render every template string inside ``value``; a part without one is returned as it is.
+
+    Containers holding a template are rebuilt (inputs stay untouched); an
+    untemplated value keeps its identity, so a ``params`` schema next to a
+    templated key stays the same object from call to call (its compiled
+    validator is found by identity).
 
     Raises:
         SecurityError, InterpolationError: as ``render``.
@@ -127,8 +132,12 @@ def render_value(value: Any, variables: Mapping[str, Any], where: Callable[[], d
     if isinstance(value, str):
         return render(value, variables, **where()) if is_template(value) else value
     if isinstance(value, Mapping):
+        if not has_templates(value):
+            return value
         return {k: render_value(v, variables, where) for k, v in value.items()}
     if isinstance(value, list):
+        if not has_templates(value):
+            return value
         return [render_value(v, variables, where) for v in value]
     return value
 

@@ -27,6 +27,7 @@ from . import chain, tracing
 from .authorities import Authorities, Authority
 from .callers import Caller, check_untrusted
 from .cascade import Merged, merge_levels, override_level
+from .conditions import idle_prefix
 from .context import Context, Shared
 from .errors import (
     ApprovalRequired,
@@ -450,11 +451,13 @@ class Manager:
         caller: Caller | None = None,
         guarded: frozenset[str] = frozenset(),
         sort: bool = True,
+        prune: bool = True,
     ) -> tuple[Context, Merged, tuple[tuple[str, bool, str], ...], dict[str, str]]:
         """Steps 2-8 of R-INV-2 up to a sorted chain; returns the context and what explain needs.
 
         ``render=False`` (explain only) merges template strings as they are written;
-        ``sort=False`` (explain of a chain with an ``$order`` cycle) leaves the chain unsorted.
+        ``sort=False`` (explain of a chain with an ``$order`` cycle) leaves the chain unsorted;
+        ``prune=False`` (explain) keeps the leading entries that have no work (R-CHAIN-12).
         ``guarded`` are override keys sent by ``caller``: they may not name tools it cannot call.
         """
         seed = options["context"]  # its keys and their types were checked by extract_options
@@ -495,7 +498,7 @@ class Manager:
                 envelope=envelope,
                 paths=paths,
                 cwd=cwd,
-                chain=list(static[1]),
+                chain=list(static[2] if prune else static[1]),
                 values=merged.values,
                 phases=plan.phases,
                 locked=merged.locked,
@@ -537,8 +540,8 @@ class Manager:
             # Nothing depends on args: verdicts and the sorted chain come from the cache.
             merged = plan.static
             if static is None:
-                static = self.planner.static_chain(tool, merged, plan.phases, paths, checked)
-            verdicts, chain_ = static
+                static = self.planner.static_chain(tool, plan, paths, checked)
+            verdicts, chain_ = static[0], static[1]  # pruned below: seeded locals may wake an entry
             if not extra:
                 ctx.chain = list(chain_)
             else:
@@ -564,6 +567,8 @@ class Manager:
                         )
             if not sort:
                 ctx.chain = unsorted_chain(merged, verdicts)
+            elif not extra and level is None:  # templates fill in values, never keys: the order is the plan's
+                ctx.chain = self.planner.templated_chain(tool, plan, merged, verdicts, paths, checked)
             else:
                 built = build_chain(tool, merged, verdicts, extra, plan.phases, origins)
                 ctx.chain = self.planner.conditioned(built, paths, checked)
@@ -572,6 +577,10 @@ class Manager:
                 keep_locked_order(unmoved, ctx.chain, merged.locked, tool.name)
         ctx._values = merged.values  # copied into ctx.meta when read: the plan's own stays untouched
         ctx.locked = merged.locked
+        if prune and ctx.chain:
+            idle = idle_prefix(ctx, ctx.chain)
+            if idle:
+                ctx.chain = ctx.chain[idle:]
         return ctx, merged, verdicts, origins
 
     async def _invoke_entry(self, ctx: Context, entry: Entry) -> Any:
@@ -621,7 +630,7 @@ class Manager:
                     envelope=ctx.envelope,
                     paths=ctx.paths,
                     cwd=ctx.cwd,
-                    chain=list(static[1]),
+                    chain=list(static[2]),
                     values=merged.values,
                     phases=plan.phases,
                     locked=merged.locked,
@@ -666,9 +675,11 @@ class Manager:
         args, options = extract_options(args, ref, None, middleware, overrides, None)
         cycle = None
         try:
-            ctx, merged, verdicts, origins = self._prepare(ref, args, None, None, options, render)
+            ctx, merged, verdicts, origins = self._prepare(ref, args, None, None, options, render, prune=False)
         except OrderCycleError as exc:  # explain all the rest, with the chain unsorted and the cycle named
-            ctx, merged, verdicts, origins = self._prepare(ref, args, None, None, options, render, sort=False)
+            ctx, merged, verdicts, origins = self._prepare(
+                ref, args, None, None, options, render, sort=False, prune=False
+            )
             cycle = exc
         plan = self.planner.plan(ctx.tool, ctx.paths, ctx.run.checked)
         conditions = {

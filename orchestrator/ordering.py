@@ -277,6 +277,11 @@ def sort_entries(entries: Sequence[Entry], phases: tuple[str, ...], tool: str | 
     return [entries[i] for i in indexes]
 
 
+def with_args(entry: Entry, args: Any) -> Entry:
+    """``entry`` with other args (``dataclasses.replace`` without its per-call field introspection)."""
+    return Entry(entry.name, args, entry.before, entry.after, entry.remove, entry.fn, entry.when)
+
+
 def strip(entry: Entry, gone: set[str]) -> Entry:
     """The entry without constraints that name entries in ``gone`` (already run)."""
     before = tuple(n for n in entry.before if n not in gone)

@@ -16,14 +16,16 @@ from typing import Any
 
 from .authorities import DEFAULT_PHASES, Authorities
 from .cascade import Merged, Plan, merge_levels, static_keys, tool_levels
-from .conditions import condition
+from .conditions import Start, condition, idle_prefix
 from .errors import ConfigurationError, ToolDefinitionError, ToolNotFoundError
 from .graph import reachable_components
-from .ordering import Entry, build_chain
+from .ordering import Entry, build_chain, with_args
 from .registry import Registry, SearchPath
 from .tool import Tool
 
 Verdicts = tuple[tuple[str, bool, str], ...]
+# A template-free plan's verdicts, its sorted chain, and the part of that chain that runs.
+Static = tuple[Verdicts, tuple[Entry, ...], tuple[Entry, ...]]
 log = logging.getLogger("orchestrator")
 
 
@@ -154,9 +156,7 @@ class Planner:
 
         return self.registry.memo("toolkeys", key, compute, checked)
 
-    def resolve(
-        self, ref: str, paths: tuple[SearchPath, ...], checked: set[str]
-    ) -> tuple[Tool, Plan, tuple[Verdicts, tuple[Entry, ...]] | None]:
+    def resolve(self, ref: str, paths: tuple[SearchPath, ...], checked: set[str]) -> tuple[Tool, Plan, Static | None]:
         """A ref's tool, plan and (when nothing depends on args) verdicts and sorted chain.
 
         One cache entry, validated once per run against every file it
@@ -166,30 +166,62 @@ class Planner:
         if hit is not None and hit[2] is checked:  # already validated in this run
             return hit[0]  # type: ignore[no-any-return]
 
-        def compute(deps: set[str]) -> tuple[Tool, Plan, tuple[Verdicts, tuple[Entry, ...]] | None]:
+        def compute(deps: set[str]) -> tuple[Tool, Plan, Static | None]:
             tool = self.registry.find(ref, paths, deps)
             plan = self.plan(tool, paths, deps)
             if plan.static is None:
                 return tool, plan, None
-            return tool, plan, self.static_chain(tool, plan.static, plan.phases, paths, deps)
+            return tool, plan, self.static_chain(tool, plan, paths, deps)
 
         return self.registry.memo("resolved", (ref, paths), compute, checked)
 
     def static_chain(
         self,
         tool: Tool,
-        merged: Merged,
-        phases: tuple[str, ...],
+        plan: Plan,
         paths: tuple[SearchPath, ...],
         checked: set[str] | None,
-    ) -> tuple[Verdicts, tuple[Entry, ...]]:
-        """Verdicts and the sorted chain of a template-free plan without extra middleware (cached)."""
+    ) -> Static:
+        """Verdicts, the sorted chain and the part of it that runs, for a template-free plan without extras (cached).
 
-        def compute(deps: set[str]) -> tuple[Verdicts, tuple[Entry, ...]]:
+        The part that runs leaves out the leading entries without work
+        (``conditions.idle_prefix``): decided once here, not on every call.
+        """
+        merged = plan.static
+        assert merged is not None  # only a template-free plan has a static chain
+
+        def compute(deps: set[str]) -> Static:
             verdicts = self.toolkeys(tool, merged, paths, deps)
-            return verdicts, tuple(self.conditioned(build_chain(tool, merged, verdicts, [], phases, {}), paths, deps))
+            sorted_ = tuple(self.conditioned(build_chain(tool, merged, verdicts, [], plan.phases, {}), paths, deps))
+            idle = idle_prefix(Start(tool, merged.values, plan.env, sorted_), sorted_)
+            return verdicts, sorted_, sorted_[idle:]
 
         return self.registry.memo("static-chains", (tool.uri, paths), compute, checked)
+
+    def templated_chain(
+        self,
+        tool: Tool,
+        plan: Plan,
+        merged: Merged,
+        verdicts: Verdicts,
+        paths: tuple[SearchPath, ...],
+        checked: set[str] | None,
+    ) -> list[Entry]:
+        """The sorted chain of a templated plan for this call's ``merged`` values.
+
+        Templates render metadata values, never keys or ``$order`` (an
+        annotation), so the order and each entry's ``when`` are the same on
+        every call: sorted once per plan and verdicts, then each entry gets
+        this call's value (an untemplated value is the same object, so its
+        entry is reused).
+        """
+
+        def compute(deps: set[str]) -> tuple[Entry, ...]:
+            return tuple(self.conditioned(build_chain(tool, merged, verdicts, [], plan.phases, {}), paths, deps))
+
+        cached = self.registry.memo("templated-chains", (tool.uri, paths, verdicts), compute, checked)
+        values = merged.values
+        return [e if e.args is values[e.name] else with_args(e, values[e.name]) for e in cached]
 
     def condition(self, name: str, paths: tuple[SearchPath, ...], checked: set[str] | None) -> Any:
         """The ``when`` of the middleware tool ``name`` as (predicate, description), or None (cached).

@@ -181,8 +181,8 @@ def _shown(target: Context, expanded: str) -> frozenset[int] | None:
     Raises:
         SecurityError: the prompt touched something the sandbox forbids.
     """
-    if not is_template(expanded):
-        return None
+    if not is_template(expanded) or ("{%" not in expanded and "{#" not in expanded):
+        return None  # no block or comment can hide a placeholder: every one shows, no render needed
     tool = target.tool
     try:
         text = render(

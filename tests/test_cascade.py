@@ -511,3 +511,33 @@ async def test_r_tool_6_visibility_is_never_inherited(write, tmp_path):
     manager = Manager([tmp_path / "tools"])
     assert await manager.invoke("child") == "visible red"
     assert "visibility" not in {k.key for k in manager.explain("child").keys}
+
+
+def test_rendering_keeps_untemplated_values_as_they_are():
+    """Only templated values are rendered: a schema beside a templated key stays the same object (its validator too)."""
+    from orchestrator.cascade import make_level, merge_levels
+
+    schema = {"type": "object", "properties": {"who": {"type": "string", "description": "who to greet"}}}
+    level = make_level(
+        "tool", "tool", {"params": schema, "greeting": "Hi {{ args.who }}", "tags": ["a"]}, hide_private=False
+    )
+    assert level.templates == frozenset({"greeting"})
+    first = merge_levels([level], lambda meta: {"args": {"who": "Ada"}}, "t")
+    second = merge_levels([level], lambda meta: {"args": {"who": "Bob"}}, "t")
+    assert (first.values["greeting"], second.values["greeting"]) == ("Hi Ada", "Hi Bob")
+    assert first.values["params"] is second.values["params"]
+    assert first.values["tags"] is second.values["tags"]
+
+
+@pytest.mark.anyio
+async def test_a_templated_middleware_value_is_rendered_for_each_call(write, tools):
+    """The sorted chain of a templated plan is reused; each call's entries carry that call's rendered args."""
+    write(
+        "tools/stamp.py",
+        "async def main(ctx):\n    return f\"{ctx.args['label']}:{await ctx.target.manager.next()}\"\n",
+    )
+    write("tools/page.md", "---\nmetadata:\n  stamp: {label: '{{ args.who }}'}\n---\nbody of {{ args.who }}\n")
+    manager = Manager([tools])
+    assert await manager.invoke("page", {"who": "Ada"}) == "Ada:body of Ada"
+    assert await manager.invoke("page", {"who": "Bob"}) == "Bob:body of Bob"
+    assert await manager.invoke("page", {"who": "Ada"}, overrides={"stamp": {"label": "over"}}) == "over:body of Ada"

@@ -94,3 +94,54 @@ async def test_r_chain_12_trust_runs_only_when_its_args_narrow_the_targets_trust
     with pytest.raises((ConfigurationError, ArgsValidationError), match="files"):
         await manager.invoke("odd")  # malformed args still reach trust, which reports them
     assert {e.name: e.needed for e in manager.explain("sealed").chain}["trust"] is True
+
+
+CHAIN_OF_TARGET = "async def main(ctx):\n    return [e.name for e in ctx.chain]\n"
+
+
+async def test_r_chain_12_the_plan_leaves_out_the_leading_entries_without_work(write, tools):
+    """Decided once per plan: the chain a python tool runs holds none of the built-ins, yet show lists them."""
+    write("tools/bare.py", CHAIN_OF_TARGET)
+    write("tools/checked.py", "frontmatter = {'metadata': {'params': {'type': 'object'}}}\n" + CHAIN_OF_TARGET)
+    manager = Manager([tools])
+    assert await manager.invoke("bare") == []
+    ran = await manager.invoke("checked", {})
+    assert "validate-args" in ran and "trust" not in ran  # idle entries before the first with work are out
+    assert "execute" in ran and "validate-returns" in ran  # after an entry with work: checked when reached
+    shown = {e.name: e.needed for e in manager.explain("bare").chain}
+    assert shown["validate-args"] is False and shown["trust"] is False and shown["execute"] is False
+
+
+async def test_r_chain_12_seeded_locals_count_when_the_plan_decides(write, tools):
+    """A `meta` condition holds through the caller's locals: the entry is not left out for this call."""
+    write(
+        "tools/mark.py",
+        "frontmatter = {'when': {'meta': 'flag'}}\n"
+        "async def main(ctx):\n    return '[' + str(await ctx.target.manager.next()) + ']'\n",
+    )
+    write("tools/code.py", "frontmatter = {'metadata': {'mark': {}}}\nasync def main(ctx):\n    return 'py'\n")
+    manager = Manager([tools])
+    assert await manager.invoke("code") == "py"
+    assert await manager.invoke("code", {"$context": {"locals": {"flag": True}}}) == "[py]"
+    assert await manager.invoke("code", overrides={"flag": 1}) == "[py]"
+    assert await manager.invoke("code") == "py"  # the cached plan is untouched by the calls above
+
+
+async def test_r_chain_12_a_middleware_that_runs_first_still_wakes_later_entries(write, tools):
+    """Only the prefix before the first entry with work is decided early: later ones see run-time changes."""
+    write(
+        "tools/flagger.py",
+        "frontmatter = {'metadata': {'$order': {'flagger': {'before': ['mark']}}}}\n"
+        "async def main(ctx):\n    ctx.target.meta['flag'] = True\n    return await ctx.target.manager.next()\n",
+    )
+    write(
+        "tools/mark.py",
+        "frontmatter = {'when': {'meta': 'flag'}}\n"
+        "async def main(ctx):\n    return '[' + str(await ctx.target.manager.next()) + ']'\n",
+    )
+    write(
+        "tools/code.py",
+        "frontmatter = {'metadata': {'flagger': {}, 'mark': {}, '$order': {'flagger': {'before': ['mark']}}}}\n"
+        "async def main(ctx):\n    return 'py'\n",
+    )
+    assert await Manager([tools]).invoke("code") == "[py]"

@@ -124,7 +124,10 @@ async def test_manager_executor_is_the_default_engine_of_delegate(write: Any, tm
 
     manager = Manager([tmp_path / "tools"], executor=Recording())
     assert await manager.invoke("job", {"x": 5}) == "job 5"
-    assert seen[0]["tool"] == "job" and [e["name"] for e in seen[0]["rest"]][:1] == ["trust"]
+    # The rest of the chain after delegate: trust has nothing to narrow, so the plan left it out and
+    # nothing is replayed for it.
+    rest = [e["name"] for e in seen[0]["rest"]]
+    assert seen[0]["tool"] == "job" and "delegate" not in rest and "trust" not in rest
 
 
 async def test_errors_come_back_as_the_same_class_with_their_fields(square: Manager, write: Any) -> None:
