@@ -4,7 +4,7 @@ Each figure runs one script at N and 5N calls and divides the difference by
 4N, so interpreter start-up and imports cancel. W1 is the trivial async tool
 through the default pipeline (built-ins watched, as in a source checkout, and
 not, as installed); W2 is the slope per extra pass-through middleware entry
-between 1 and 1 + STEPS entries; MAF invoking one function tool is the
+declared in a tool's metadata, between 1 and 1 + STEPS entries; MAF invoking one function tool is the
 baseline when it is installed. Slow (valgrind runs Python about 50x slower,
 a few minutes in all), so it is not part of ``make bench``:
 
@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from . import baselines
+from .invoke import write_stack
 from .toolsets import write_invoke_tools
 
 STEPS = 5
@@ -31,10 +32,10 @@ import sys, anyio
 from orchestrator import Manager
 n, watch, folder, entries = int(sys.argv[1]), sys.argv[2] == "watch", sys.argv[3], int(sys.argv[4])
 manager = Manager([folder], watch_builtins=watch)
-middleware = {f"pass{i}": {} for i in range(entries)} or None
+ref = f"stack{entries}" if entries else "noop"  # its metadata declares the entries (bench.invoke writes it)
 async def main():
     for _ in range(n):
-        await manager.invoke("noop", middleware=middleware)
+        await manager.invoke(ref)
 anyio.run(main)
 """
 
@@ -83,7 +84,10 @@ def main() -> None:
     rows: list[tuple[str, float, str]] = []
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
-        tools = str(write_invoke_tools(folder / "tools", 1 + STEPS))
+        written = write_invoke_tools(folder / "tools", 1 + STEPS)
+        for count in (1, 1 + STEPS):
+            write_stack(written, count)
+        tools = str(written)
         out = folder / "callgrind.out"
         maf = per_call(out, MAF, n) if baselines.version("agent-framework-core") else None
         w1 = per_call(out, TOOLCASCADE, n, "watch", tools, "0")

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
+from . import tracing
 from .errors import InvocationError
 from .ordering import Entry, entry_from_spec, sort_entries, strip
 
@@ -71,6 +72,13 @@ SKIPPED: Any = type("Skipped", (), {"__repr__": lambda self: "SKIPPED"})()
 # The innermost next() of this task on each context it is running, as a linked
 # list (ctx, level, outer): a task sees its own frames, a sibling task does not.
 _levels: ContextVar[tuple[Context, int, Any] | None] = ContextVar("toolcascade_next", default=None)
+
+# Nested invocations in this task, against ``max_stack`` (R-INV-5).
+stack: ContextVar[int] = ContextVar("toolcascade_stack", default=0)
+# Entries of a middleware's own chain (the built-ins of a middleware entry) are counted here, against the same
+# ``max_stack``: a chain of N default-authority middleware then takes N levels of each, not 2N of one, and an
+# entry that keeps injecting entries into its own chain still meets the limit.
+inner: ContextVar[int] = ContextVar("toolcascade_inner", default=0)
 
 
 async def advance(ctx: Context) -> Any:
@@ -120,9 +128,24 @@ async def advance(ctx: Context) -> Any:
                 if _awaitable(value):
                     value = await value
             else:
-                value = await ctx._manager._invoke_entry(ctx, entry)
-                if value is SKIPPED:
+                child = ctx._manager._enter(ctx, entry)
+                if child is SKIPPED:
                     continue
+                levels = inner if ctx.entry else stack
+                height = levels.set(levels.get() + 1)
+                try:
+                    if child.chain or child._manager.events or tracing.tracer() is not None:
+                        value = await run_entry(child)
+                    else:  # a leaf: its body is all its pipeline runs, awaited here (one coroutine per entry)
+                        value = body(child)
+                        if _awaitable(value):
+                            value = await value
+                        if value is None:
+                            value = child.locals.get("result")
+                        else:
+                            child.locals["result"] = value
+                finally:
+                    levels.reset(height)
             if value is not None:
                 ctx.locals["result"] = value
                 ctx.finished = True
@@ -131,6 +154,22 @@ async def advance(ctx: Context) -> Any:
         ctx.running = level
         _levels.reset(token)
     return ctx.locals.get("result")
+
+
+async def run_entry(child: Context) -> Any:
+    """Run an entry's context to its result: its chain (observed or traced when someone looks), or its body."""
+    manager = child._manager
+    if manager.events or tracing.tracer() is not None:
+        return await manager._run(child, None)
+    if child.chain:
+        return await advance(child)
+    value = body(child)
+    if _awaitable(value):
+        value = await value
+    if value is None:
+        return child.locals.get("result")
+    child.locals["result"] = value
+    return value
 
 
 async def execute(ctx: Context) -> Any:

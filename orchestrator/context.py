@@ -23,9 +23,12 @@ if TYPE_CHECKING:
 
 
 class Shared:
-    """What every invocation under one top-level ``Manager.invoke`` shares: the run's id, history and stores."""
+    """What every invocation under one top-level ``Manager.invoke`` shares: the run's id, history and stores.
 
-    __slots__ = ("id", "history", "checked", "usage", "state")
+    ``usage`` and ``state`` are made on first use: most runs never touch them.
+    """
+
+    __slots__ = ("id", "history", "checked", "_usage", "_state")
 
     def __init__(
         self,
@@ -38,8 +41,22 @@ class Shared:
         self.id = id
         self.history = history if history is not None else []
         self.checked = checked if checked is not None else set()
-        self.usage = usage if usage is not None else {}
-        self.state = state if state is not None else {}
+        self._usage = usage
+        self._state = state
+
+    @property
+    def usage(self) -> dict[str, Any]:
+        usage = self._usage
+        if usage is None:
+            usage = self._usage = {}
+        return usage
+
+    @property
+    def state(self) -> dict[str, Any]:
+        state = self._state
+        if state is None:
+            state = self._state = {}
+        return state
 
 
 class Run:
@@ -232,6 +249,57 @@ class Context:
 
     def __repr__(self) -> str:
         return f"<Context {self.tool.name} depth={self.depth} pos={self.pos}/{len(self.chain)}>"
+
+
+def entry_context(
+    manager: Manager,
+    tool: Tool,
+    args: Any,
+    target: Context,
+    chain: list[Entry],
+    values: Mapping[str, Any],
+    phases: tuple[str, ...],
+    locked: frozenset[str],
+    env: bool,
+) -> Context:
+    """The context of a chain entry of ``target`` whose plan is template-free: the hot path of every entry.
+
+    The same context ``Context(...)`` builds with ``parent=target,
+    target=target`` and ``target``'s envelope, paths and cwd, with every slot
+    set directly (a constructor with fifteen keywords costs more than the
+    rest of an entry's bookkeeping).
+    """
+    ctx: Context = _new(Context)
+    ctx._manager = manager
+    ctx.tool = tool
+    ctx.args = args
+    ctx._shared = target._shared
+    ctx._run = None
+    ctx.parent = target
+    ctx._target = target
+    ctx.entry = True
+    ctx.envelope = target.envelope
+    ctx.paths = target.paths
+    ctx.cwd = target.cwd
+    ctx.depth = target.depth + 1
+    ctx.locals = {"prompt": tool.prompt}
+    ctx.nonlocals = target.nonlocals
+    ctx._values = values
+    ctx._meta = None
+    ctx.chain = chain
+    ctx.pos = 0
+    ctx.finished = False
+    ctx.body_ran = False
+    ctx.body = None
+    ctx.phases = phases
+    ctx.locked = locked
+    ctx._env = env
+    ctx._trust = None
+    ctx.running = 0
+    return ctx
+
+
+_new = object.__new__
 
 
 class BoundManager:

@@ -9,13 +9,12 @@ the registry and follows file edits.
 
 from __future__ import annotations
 
-import contextvars
 import itertools
 import logging
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -28,7 +27,7 @@ from .authorities import Authorities, Authority
 from .callers import Caller, check_untrusted
 from .cascade import Merged, merge_levels, override_level
 from .conditions import idle_prefix
-from .context import Context, Shared
+from .context import Context, Shared, entry_context
 from .errors import (
     ApprovalRequired,
     InvocationError,
@@ -57,11 +56,8 @@ log = logging.getLogger("orchestrator")
 # Frames of Python stack one nested invocation takes (about 6 measured, with
 # margin); the recursion limit is raised to fit ``max_stack`` of them (R-INV-5).
 _FRAMES_PER_INVOCATION = 8
-_stack: contextvars.ContextVar[int] = contextvars.ContextVar("toolcascade_stack", default=0)
-# Entries of a middleware's own chain (the built-ins of a middleware entry) are counted here, against the same
-# ``max_stack``: a chain of N default-authority middleware then takes N levels of each, not 2N of one, and an
-# entry that keeps injecting entries into its own chain still meets the limit.
-_inner: contextvars.ContextVar[int] = contextvars.ContextVar("toolcascade_inner", default=0)
+_stack = chain.stack
+_NO_KEYS: frozenset[str] = frozenset()  # made once: an empty frozenset() is a new object on every call
 # Run ids: a random prefix per process and a counter (the id names a run in events, traces and sessions).
 _RUN_PREFIX = os.urandom(4).hex()
 _run_numbers = itertools.count(1)
@@ -245,7 +241,7 @@ class Manager:
 
     # -- invocation ------------------------------------------------------------
 
-    async def invoke(
+    def invoke(
         self,
         ref: str | Tool,
         args: Any = None,
@@ -255,18 +251,21 @@ class Manager:
         overrides: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         caller: Caller | None = None,
-    ) -> Any:
-        """Invoke ``ref`` with ``args`` through the full pipeline and return its result.
+    ) -> Coroutine[Any, Any, Any]:
+        """Invoke ``ref`` with ``args`` through the full pipeline; await it for the result.
 
         ``caller`` marks a call made for someone untrusted (an MCP client, a
         model): the ``$`` options in ``args`` then follow ``orchestrator.callers``;
         the explicit options are the program's own.
 
+        A plain method returning the coroutine (``await manager.invoke(...)``),
+        so an invocation in flight holds one coroutine frame less.
+
         Raises:
             OrchestratorError: any of the typed errors of SPEC section 7.
             Interrupted: a call needed a decision no approver could give; ``resume`` continues.
         """
-        return await self._invoke(
+        return self._invoke(
             ref,
             args,
             parent=None,
@@ -330,7 +329,7 @@ class Manager:
         token = _stack.set(height)
         given = args
         try:
-            guarded: frozenset[str] = frozenset()
+            guarded = _NO_KEYS
             if caller is not None:
                 asked = extract_options(args, ref, None, None, None, None)[1]
                 check_untrusted(str(ref.name if isinstance(ref, Tool) else ref), asked, caller)
@@ -586,11 +585,29 @@ class Manager:
     async def _invoke_entry(self, ctx: Context, entry: Entry) -> Any:
         """Invoke a chain entry through the full pipeline, or skip it as an invocation cycle (R-CHAIN-10).
 
-        The hot path: one plan lookup, a context built once, and, for a leaf
-        (every built-in), its body called from here, so an entry is one
-        coroutine. An entry's args are a metadata value: data, never options.
+        For entries the runner does not take itself (a directive's tool).
+
+        Raises:
+            InvocationError: past ``max_depth`` or ``max_stack``.
+        """
+        child = self._enter(ctx, entry)
+        if child is chain.SKIPPED:
+            return child
+        levels = chain.inner if ctx.entry else chain.stack
+        token = levels.set(levels.get() + 1)
+        try:
+            return await chain.run_entry(child)
+        finally:
+            levels.reset(token)
+
+    def _enter(self, ctx: Context, entry: Entry) -> Context:
+        """The context of chain entry ``entry`` of ``ctx``, or ``chain.SKIPPED`` for an invocation cycle.
+
+        The hot path of every entry: one plan lookup and a context built
+        once. An entry's args are a metadata value: data, never options.
         Entries of a middleware's own chain (its built-ins) count against
-        ``max_stack`` apart from the others, so an entry costs one level of it.
+        ``max_stack`` apart from the others (``chain.inner``), so an entry
+        costs one level of it; the runner takes the level.
 
         Raises:
             InvocationError: past ``max_depth`` or ``max_stack``.
@@ -605,50 +622,19 @@ class Manager:
                     entry.name,
                     ctx.tool.name,
                 )
-                return chain.SKIPPED
+                return chain.SKIPPED  # type: ignore[no-any-return]
             if not ancestor.entry:
                 break
             ancestor = ancestor.parent
-        levels = _inner if ctx.entry else _stack
-        height = levels.get() + 1
-        if ctx.depth >= self.max_depth or height > self.max_stack:
+        if ctx.depth >= self.max_depth or (chain.inner if ctx.entry else chain.stack).get() >= self.max_stack:
             raise self._too_deep(entry.name, ctx, ctx.depth >= self.max_depth, self.max_stack)
-        token = levels.set(height)
-        try:
-            merged = plan.static
-            if static is None or merged is None:  # templated metadata: rendered for this call
-                child = self._prepare(entry.name, entry.args, ctx, ctx, NO_OPTIONS)[0]
-            else:
-                shared.history.append({"tool": tool.name, "args": entry.args, "timestamp": time.time()})
-                child = Context(
-                    self,
-                    tool,
-                    entry.args,
-                    shared,
-                    parent=ctx,
-                    target=ctx,
-                    envelope=ctx.envelope,
-                    paths=ctx.paths,
-                    cwd=ctx.cwd,
-                    chain=list(static[2]),
-                    values=merged.values,
-                    phases=plan.phases,
-                    locked=merged.locked,
-                    env=plan.env,
-                )
-            if self.events or tracing.tracer() is not None:
-                return await self._run(child, None)
-            if child.chain:
-                return await chain.advance(child)
-            value = chain.body(child)  # a leaf: its body is all its pipeline runs
-            if chain._awaitable(value):
-                value = await value
-            if value is None:
-                return child.locals.get("result")
-            child.locals["result"] = value
-            return value
-        finally:
-            levels.reset(token)
+        merged = plan.static
+        if static is None or merged is None:  # templated metadata: rendered for this call
+            return self._prepare(entry.name, entry.args, ctx, ctx, NO_OPTIONS)[0]
+        shared.history.append({"tool": tool.name, "args": entry.args, "timestamp": time.time()})
+        return entry_context(
+            self, tool, entry.args, ctx, list(static[2]), merged.values, plan.phases, merged.locked, plan.env
+        )
 
     # -- explain ---------------------------------------------------------------
 

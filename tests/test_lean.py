@@ -196,3 +196,47 @@ def test_the_hot_path_objects_have_slots():
 
     for cls in (Context, BoundManager, Run, Shared):
         assert "__slots__" in vars(cls) and cls.__dictoffset__ == 0, cls  # no per-instance __dict__
+
+
+async def test_an_entry_context_is_the_context_the_constructor_builds(write, tools):
+    """entry_context sets every slot (the hot path must not drift from Context.__init__)."""
+    from orchestrator.context import Context, Shared, entry_context
+
+    write("tools/leaf.py", "async def main(ctx):\n    return 1\n")
+    manager = Manager([tools])
+    tool = manager.find_tool("leaf")
+    target = Context(
+        manager,
+        tool,
+        {"a": 1},
+        Shared("r"),
+        parent=None,
+        target=None,
+        envelope={"e": 1},
+        paths=manager.paths,
+        cwd=manager.cwd,
+        chain=[],
+        values={"k": 1},
+        nonlocals={"n": 1},
+    )
+    values, phases, locked = {"v": 2}, ("p",), frozenset({"v"})
+    built = Context(
+        manager,
+        tool,
+        {"b": 2},
+        target._shared,
+        parent=target,
+        target=target,
+        envelope=target.envelope,
+        paths=target.paths,
+        cwd=target.cwd,
+        chain=[],
+        values=values,
+        phases=phases,
+        locked=locked,
+        env=True,
+    )
+    fast = entry_context(manager, tool, {"b": 2}, target, [], values, phases, locked, True)
+    for slot in Context.__slots__:
+        assert getattr(fast, slot) == getattr(built, slot), slot
+    assert fast.target is target and fast.meta == {"v": 2} and fast.trust == built.trust

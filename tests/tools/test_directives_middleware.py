@@ -259,7 +259,11 @@ async def test_r_dir_2_a_prompt_without_tool_directives_renders_once(write, mana
     write("tools/page.md", "---\n---\n:upper[a] {{ args.x }}\n")
     refresh(manager)
     assert await manager.invoke("page", {"x": 2}) == "A 2"
-    assert len(renders) == 3
+    assert len(renders) == 2  # no block or comment can hide its placeholder: no render to see which show
+    write("tools/page.md", "---\n---\n{% if args.x %}:upper[a]{% endif %} {{ args.x }}\n")
+    refresh(manager)
+    assert await manager.invoke("page", {"x": 3}) == "A 3"
+    assert len(renders) == 4  # a block may hide it: one render to see, one for the text
 
 
 @pytest.mark.anyio
