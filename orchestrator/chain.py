@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from . import tracing
 from .errors import InvocationError
 from .ordering import Entry, entry_from_spec, sort_entries, strip
 
@@ -134,7 +133,7 @@ async def advance(ctx: Context) -> Any:
                 levels = inner if ctx.entry else stack
                 height = levels.set(levels.get() + 1)
                 try:
-                    if child.chain or child._manager.events or tracing.tracer() is not None:
+                    if child.chain or child._manager.events or child._shared.tracer is not None:
                         value = await run_entry(child)
                     else:  # a leaf: its body is all its pipeline runs, awaited here (one coroutine per entry)
                         value = body(child)
@@ -159,7 +158,7 @@ async def advance(ctx: Context) -> Any:
 async def run_entry(child: Context) -> Any:
     """Run an entry's context to its result: its chain (observed or traced when someone looks), or its body."""
     manager = child._manager
-    if manager.events or tracing.tracer() is not None:
+    if manager.events or child._shared.tracer is not None:
         return await manager._run(child, None)
     if child.chain:
         return await advance(child)

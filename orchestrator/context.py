@@ -26,9 +26,11 @@ class Shared:
     """What every invocation under one top-level ``Manager.invoke`` shares: the run's id, history and stores.
 
     ``usage`` and ``state`` are made on first use: most runs never touch them.
+    ``tracer`` is the OpenTelemetry tracer of the program's provider when the
+    run started, or None: a provider set during a run traces from the next.
     """
 
-    __slots__ = ("id", "history", "checked", "_usage", "_state")
+    __slots__ = ("id", "history", "checked", "tracer", "_usage", "_state")
 
     def __init__(
         self,
@@ -37,10 +39,12 @@ class Shared:
         checked: set[str] | None = None,
         usage: dict[str, Any] | None = None,
         state: dict[str, Any] | None = None,
+        tracer: Any = None,
     ) -> None:
         self.id = id
         self.history = history if history is not None else []
         self.checked = checked if checked is not None else set()
+        self.tracer = tracer
         self._usage = usage
         self._state = state
 

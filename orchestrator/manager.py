@@ -366,7 +366,7 @@ class Manager:
 
     def _run(self, ctx: Context, caller: Caller | None) -> Awaitable[Any]:
         """Run ctx's chain: traced when the program set a tracer provider, observed when someone listens."""
-        tracer = tracing.tracer()
+        tracer = ctx._shared.tracer
         if tracer is not None:
             return self._traced(ctx, tracer, caller is not None and caller.name == "a model")
         return self._observed(ctx) if self.events else chain.advance(ctx)
@@ -467,7 +467,7 @@ class Manager:
             shared = parent._shared
             paths, cwd, envelope = parent.paths, parent.cwd, parent.envelope
         else:
-            shared = Shared(run_id())
+            shared = Shared(run_id(), tracer=tracing.tracer())
             paths, cwd, envelope = self.paths, self.cwd, None
         checked = shared.checked
         if seed:

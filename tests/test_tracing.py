@@ -99,3 +99,16 @@ def test_the_programs_provider_is_used(monkeypatch):
     monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
     found = tracing.tracer()
     assert found is not None and found is tracing.tracer()  # made once per provider
+
+
+async def test_the_tracer_is_decided_once_per_run_for_every_entry(write, tools, monkeypatch):
+    """Every entry of a run asks the run's tracer, not OpenTelemetry again (it reads os.environ per call)."""
+    write("tools/pass.py", "async def main(ctx):\n    return await ctx.target.manager.next()\n")
+    write("tools/top.py", "frontmatter = {'metadata': {'pass': {}}}\nasync def main(ctx):\n    return 1\n")
+    asked: list[int] = []
+    real = tracing.tracer
+    monkeypatch.setattr(tracing, "tracer", lambda: asked.append(1) or real())
+    manager = Manager([tools])
+    assert await manager.invoke("top") == 1
+    assert await manager.invoke("top") == 1
+    assert len(asked) == 2
