@@ -162,9 +162,15 @@ class Planner:
         One cache entry, validated once per run against every file it
         depends on: the hot path of every invocation.
         """
-        hit = self.registry.derived["resolved"].get((ref, paths))
-        if hit is not None and hit[2] is checked:  # already validated in this run
-            return hit[0]  # type: ignore[no-any-return]
+        registry = self.registry
+        key = (ref, paths)
+        hit = registry.derived["resolved"].get(key)
+        if hit is not None:
+            if hit[2] is checked:  # already validated in this run
+                return hit[0]  # type: ignore[no-any-return]
+            if registry.watch(hit[1], checked):  # what memo() does on a hit, without building compute
+                hit[2] = checked
+                return hit[0]  # type: ignore[no-any-return]
 
         def compute(deps: set[str]) -> tuple[Tool, Plan, Static | None]:
             tool = self.registry.find(ref, paths, deps)
@@ -173,7 +179,7 @@ class Planner:
                 return tool, plan, None
             return tool, plan, self.static_chain(tool, plan, paths, deps)
 
-        return self.registry.memo("resolved", (ref, paths), compute, checked)
+        return registry.memo("resolved", key, compute, checked)
 
     def static_chain(
         self,
