@@ -104,7 +104,11 @@ def constraints(spec: Mapping[str, Any] | None, name: str) -> tuple[tuple[str, .
         return (), ()
     if not isinstance(spec, Mapping):
         raise ConfigurationError(f"the order of {name!r} must be {{before: [...], after: [...]}}, not {brief(spec)}")
-    return names(spec.get("before"), f"before of {name!r}"), names(spec.get("after"), f"after of {name!r}")
+    before, after = spec.get("before"), spec.get("after")  # the messages are built only for a constraint given
+    return (
+        names(before, f"before of {name!r}") if before is not None else (),
+        names(after, f"after of {name!r}") if after is not None else (),
+    )
 
 
 def check_spec(name: Any, spec: Any, source: str) -> str:
@@ -133,8 +137,9 @@ def check_spec(name: Any, spec: Any, source: str) -> str:
             f"middleware {name!r} from {source}: unknown field(s) {', '.join(sorted(brief(k) for k in unknown))} "
             f"(fields: {', '.join(FIELDS)}; tool arguments go under 'args')"
         )
-    names(spec.get("before"), f"middleware {name!r} from {source}: before")
-    names(spec.get("after"), f"middleware {name!r} from {source}: after")
+    for field_ in ("before", "after"):
+        if spec.get(field_) is not None:
+            names(spec[field_], f"middleware {name!r} from {source}: {field_}")
     remove = spec.get("remove")
     if remove is not None and not isinstance(remove, bool):
         raise ConfigurationError(
@@ -280,6 +285,11 @@ def sort_entries(entries: Sequence[Entry], phases: tuple[str, ...], tool: str | 
 def with_args(entry: Entry, args: Any) -> Entry:
     """``entry`` with other args (``dataclasses.replace`` without its per-call field introspection)."""
     return Entry(entry.name, args, entry.before, entry.after, entry.remove, entry.fn, entry.when)
+
+
+def with_when(entry: Entry, when: Callable[..., bool]) -> Entry:
+    """``entry`` with the ``when`` of its tool (as ``with_args``)."""
+    return Entry(entry.name, entry.args, entry.before, entry.after, entry.remove, entry.fn, when)
 
 
 def strip(entry: Entry, gone: set[str]) -> Entry:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from .cascade import Merged, Plan, merge_levels, static_keys, tool_levels
 from .conditions import Start, condition, idle_prefix
 from .errors import ConfigurationError, ToolDefinitionError, ToolNotFoundError
 from .graph import reachable_components
-from .ordering import Entry, build_chain, with_args
+from .ordering import Entry, build_chain, with_args, with_when
 from .registry import Registry, SearchPath
 from .tool import Tool
 
@@ -252,7 +251,7 @@ class Planner:
             if entry.fn is None:
                 found = self.condition(entry.name, paths, checked)
                 if found is not None:
-                    entry = replace(entry, when=found[0])
+                    entry = with_when(entry, found[0])
             out.append(entry)
         return out
 
