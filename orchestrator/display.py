@@ -180,7 +180,7 @@ def runs(entry: dict[str, Any]) -> Any:
         return Text("")
     if entry.get("needed", True):
         return Text(f"when {entry['when']}")
-    return Text(f"skipped: needs {entry['when']}", style="dim")
+    return Text(f"not needed: runs when {entry['when']}", style="dim")
 
 
 def compact(value: Any) -> str:
