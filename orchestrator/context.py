@@ -168,7 +168,7 @@ class Context:
         envelope: Mapping[str, Any] | None,
         paths: tuple[SearchPath, ...],
         cwd: Path,
-        chain: list[Entry],
+        chain: Sequence[Entry],
         values: Mapping[str, Any],
         phases: tuple[str, ...] = (),
         locked: frozenset[str] = frozenset(),
@@ -193,7 +193,7 @@ class Context:
         self.nonlocals: dict[str, Any] = nonlocals
         self._values = values  # the merged metadata, shared with the plan: copied into ``meta`` when read
         self._meta: dict[str, Any] | None = None
-        self.chain = chain
+        self.chain: Sequence[Entry] = chain  # a list, or () for a leaf: inject() makes a new one either way
         self.pos = 0
         self.finished = False
         self.body_ran = False
@@ -260,7 +260,7 @@ def entry_context(
     tool: Tool,
     args: Any,
     target: Context,
-    chain: list[Entry],
+    chain: Sequence[Entry],
     values: Mapping[str, Any],
     phases: tuple[str, ...],
     locked: frozenset[str],

@@ -284,7 +284,7 @@ def continuation(target: Context, root: Path | None = None) -> Unit:
             key="delegate",
         )
     ran = target.chain[: max(target.pos - 1, 0)]
-    rest = [e for e in ran if e.name in REPLAYED] + target.chain[target.pos :]
+    rest = [*(e for e in ran if e.name in REPLAYED), *target.chain[target.pos :]]
     for entry in rest:
         if entry.fn is not None:
             raise ConfigurationError(

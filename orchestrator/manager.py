@@ -632,8 +632,9 @@ class Manager:
         if static is None or merged is None:  # templated metadata: rendered for this call
             return self._prepare(entry.name, entry.args, ctx, ctx, NO_OPTIONS)[0]
         shared.history.append({"tool": tool.name, "args": entry.args, "timestamp": time.time()})
+        runs = static[2]  # a leaf (no entry with work) shares the empty tuple: inject() builds a new list
         return entry_context(
-            self, tool, entry.args, ctx, list(static[2]), merged.values, plan.phases, merged.locked, plan.env
+            self, tool, entry.args, ctx, list(runs) if runs else (), merged.values, plan.phases, merged.locked, plan.env
         )
 
     # -- explain ---------------------------------------------------------------
