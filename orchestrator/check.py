@@ -25,7 +25,7 @@ from .interpolate import compile_template, has_templates, is_template
 from .loader import KNOWN_KEYS, read_text, split_frontmatter
 from .ordering import build_chain
 from .planner import order_strays
-from .registry import SearchPath
+from .registry import SearchPath, Snapshot
 from .schema import check as check_schema
 from .schema import fill_defaults, validator_for
 from .tool import Tool
@@ -62,12 +62,18 @@ def check(manager: Manager) -> list[Problem]:
 
     Problems are sorted by file and line; each is reported once.
     """
+    with manager.registry.snapshot() as run:  # one look at each file and folder: a check changes nothing
+        return _check(manager, run)
+
+
+def _check(manager: Manager, run: Snapshot) -> list[Problem]:
     report = _Report(manager.cwd)
     user_paths = manager.paths[:-1]
     names = frozenset(ref for ref, _path, _sp in manager.registry.discover(manager.paths, parse=True))
+    near = NearNames(names)
     for ref, path, _sp in manager.registry.discover(user_paths, parse=True):
         try:
-            _check_tool(manager, ref, path, names, report)
+            _check_tool(manager, ref, path, names, near, report, run)
         except Exception as exc:  # a shape no step expected: still one problem, never a crash
             report.error(exc, path)
     for sp, ref, winner, loser, kind in manager.registry.clashes(user_paths):
@@ -86,7 +92,7 @@ def check(manager: Manager) -> list[Problem]:
             )
     for path, root in authority_files(manager):
         try:
-            _check_authority(manager, path, root, names, report)
+            _check_authority(manager, path, root, near, report, run)
         except Exception as exc:
             report.error(exc, path)
     return report.problems()
@@ -127,6 +133,38 @@ def one_edit_apart(a: str, b: str) -> bool:
         return a[start + 1 :] == b[start + 1 :] or (swapped and a[start + 2 :] == b[start + 2 :])
     shorter, longer = (a, b) if len(a) < len(b) else (b, a)
     return shorter[start:] == longer[start + 1 :]
+
+
+class NearNames:
+    """Names indexed by their deletion neighbourhoods: which lie one edit from a key, without comparing all pairs.
+
+    Two strings one insertion, deletion, substitution or swap of neighbours
+    apart always share a string made by deleting at most one character from
+    each (a swap ``xPQy``/``xQPy``: both give ``xQy``). So a key's candidates
+    are the names filed under the key and its one-character deletions, a
+    handful of dict lookups; ``one_edit_apart`` then decides each candidate,
+    so the answer is exactly the all-pairs one.
+    """
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self.by_variant: dict[str, set[str]] = {}
+        for name in names:
+            for variant in _deletions(name):
+                self.by_variant.setdefault(variant, set()).add(name)
+        self.compared = 0  # candidates given to one_edit_apart: what tests count instead of time
+
+    def near(self, key: str) -> list[str]:
+        """The names one edit from ``key`` (never ``key`` itself), sorted."""
+        candidates: set[str] = set()
+        for variant in _deletions(key):
+            candidates.update(self.by_variant.get(variant, ()))
+        self.compared += len(candidates)
+        return sorted(name for name in candidates if one_edit_apart(key, name))
+
+
+def _deletions(text: str) -> set[str]:
+    """``text`` and every string one character shorter made from it."""
+    return {text, *(text[:i] + text[i + 1 :] for i in range(len(text)))}
 
 
 class _Report:
@@ -170,32 +208,40 @@ class _Report:
             return str(path)
 
 
-def _check_tool(manager: Manager, ref: str, path: Path | None, names: frozenset[str], report: _Report) -> None:
+def _check_tool(
+    manager: Manager,
+    ref: str,
+    path: Path | None,
+    names: frozenset[str],
+    near: NearNames,
+    report: _Report,
+    run: Snapshot,
+) -> None:
     try:
-        tool = manager.registry.find(ref, manager.paths, None)
+        tool = manager.registry.find(ref, manager.paths, run)
     except Exception as exc:  # one broken file never stops the check
         report.error(exc, path)
         return
     _unknown_keys(tool.frontmatter, KNOWN_KEYS, tool.path, tool.lines, report)
     if tool.format is not None:
-        _check_adapted(manager, tool, report)
+        _check_adapted(manager, tool, report, run)
     _check_templates(tool.metadata, tool.path, tool.lines, report)
     if tool.prompt is not None and is_template(tool.prompt):
         for err in _syntax_errors(tool.prompt):
             line = tool.prompt_line + (err.lineno or 1) - 1
             report.add(tool.path, line, f"template syntax error in the prompt: {err.message or err}")
-    _near_misses(manager, tool.metadata, tool.path, tool.lines, names, report)
+    _near_misses(manager, tool.metadata, tool.path, tool.lines, near, report, run)
     try:
-        plan = manager.planner.plan(tool, manager.paths, None)
+        plan = manager.planner.plan(tool, manager.paths, run)
         merged = plan.raw
-        verdicts = manager.planner.toolkeys(tool, merged, manager.paths, None)
+        verdicts = manager.planner.toolkeys(tool, merged, manager.paths, run)
         build_chain(tool, merged, verdicts, [], plan.phases, {})
     except Exception as exc:
         report.error(exc, tool.path, tool.line_of("$order"))
         return
     _check_schemas(tool, plan, merged, report)
-    _check_names(manager, tool, plan, names, report)
-    _check_middleware_args(manager, tool, plan, verdicts, report)
+    _check_names(manager, tool, plan, names, report, run)
+    _check_middleware_args(manager, tool, plan, verdicts, report, run)
 
 
 def _name_line(path: Path) -> int | None:
@@ -212,7 +258,7 @@ def _name_line(path: Path) -> int | None:
     return None
 
 
-def _check_adapted(manager: Manager, tool: Tool, report: _Report) -> None:
+def _check_adapted(manager: Manager, tool: Tool, report: _Report, run: Snapshot) -> None:
     """A file of another format: what its adapter could not carry over, host tools, tools that do not exist."""
     for line, message in tool.problems:
         report.warn(tool.path, line, f"{tool.format}: {message}")
@@ -225,7 +271,7 @@ def _check_adapted(manager: Manager, tool: Tool, report: _Report) -> None:
             "never run",
         )
     for name in tool.metadata.get("tools") or ():
-        if isinstance(name, str) and not manager.registry.exists(name, manager.paths):
+        if isinstance(name, str) and not manager.registry.exists(name, manager.paths, run):
             report.warn(
                 tool.path,
                 tool.line_of("tools"),
@@ -233,7 +279,9 @@ def _check_adapted(manager: Manager, tool: Tool, report: _Report) -> None:
             )
 
 
-def _check_authority(manager: Manager, path: Path, root: Path | None, names: frozenset[str], report: _Report) -> None:
+def _check_authority(
+    manager: Manager, path: Path, root: Path | None, near: NearNames, report: _Report, run: Snapshot
+) -> None:
     try:
         authority = load_authority(path, root, manager.limits)
         frontmatter = split_frontmatter(read_text(path, manager.limits), path, manager.limits)[0]
@@ -242,12 +290,12 @@ def _check_authority(manager: Manager, path: Path, root: Path | None, names: fro
         return
     _unknown_keys(frontmatter, AUTHORITY_KEYS, path, authority.lines, report)
     _check_templates(authority.metadata, path, authority.lines, report)
-    _near_misses(manager, authority.metadata, path, authority.lines, names, report)
+    _near_misses(manager, authority.metadata, path, authority.lines, near, report, run)
     try:
         make_level(
             authority.name, "authority", authority.metadata, hide_private=False, path=path, lines=authority.lines
         )
-        manager.authorities.chain(authority, manager.paths, None)
+        manager.authorities.chain(authority, manager.paths, run)
     except Exception as exc:
         report.error(exc, path)
 
@@ -299,17 +347,18 @@ def _near_misses(
     metadata: Mapping[str, Any],
     path: Path | None,
     lines: Mapping[str, int],
-    names: frozenset[str],
+    near: NearNames,
     report: _Report,
+    run: Snapshot,
 ) -> None:
     static = metadata.get("$static")
     deliberate = {static} if isinstance(static, str) else set(static) if isinstance(static, list) else set()
     for key in metadata:
         if not isinstance(key, str) or key.startswith("$") or key in deliberate or len(key) < MIN_TYPO_LENGTH:
             continue
-        if manager.registry.exists(key, manager.paths):
+        if manager.registry.exists(key, manager.paths, run):
             continue
-        close = sorted(name for name in names if one_edit_apart(key, name))
+        close = near.near(key)
         if close:
             report.warn(path, lines.get(key), f"metadata key {key!r} is not a tool; did you mean {close[0]!r}?")
 
@@ -339,15 +388,18 @@ def _suggest(name: str, candidates: Iterable[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def _check_names(manager: Manager, tool: Tool, plan: Plan, names: frozenset[str], report: _Report) -> None:
+def _check_names(
+    manager: Manager, tool: Tool, plan: Plan, names: frozenset[str], report: _Report, run: Snapshot
+) -> None:
     """Names in annotations that match nothing: a typo there silently changes nothing."""
     keys = {key for level in plan.levels for key in level.data}
-    known = keys | names
-    for entry, name in order_strays(plan.raw, lambda n: manager.registry.exists(n, manager.paths)):
+    # Built only when a suggestion is due: a union with every name per tool is quadratic over a catalog.
+    known = _Known(keys, names)
+    for entry, name in order_strays(plan.raw, lambda n: manager.registry.exists(n, manager.paths, run)):
         report.warn(
             *_where(tool, plan, "$order"),
             f"$order of {entry!r} names {name!r}, which is neither a key, a tool nor a phase "
-            f"(the constraint is ignored){_suggest(name, known)}",
+            f"(the constraint is ignored){_suggest(name, known.all())}",
         )
     phases = set(plan.phases)
     for entry, spec in plan.raw.order.items():
@@ -366,12 +418,32 @@ def _check_names(manager: Manager, tool: Tool, plan: Plan, names: frozenset[str]
         for note in NAMED:
             value = level.annotations.get(note)
             for name in [value] if isinstance(value, str) else value or ():
-                if isinstance(name, str) and name not in known and not manager.registry.exists(name, manager.paths):
+                if (
+                    isinstance(name, str)
+                    and not known.has(name)
+                    and not manager.registry.exists(name, manager.paths, run)
+                ):
                     report.warn(
                         level.path,
                         level.lines.get(note),
-                        f"{note} names {name!r}, which is neither a key nor a tool{_suggest(name, known)}",
+                        f"{note} names {name!r}, which is neither a key nor a tool{_suggest(name, known.all())}",
                     )
+
+
+class _Known:
+    """A tool's keys and every tool name: membership without copying the names, the union only on demand."""
+
+    def __init__(self, keys: set[str], names: frozenset[str]) -> None:
+        self.keys = keys
+        self.names = names
+
+    def has(self, name: str) -> bool:
+        """True when ``name`` is one of the keys or a tool name."""
+        return name in self.keys or name in self.names
+
+    def all(self) -> set[str]:
+        """The union, for a suggestion."""
+        return self.keys | self.names
 
 
 def _where(tool: Tool, plan: Plan, key: str) -> tuple[Path | None, int | None]:
@@ -383,7 +455,12 @@ def _where(tool: Tool, plan: Plan, key: str) -> tuple[Path | None, int | None]:
 
 
 def _check_middleware_args(
-    manager: Manager, tool: Tool, plan: Plan, verdicts: Iterable[tuple[str, bool, str]], report: _Report
+    manager: Manager,
+    tool: Tool,
+    plan: Plan,
+    verdicts: Iterable[tuple[str, bool, str]],
+    report: _Report,
+    run: Snapshot,
 ) -> None:
     """A middleware key's value is that middleware's args: check it against the middleware's params, statically."""
     for key, middleware, _why in verdicts:
@@ -391,14 +468,14 @@ def _check_middleware_args(
         if not middleware or has_templates(value):
             continue  # templated args are only known at run time
         try:
-            params = manager.describe(key).params
+            params = _params_of(manager, key, run)
             if params is None or has_templates(params):
                 continue
             check_schema(params, fill_defaults(params, value), ValidationError, key)
         except ValidationError as exc:
             path, line = _where_key(tool, plan, key)
             failures = "; ".join(f"{pointer or '/'}: {message}" for pointer, message in exc.errors)
-            found = manager.planner.target(key, manager.paths, set())
+            found = manager.planner.target(key, manager.paths, run)
             report.add(
                 path,
                 line,
@@ -407,6 +484,28 @@ def _check_middleware_args(
             )
         except OrchestratorError:
             continue  # the middleware's own problems are reported on its own file
+
+
+def _params_of(manager: Manager, key: str, run: Snapshot) -> Any:
+    """The merged ``params`` of the middleware ``key`` names: described once per check, not once per tool using it.
+
+    Raises:
+        OrchestratorError: the middleware cannot be found, loaded or resolved (remembered, raised each time).
+    """
+    memo = ("params", key)
+    known = run.values.get(memo, _NONE)
+    if known is _NONE:
+        try:
+            known = manager.describe(key, checked=run).params
+        except OrchestratorError as exc:
+            known = exc
+        run.values[memo] = known
+    if isinstance(known, OrchestratorError):
+        raise known.with_traceback(None)
+    return known
+
+
+_NONE = object()
 
 
 def _where_key(tool: Tool, plan: Plan, key: str) -> tuple[Path | None, int | None]:

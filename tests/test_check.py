@@ -309,3 +309,78 @@ def test_run_time_warns_once_per_plan_about_stray_order_names(tools, write, capl
     assert warned == [
         "stray: $order of 'log' names 'shuot', which is neither a key, a tool nor a phase: the constraint is ignored"
     ]
+
+
+# -- scale (issue 11): near misses through an index, misses looked at once per check ---------------------------
+
+
+def test_near_names_finds_exactly_what_comparing_all_pairs_finds():
+    import random
+
+    from orchestrator.check import NearNames
+
+    rng = random.Random(11)
+    names = sorted({"".join(rng.choice("abcde") for _ in range(rng.randint(1, 7))) for _ in range(400)})
+    index = NearNames(names)
+    keys = [*names[:80], *("".join(rng.choice("abcdef") for _ in range(rng.randint(1, 8))) for _ in range(300))]
+    for key in keys:
+        assert index.near(key) == sorted(name for name in names if one_edit_apart(key, name))
+    # Candidates come from the key's deletion neighbourhood, not from every name.
+    assert index.compared < len(keys) * len(names) // 10
+
+
+def test_check_of_a_catalog_compares_few_names_and_scans_each_missed_folder_once(tmp_path, monkeypatch):
+    from bench.toolsets import write_catalog
+    from orchestrator import check as check_module
+    from orchestrator.registry import Registry
+
+    catalog = write_catalog(tmp_path / "catalog", 300, 3)
+    (catalog / "group00" / "typo.md").write_text("---\nmetadata:\n  group00/tool01: {}\n---\nA typo.\n")
+    indexes: list[check_module.NearNames] = []
+    real_index = check_module.NearNames
+
+    def recording(names):
+        index = real_index(names)
+        indexes.append(index)
+        return index
+
+    listings = []
+    real_listing = Registry._listing
+
+    def listing(self, folder):
+        listings.append(folder)
+        return real_listing(self, folder)
+
+    monkeypatch.setattr(check_module, "NearNames", recording)
+    monkeypatch.setattr(Registry, "_listing", listing)
+    found = [str(p) for p in check(Manager([catalog], cwd=tmp_path))]
+    assert found == [
+        "catalog/group00/typo.md:3: warning: metadata key 'group00/tool01' is not a tool; "
+        "did you mean 'group00/tool001'?"
+    ]
+    assert sum(index.compared for index in indexes) < 20 * 300
+    # A key missed by every tool (``params``, ``topic``) is looked for once, not once per tool.
+    assert len(listings) <= 10
+
+
+def test_check_reports_the_same_with_and_without_the_index(tmp_path, tools, write, monkeypatch):
+    from orchestrator import check as check_module
+
+    write("tools/summarize.md", "---\ndescription: Sums.\n---\nSum.\n")
+    write("tools/team/shout.md", "---\nmetadata:\n  sumarize: {}\n  summarise: {}\n---\nShout.\n")
+    write("tools/AUTHORITY.md", "---\nmetadata:\n  sumarize: {}\n---\n")
+    write("tools/two.md", "---\nname: one\n---\nTwo.\n")
+    write("tools/one.md", "---\nname: one\n---\nOne.\n")
+    write("tools/broken.md", "---\nmetadata: [\n---\nBroken.\n")
+    fast = lines(Manager([tools], cwd=tmp_path))
+
+    class AllPairs:
+        def __init__(self, names):
+            self.names = sorted(names)
+
+        def near(self, key):
+            return [name for name in self.names if one_edit_apart(key, name)]
+
+    monkeypatch.setattr(check_module, "NearNames", AllPairs)
+    assert lines(Manager([tools], cwd=tmp_path)) == fast
+    assert any("did you mean 'summarize'" in line for line in fast)
