@@ -4,20 +4,27 @@
 ``authority:`` name, else the nearest ``AUTHORITY.md`` walking up to its
 search-path root, else the built-in ``default``. ``authority_chain`` then
 follows ``inherit`` to list every authority that contributes, root-most first.
+
+The nearest ``AUTHORITY.md`` of a folder and each named authority are
+looked up once per folder (registry derived caches, with the files they
+depend on), not once per tool: a listing of a folder of 100 tools walks
+its folders once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import ConfigurationError, ToolDefinitionError
 from .limits import DEFAULT_LIMITS, Limits
 from .loader import read_text, split_frontmatter
 from .registry import Registry, SearchPath, builtin_folder, is_file
 from .tool import Tool
+
+T = TypeVar("T")
 
 DEFAULT_PHASES = ("$configure", "$post-configure", "$pre-execute", "$execute", "$post-execute")
 FOLDER_FILE = "AUTHORITY.md"
@@ -118,6 +125,13 @@ class Authorities:
         """The named authority ``name``, or None. ``skip`` lets ``default.md`` inherit a later ``default``."""
         if "/" in name or "\\" in name or ".." in name or not name:
             return None
+        return self._cached(
+            "named-authorities", (name, paths, skip), lambda deps: self._named(name, paths, deps, skip), checked
+        )
+
+    def _named(
+        self, name: str, paths: tuple[SearchPath, ...], checked: set[str], skip: Path | None
+    ) -> Authority | None:
         for folder in self.folders(paths):
             candidate = folder / f"{name}.md"
             self.registry.watch((str(candidate),), checked)
@@ -149,6 +163,30 @@ class Authorities:
         return self._default(paths, checked)
 
     def _folder_above(self, folder: Path, root: Path, checked: set[str] | None) -> Authority | None:
+        """The nearest ``AUTHORITY.md`` from ``folder`` up to ``root``: cached per folder, as every tool there asks.
+
+        Raises:
+            ToolDefinitionError: the nearest one is malformed (never cached: raised on each lookup).
+        """
+        return self._cached(
+            "folder-authorities", (folder, root), lambda deps: self._walk_up(folder, root, deps), checked
+        )
+
+    def _cached(self, name: str, key: Any, compute: Callable[[set[str]], T], checked: set[str] | None) -> T:
+        """``registry.memo``, and the files the value depends on join ``checked`` on a hit too.
+
+        A plan that found its authority through this cache depends on the
+        authority files as much as one that walked the folders itself: its
+        own freshness check must stat them (as ``Registry.names`` does).
+        """
+        value = self.registry.memo(name, key, compute, checked)
+        if checked is not None:
+            entry = self.registry.derived.get(name, {}).get(key)
+            if entry is not None:
+                checked.update(entry[1])
+        return value
+
+    def _walk_up(self, folder: Path, root: Path, checked: set[str]) -> Authority | None:
         while True:
             candidate = folder / FOLDER_FILE
             self.registry.watch((str(candidate),), checked)

@@ -58,6 +58,10 @@ def parse_yaml(
         ToolDefinitionError: invalid YAML, a value Python cannot hold (``2001-13-45``), a document
             over a limit, too deep or with a recursive alias, or a mapping key that is not a string.
     """
+    if _plain(text, limits):
+        fast = _parse_plain(text)
+        if fast is not None:
+            return fast
     loader = _Loader(text)
     composer = _Composer(loader, path, first_line, limits, what)
     try:
@@ -286,6 +290,70 @@ class _Composer:
 
     def _error(self, message: str, event: yaml.Event) -> ToolDefinitionError:
         return ToolDefinitionError(message, path=self.path, line=self._line(event))
+
+
+# Characters a document needs for anchors, aliases or tags: without them nothing expands or is constructed oddly.
+_ODD = ("&", "*", "!")
+
+
+def _plain(text: str, limits: Limits) -> bool:
+    """True when ``text`` cannot cross a limit, so libyaml may compose it in C (``_parse_plain``).
+
+    Without anchors and aliases nothing expands: every node costs at least
+    one character of text and a scalar's text is no longer than its source,
+    so bounding the text bounds the nodes and bytes. Nesting costs a flow
+    bracket, or a column of indentation or an indicator (``-``, ``?``,
+    ``:``) on its line for at most two levels, so their counts bound the
+    depth and with it libyaml's C recursion. Any doubt sends the document through ``_Composer``.
+    """
+    size = len(text)
+    if 2 * size + 2 > limits.yaml_nodes or 4 * size > limits.yaml_bytes or any(c in text for c in _ODD):
+        return False
+    depth = text.count("[") + text.count("{") + 2
+    deepest = 0
+    for line in text.split("\n"):
+        rest = line.lstrip(" \t")
+        # Two levels per column at most (a mapping and the sequence it holds at its own indentation).
+        nested = 2 * (len(line) - len(rest) + rest.count("-") + rest.count("?") + rest.count(":"))
+        if nested > deepest:
+            deepest = nested
+    return depth + deepest <= limits.yaml_depth
+
+
+def _parse_plain(text: str) -> tuple[Any, yaml.Node | None] | None:
+    """A document ``_plain`` passed, composed and constructed by libyaml; None when ``_Composer`` must decide.
+
+    Returns None for anything the measured path treats specially (a YAML
+    error, a value Python refuses, a second document, a key that is not a
+    string), so every error is still reported by ``_Composer`` in its words.
+    """
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except (yaml.YAMLError, ValueError, OverflowError, TypeError, RecursionError):
+        return None
+    finally:
+        loader.dispose()
+    if not _string_keys(data):
+        return None
+    return data, node
+
+
+def _string_keys(value: Any) -> bool:
+    """True when every mapping key in ``value`` is a string (``_Composer._check_key`` refuses the others)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                if type(key) is not str:
+                    return False
+                if isinstance(inner, (dict, list, tuple, set)):
+                    stack.append(inner)
+        elif isinstance(item, (list, tuple, set)):
+            stack.extend(inner for inner in item if isinstance(inner, (dict, list, tuple, set)))
+    return True
 
 
 def _unshare(value: Any) -> Any:

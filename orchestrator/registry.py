@@ -11,6 +11,12 @@ dropped as a whole the moment any file or folder is seen to change. Within
 one run (a top-level invocation and everything under it) each file and
 folder is stat-ed at most once: ``checked`` carries what was seen.
 
+A found tool is cached like a derived value, with the folders its ref was
+resolved in and its file: a later run verifies those (O(1) once verified
+within the interval, or under notifications) instead of looking it up
+again. A read-only pass (``check``, through ``snapshot()``) also keeps its
+misses: a ref it did not find once is not looked for again in that pass.
+
 A file is parsed once however many search paths reach it; the Tool a lookup
 returns carries the ``root`` and ``trusted`` of the search path it was found
 through, whichever lookup came first.
@@ -50,6 +56,7 @@ from __future__ import annotations
 import os
 import reprlib
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from functools import lru_cache
 from itertools import islice
@@ -163,6 +170,23 @@ def check_ref(ref: object, limit: int = DEFAULT_LIMITS.ref_length) -> tuple[str,
     return parts
 
 
+class Snapshot(set[str]):
+    """The ``checked`` set of a run that only reads files (``check``): a ref it missed once stays missed.
+
+    An invocation's run may write a tool and then call it, so each miss
+    there looks at the ref's folders again (``Registry._find_file``). A
+    snapshot writes nothing, so its second miss of a ref repeats the first
+    answer instead of scanning the same folders again (thousands of times
+    over a catalog whose tools share metadata keys such as ``params``).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.missed: dict[tuple[str, tuple[SearchPath, ...]], ToolNotFoundError] = {}
+        # Anything else the pass computes once (``check``: each middleware's params, by ref).
+        self.values: dict[Hashable, Any] = {}
+
+
 class Registry:
     """Finds and caches tools; owns every cache that depends on files."""
 
@@ -199,12 +223,31 @@ class Registry:
         self.derived_bound = DERIVED_BOUND
         # The name each markdown/python file declares, by path: (signature, name or None).
         self._declared: dict[str, tuple[Signature, str | None]] = {}
+        # The files of a folder a miss looked in, by folder path: (its signature, the file paths).
+        self._listings: dict[str, tuple[Signature, tuple[str, ...]]] = {}
+        # The read-only pass in progress, if any (``snapshot``).
+        self.reading: Snapshot | None = None
         # The format each file an index saw is read with, by (path, search path): facts about paths, never stale.
         self._file_formats: dict[tuple[Path, SearchPath], Any] = {}
         # The formats each search path folder reads (orchestrator.formats.select), made on first need.
         self._formats: dict[str, Any] | None = None
         if formats is not None:
             self.selection()  # a bad format name is the program's mistake: say so now
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Snapshot]:
+        """A read-only pass (``check``): within it, every lookup's misses are final, whatever set it passes.
+
+        Lookups nested in cached computations pass their own ``checked``
+        sets; this makes their repeated misses of one ref (a catalog's
+        shared ``params`` key, once per tool) cost one look, not one each.
+        """
+        outer = self.reading
+        run = self.reading = outer if outer is not None else Snapshot()
+        try:
+            yield run
+        finally:
+            self.reading = outer
 
     # -- change tracking -------------------------------------------------
 
@@ -230,6 +273,7 @@ class Registry:
         self._seen.clear()
         self._variants.clear()
         self._declared.clear()
+        self._listings.clear()
         self._file_formats.clear()
         self.freshness.reset()
         self.changed()
@@ -601,11 +645,27 @@ class Registry:
         for sp in paths:
             if self._builtin(sp):
                 continue
-            for entry in _files_in(sp.root.joinpath(*prefix)):
-                held = self._declared.get(entry.path)
-                if held is not None and held[0] != signature(entry.path):
+            for path in self._listing(str(sp.root.joinpath(*prefix))):
+                held = self._declared.get(path)
+                if held is not None and held[0] != signature(path):
                     return True
         return False
+
+    def _listing(self, folder: str) -> tuple[str, ...]:
+        """The paths of the files ``_files_in(folder)`` finds, cached by the folder's signature.
+
+        Adding, removing or renaming a file changes its folder's signature,
+        so one stat of the folder replaces reading it again on every miss.
+        """
+        now = signature(folder)
+        held = self._listings.get(folder)
+        if held is not None and held[0] == now and now is not None:
+            return held[1]
+        files = tuple(entry.path for entry in _files_in(Path(folder)))
+        if held is None and len(self._listings) >= self.files_bound:
+            _drop_oldest_half(self._listings)
+        self._listings[folder] = (now, files)
+        return files
 
     def grow(self, files: int) -> None:
         """Raise the cache bounds to hold ``files`` tools (a listing counted them): warm listings re-parse nothing."""
@@ -628,12 +688,34 @@ class Registry:
         if tool is not None:
             return tool
         found = self.derived["tools"].get((ref, paths))
-        if found is not None and checked is not None and found[1] is checked:
-            return found[0]  # type: ignore[no-any-return]  # already validated in this run
-        tool, path, sp = self._find_file(ref, paths, checked)
+        if found is not None:
+            if checked is not None and found[-1] is checked:
+                return found[0]  # type: ignore[no-any-return]  # already validated in this run
+            # Else one check of the folders and file it came from, as a memo hit does (O(1) once verified).
+            if len(found) == 3 and self.watch(found[1], checked):
+                found[2] = checked
+                if checked is not None:
+                    checked.update(found[1])
+                return found[0]  # type: ignore[no-any-return]
+        snapshot = checked if type(checked) is Snapshot else self.reading
+        if snapshot is not None:
+            missed = snapshot.missed.get((ref, paths))
+            if missed is not None:
+                raise missed.with_traceback(None)  # as the cache of failed loads does; no growing traceback
+            try:
+                tool, path, sp = self._find_file(ref, paths, checked)
+            except ToolNotFoundError as exc:
+                snapshot.missed[(ref, paths)] = exc
+                raise
+        else:
+            tool, path, sp = self._find_file(ref, paths, checked)
         if tool.root != sp.root or tool.trusted != sp.trusted:
             tool = self._as_found(path, tool, sp)
-        self.store("tools", (ref, paths), [tool, checked])
+        located = self.derived["refs"].get((ref, paths))
+        # As a memo entry, [tool, deps, run]: the folders its ref was resolved in and the file. Without the
+        # ref's entry (dropped while loading) only [tool, run]: valid for this run alone.
+        entry = [tool, located[1] | {str(path)}, checked] if located is not None else [tool, checked]
+        self.store("tools", (ref, paths), entry)
         return tool
 
     def _find_file(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -211,3 +212,67 @@ def test_r_find_3_a_same_size_edit_within_a_second_runs_the_new_code(tools, monk
     refresh(manager)
     assert manager.invoke_sync("which") == "B"
     assert not (tools / "__pycache__").exists()
+
+
+# -- libyaml's composer for documents that cannot cross a limit (issue 11) --------------------------------------
+
+PLAIN_DOCUMENTS = [
+    "",
+    "# only a comment\n",
+    "description: Fine.\nmetadata:\n  params: {type: object, properties: {a: {type: string}}}\n",
+    "a:\n- b\n- c: d\n  e: [1, 2.5, true, null, ~]\n",
+    "a:\n-\n b:\n -\n  c:\n  -\n   d\n",
+    "text: |\n  two\n  lines\nfolded: >\n  one\n  line\n",
+    "<<: {merged: 1}\nown: 2\n",
+    "when: 2001-12-14\n",
+    "1: one\n",
+    "true: yes\n",
+    "? [a, b]\n: c\n",
+    "a: b\n---\nc: d\n",
+    "a: [\n",
+    "a: 2001-13-45\n",
+    "a: 1\na: 2\n",
+    "key: 'quoted: colon'\nurl: http://example.com/a:b\n",
+    "deep: " + "[" * 60 + "]" * 60 + "\n",
+    "- - - - a\n",
+    "a: \x07\n",
+]
+
+
+@pytest.mark.parametrize("text", PLAIN_DOCUMENTS)
+def test_plain_documents_parse_as_the_measuring_composer_parses_them(text, monkeypatch):
+    import dataclasses
+
+    from orchestrator import documents
+    from orchestrator.limits import DEFAULT_LIMITS
+
+    def outcome(limits):
+        try:
+            data, node = documents.parse_yaml(text, Path("t.md"), 3, limits)
+        except ToolDefinitionError as exc:
+            return "error", str(exc), exc.line
+        return "ok", repr(data), node.start_mark.line if node is not None else None
+
+    for limits in (DEFAULT_LIMITS, dataclasses.replace(DEFAULT_LIMITS, yaml_depth=6, yaml_nodes=12)):
+        fast = outcome(limits)
+        with monkeypatch.context() as patch:
+            patch.setattr(documents, "_plain", lambda _text, _limits: False)
+            assert outcome(limits) == fast
+
+
+def test_documents_with_anchors_deep_nesting_or_tags_take_the_measuring_composer():
+    from orchestrator.documents import _plain
+    from orchestrator.limits import DEFAULT_LIMITS
+
+    assert _plain("a: 1\nb: [x, y]\n", DEFAULT_LIMITS)
+    for text in ("a: &x 1\nb: *x\n", "a: !!str 1\n", "a: " + "[" * 99 + "]" * 99, "x: " * 60):
+        assert not _plain(text, DEFAULT_LIMITS)
+
+
+def test_markdown_without_frontmatter_never_imports_python_frontmatter(tmp_path):
+    script = (
+        "import sys; from pathlib import Path; from orchestrator.loader import split_frontmatter; "
+        "print(split_frontmatter('Just a prompt.', Path('p.md'))[2]); print('frontmatter' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout
+    assert out.split() == ["Just", "a", "prompt.", "False"]

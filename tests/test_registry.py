@@ -312,3 +312,112 @@ def test_r_find_3_a_file_deleted_while_being_read_is_not_found(tmp_path, monkeyp
     with pytest.raises(ToolNotFoundError):
         anyio.run(Manager([tools]).invoke, "extra")
     assert anyio.run(Manager([tools]).invoke, "team/page") == "page"
+
+
+# -- listing at scale (issue 11): what is listed stays what it was; edits are still seen ------------------------
+
+
+def listed(manager: Manager, hidden: bool = False) -> list[tuple[object, ...]]:
+    """A listing as comparable values (errors by type and message)."""
+    return [
+        (i.ref, i.name, i.kind, i.description, i.hidden, repr(i.params), i.path, i.role, i.format, repr(i.error))
+        for i in manager.list_tools(hidden=hidden)
+    ]
+
+
+def write_mixed(write) -> None:
+    write("tools/AUTHORITY.md", "---\nmetadata:\n  params: {type: object, properties: {top: {type: string}}}\n---\n")
+    write("tools/team/AUTHORITY.md", "---\nmetadata:\n  params: {type: object}\n  color: blue\n---\n")
+    for i in range(12):
+        write(f"tools/team/t{i}.md", f"---\ndescription: Team tool {i}.\n---\nHi {i}.\n")
+    write("tools/team/deep/inner.md", "---\ndescription: Inner.\n---\nInner.\n")
+    write("tools/plain.md", "No frontmatter at all.\n")
+    write("tools/secret.md", "---\ndescription: Hidden.\nmetadata: {visibility: hidden}\n---\nx\n")
+    write("tools/broken.md", "---\nmetadata: [\n---\nx\n")
+    write("tools/odd.md", "---\n1: one\n---\nx\n")
+    write("tools/anchored.md", "---\ndescription: &d Anchored.\nmetadata: {note: *d}\n---\nx\n")
+    write("tools/two.md", "---\nname: one\ndescription: Two.\n---\nx\n")
+    write("tools/one.md", "---\nname: one\ndescription: One.\n---\nx\n")
+    write("tools/py.py", 'frontmatter = {"description": "A python tool."}\n\n\ndef main(ctx):\n    return 1\n')
+
+
+def test_listing_is_the_same_through_the_fast_paths(tools, write, monkeypatch):
+    from orchestrator import documents
+    from orchestrator.authorities import Authorities
+
+    write_mixed(write)
+    fast = listed(Manager([tools]), hidden=True)
+    monkeypatch.setattr(documents, "_plain", lambda _text, _limits: False)
+    monkeypatch.setattr(Authorities, "_cached", lambda self, _name, _key, compute, checked: compute(checked or set()))
+    slow = listed(Manager([tools]), hidden=True)
+    assert fast == slow
+    refs = [row[0] for row in fast]
+    assert "team/t11" in refs and "team/deep/inner" in refs and "secret" in refs
+    assert any(row[0] == "broken" and "ToolDefinitionError" in str(row[-1]) for row in fast)
+
+
+def test_folder_authorities_are_read_once_per_folder_per_listing(tools, write, monkeypatch):
+    from orchestrator.authorities import Authorities
+
+    write_mixed(write)
+    walks = []
+    real = Authorities._walk_up
+
+    def counting(self, folder, root, checked):
+        walks.append(folder)
+        return real(self, folder, root, checked)
+
+    monkeypatch.setattr(Authorities, "_walk_up", counting)
+    manager = Manager([tools])
+    manager.list_tools()
+    # tools/, tools/team, tools/team/deep (and the built-in folder): once each, not once per tool.
+    assert len(walks) == len(set(walks)) == 4
+    walks.clear()
+    manager.list_tools()
+    assert walks == []
+
+
+def test_listing_sees_folder_authority_edits(tools, write):
+    write_mixed(write)
+    manager = Manager([tools])
+    before = listed(manager)
+
+    def same_as_a_new_manager() -> list[tuple[object, ...]]:
+        refresh(manager)
+        now = listed(manager)
+        assert now == listed(Manager([tools]))
+        return now
+
+    write("tools/team/AUTHORITY.md", "---\nmetadata:\n  params: {type: object, required: [x]}\n---\n")
+    edited = same_as_a_new_manager()
+    assert edited != before
+    write("tools/team/deep/AUTHORITY.md", "---\nmetadata:\n  params: {type: object, required: [y]}\n---\n")
+    deeper = same_as_a_new_manager()
+    assert deeper != edited
+    (tools / "team" / "AUTHORITY.md").unlink()
+    assert same_as_a_new_manager() != deeper
+
+
+def test_a_run_finds_a_cached_tool_with_one_check_of_what_it_came_from(tools, write):
+    import orchestrator.registry as registry_module
+
+    write("tools/team/a.md", "---\ndescription: A.\n---\nA.\n")
+    manager = Manager([tools])
+    registry = manager.registry
+    first = registry.find("team/a", manager.paths, set())
+    calls = []
+    real = registry._find_file
+
+    def counting(*args, **kwargs):
+        calls.append(args[0])
+        return real(*args, **kwargs)
+
+    registry._find_file = counting  # type: ignore[method-assign]
+    for _ in range(5):
+        assert registry.find("team/a", manager.paths, set()) is first
+    assert calls == []
+    write("tools/team/a.md", "---\ndescription: A, edited at more length.\n---\nA.\n")
+    refresh(manager)
+    assert registry.find("team/a", manager.paths, set()).description == "A, edited at more length."
+    assert calls == ["team/a"]
+    assert registry_module.Snapshot().missed == {}
