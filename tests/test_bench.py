@@ -96,3 +96,50 @@ async def test_a_steady_invoke_computes_no_plan_or_scc_whatever_the_graph(write:
     for size in (SMALL, BIG):
         taken = await steady(Manager([write_ring(write, f"ring{size}", size)]), counts)
         assert (taken.plans, taken.sccs) == (0, 0), f"a {size}-tool graph"
+
+
+def calls_of(manager: Manager) -> int:
+    """Calls made in the engine's code by one steady ``invoke_sync('top')`` (a count, the same on any machine).
+
+    Only calls made from ``orchestrator``'s own files count: the event loop
+    and the worker thread around them vary with what ran before in the process.
+    """
+    import sys
+
+    package = str(Path(orchestrator.registry.__file__).parent)
+    calls = 0
+
+    def profile(frame: Any, event: str, _arg: Any) -> None:
+        nonlocal calls
+        if event in ("call", "c_call") and frame.f_code.co_filename.startswith(package):
+            calls += 1
+
+    sys.setprofile(profile)
+    try:
+        manager.invoke_sync("top")
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_once_the_watcher_is_live_a_steady_invoke_does_the_same_work_whatever_the_graph(
+    write: Write, counts: Counts
+) -> None:
+    # What bench.graph times: warmed until file notifications cover the ring, so no interval stat is left.
+    import anyio.to_thread
+
+    from bench.graph import warm
+
+    done = {}
+    for size in (SMALL, BIG):
+        manager = Manager([write_ring(write, f"ring{size}", size)])
+        assert await warm(manager), "watchfiles (a dependency) should cover a local folder"
+        # No interval tick inside the counted calls: a tick costs the same whatever the graph, but not nothing.
+        manager.registry.freshness.interval = 3600.0
+        counts.reset()
+        calls = [await anyio.to_thread.run_sync(calls_of, manager) for _ in range(3)]
+        assert (counts.stats, counts.plans, counts.sccs) == (0, 0, 0), f"a {size}-tool graph"
+        done[size] = min(calls)
+        manager.registry.freshness.close()
+    assert done[SMALL] == done[BIG]

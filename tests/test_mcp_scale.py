@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import httpx2
@@ -108,3 +109,45 @@ async def test_two_stateless_replicas_behind_round_robin(replicas: list[int], mo
     assert {port for port, _ in balancer.sent} == set(replicas)  # requests reached both replicas
     assert len(pids) == 2  # and both answered tool calls
     assert balancer.session_ids == []  # stateless: no Mcp-Session-Id, nothing to stick to
+
+
+# -- cost per call: a call describes the tool it runs, it does not list every tool (issue 11) -----------------
+
+
+def counted_listings(manager: object) -> list[int]:
+    """Wrap ``manager.list_tools`` to count its calls; the list holds the count."""
+    calls = [0]
+    real = manager.list_tools  # type: ignore[attr-defined]
+
+    def counting(*args: object, **kwargs: object) -> object:
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    manager.list_tools = counting  # type: ignore[attr-defined]
+    return calls
+
+
+def test_calls_reuse_the_listing_and_describe_only_the_called_tool(tmp_path: Path) -> None:
+    from bench.toolsets import write_catalog
+    from orchestrator import Manager
+    from orchestrator.mcp import Service
+
+    catalog = write_catalog(tmp_path / "catalog", 200, 4)
+    manager = Manager([catalog])
+    service = Service(manager, poll_interval=600.0)  # the recent listing stays recent for the whole test
+    served = service.listing()
+    listings = counted_listings(manager)
+    names = [name for name in served if name.startswith("group")][:50]
+    for name in names:
+        listing, seen = service.resolve(name)
+        assert listing is not None and listing.name == name
+        assert seen is served
+    assert listings[0] == 0
+
+    # An edit of the called tool is seen by its call: one listing again, with the new description.
+    edited = catalog / "group01" / "tool003.md"
+    edited.write_text(edited.read_text().replace("Tool 3 of group 1", "Edited tool of group 1"))
+    manager.refresh()
+    listing, _seen = service.resolve("group01__tool003")
+    assert listing is not None and listing.description is not None and "Edited tool" in listing.description
+    assert listings[0] == 1
