@@ -12,6 +12,7 @@ imported by path as isolated modules: nothing is added to ``sys.path`` and two
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -65,7 +66,7 @@ def split_frontmatter(
         if empty_ok:
             return {}, {}, "", 1
         raise ToolDefinitionError("file is empty: a markdown tool needs frontmatter or a prompt", path=path)
-    if not _OPENING.match(text):
+    if not _handler().detect(text):
         if text.startswith("---"):
             raise ToolDefinitionError("frontmatter opened with '---' is never closed", path=path, line=1)
         return {}, {}, text.strip(), 1
@@ -491,6 +492,9 @@ def load_tool(
     return load_markdown(path, root, trusted, limits)
 
 
-# python-frontmatter's YAMLHandler.FM_BOUNDARY, which decided whether a file has frontmatter: the same
-# test without importing the package (and yaml with it) for files that have none.
-_OPENING = re.compile(r"^-{3,}\s*$", re.MULTILINE)
+@functools.lru_cache(maxsize=1)
+def _handler() -> Any:
+    """python-frontmatter's YAML handler, made (importing yaml) when the first file is read."""
+    import frontmatter
+
+    return frontmatter.YAMLHandler()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -267,12 +266,3 @@ def test_documents_with_anchors_deep_nesting_or_tags_take_the_measuring_composer
     assert _plain("a: 1\nb: [x, y]\n", DEFAULT_LIMITS)
     for text in ("a: &x 1\nb: *x\n", "a: !!str 1\n", "a: " + "[" * 99 + "]" * 99, "x: " * 60):
         assert not _plain(text, DEFAULT_LIMITS)
-
-
-def test_markdown_without_frontmatter_never_imports_python_frontmatter(tmp_path):
-    script = (
-        "import sys; from pathlib import Path; from orchestrator.loader import split_frontmatter; "
-        "print(split_frontmatter('Just a prompt.', Path('p.md'))[2]); print('frontmatter' in sys.modules)"
-    )
-    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout
-    assert out.split() == ["Just", "a", "prompt.", "False"]
