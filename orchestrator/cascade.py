@@ -225,14 +225,37 @@ def inherit_levels(tool: Tool, find: Callable[[str], Tool], stack: tuple[str, ..
     return list(unique.values())
 
 
+# An authority's Level, shared by every tool under it, by (path, name, hide_private): (its metadata, the Level).
+# The parsed metadata's identity tells a re-read file apart; at most _AUTHORITY_LEVELS_SIZE entries.
+_AUTHORITY_LEVELS: dict[tuple[Path, str, bool], tuple[Mapping[str, Any], Level]] = {}
+_AUTHORITY_LEVELS_SIZE = 1024
+
+
+def _authority_level(authority: Authority, hide_private: bool) -> Level:
+    """The Level of ``authority`` (made once per parsed file: listing 10,000 tools made it 10,000 times)."""
+    key = (authority.path, authority.name, hide_private)
+    hit = _AUTHORITY_LEVELS.get(key)
+    if hit is not None and hit[0] is authority.metadata:
+        return hit[1]
+    level = make_level(
+        authority.name,
+        "authority",
+        authority.metadata,
+        hide_private=hide_private,
+        path=authority.path,
+        lines=authority.lines,
+    )
+    if len(_AUTHORITY_LEVELS) >= _AUTHORITY_LEVELS_SIZE:
+        _AUTHORITY_LEVELS.clear()
+    _AUTHORITY_LEVELS[key] = (authority.metadata, level)
+    return level
+
+
 def tool_levels(tool: Tool, authorities: Sequence[Authority], find: Callable[[str], Tool]) -> list[Level]:
     """Levels 1-3 for ``tool``; ``authorities`` is its authority chain, root-most first, nearest last."""
     if tool.metadata.get("$inherit") is False:
         return [make_level(tool.name, "tool", tool.metadata, hide_private=False, path=tool.path, lines=tool.lines)]
-    levels = [
-        make_level(a.name, "authority", a.metadata, hide_private=i < len(authorities) - 1, path=a.path, lines=a.lines)
-        for i, a in enumerate(authorities)
-    ]
+    levels = [_authority_level(a, hide_private=i < len(authorities) - 1) for i, a in enumerate(authorities)]
     levels.extend(inherit_levels(tool, find))
     levels.append(make_level(tool.name, "tool", tool.metadata, hide_private=False, path=tool.path, lines=tool.lines))
     return levels

@@ -541,3 +541,25 @@ async def test_a_templated_middleware_value_is_rendered_for_each_call(write, too
     assert await manager.invoke("page", {"who": "Ada"}) == "Ada:body of Ada"
     assert await manager.invoke("page", {"who": "Bob"}) == "Bob:body of Bob"
     assert await manager.invoke("page", {"who": "Ada"}, overrides={"stamp": {"label": "over"}}) == "over:body of Ada"
+
+
+def test_an_authority_level_is_made_once_per_parsed_file(write, tools, monkeypatch):
+    """Every tool under one AUTHORITY.md shares its Level; an edited file gives a new one."""
+    from orchestrator import cascade
+
+    made: list[str] = []
+    real = cascade.make_level
+    monkeypatch.setattr(
+        cascade, "make_level", lambda name, kind, *a, **k: made.append(kind) or real(name, kind, *a, **k)
+    )
+    authority = write("tools/AUTHORITY.md", "---\nmetadata:\n  team: blue\n---\n")
+    for i in range(5):
+        write(f"tools/t{i}.md", f"---\ndescription: t{i}\n---\nhi\n")
+    manager = Manager([tools])
+    assert [{k.key: k.value for k in manager.explain(f"t{i}").keys}["team"] for i in range(5)] == ["blue"] * 5
+    assert made.count("authority") <= 3  # once per (file, private keys hidden or not), not once per tool
+    stat = authority.stat()
+    authority.write_text("---\nmetadata:\n  team: green\n---\n", encoding="utf-8")
+    os.utime(authority, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10_000_000))
+    refresh(manager)
+    assert {k.key: k.value for k in manager.explain("t0").keys}["team"] == "green"
