@@ -223,6 +223,8 @@ class Registry:
         self.derived_bound = DERIVED_BOUND
         # The name each markdown/python file declares, by path: (signature, name or None).
         self._declared: dict[str, tuple[Signature, str | None]] = {}
+        # The freshness epoch in which each _declared signature was last confirmed by a stat (_names_stale).
+        self._names_confirmed: dict[str, int] = {}
         # The files of a folder a miss looked in, by folder path: (its signature, the file paths).
         self._listings: dict[str, tuple[Signature, tuple[str, ...]]] = {}
         # The read-only pass in progress, if any (``snapshot``).
@@ -273,6 +275,7 @@ class Registry:
         self._seen.clear()
         self._variants.clear()
         self._declared.clear()
+        self._names_confirmed.clear()
         self._listings.clear()
         self._file_formats.clear()
         self.freshness.reset()
@@ -636,19 +639,28 @@ class Registry:
         """After a miss: has any file of the folders ``ref`` was looked for in changed its declared name?
 
         A name edited in place does not change the folder's signature; this
-        costs a stat per file of those folders, on misses only.
+        costs a stat per file of those folders, on misses only, at most once
+        per file per stat interval (a cold run that misses a name for every
+        tool it plans stat-ed every file on every miss).
         """
         try:
             prefix = check_ref(ref, self.limits.ref_length)[:-1]
         except ToolNotFoundError:
             return False
+        epoch = self.freshness.epoch
+        confirmed = self._names_confirmed
         for sp in paths:
             if self._builtin(sp):
                 continue
             for path in self._listing(str(sp.root.joinpath(*prefix))):
                 held = self._declared.get(path)
-                if held is not None and held[0] != signature(path):
+                if held is None or confirmed.get(path) == epoch:
+                    continue
+                if held[0] != signature(path):
                     return True
+                if len(confirmed) >= self.files_bound:
+                    confirmed.clear()  # only an optimisation: a missing mark costs one more stat
+                confirmed[path] = epoch
         return False
 
     def _listing(self, folder: str) -> tuple[str, ...]:

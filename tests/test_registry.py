@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from freshness_helpers import refresh
 
-from orchestrator import Manager, ToolDefinitionError, ToolNotFoundError
+from orchestrator import Manager, ToolDefinitionError, ToolNotFoundError, registry
 from orchestrator.registry import builtin_folder
 
 
@@ -421,3 +421,19 @@ def test_a_run_finds_a_cached_tool_with_one_check_of_what_it_came_from(tools, wr
     assert registry.find("team/a", manager.paths, set()).description == "A, edited at more length."
     assert calls == ["team/a"]
     assert registry_module.Snapshot().missed == {}
+
+
+@pytest.mark.anyio
+async def test_a_cold_chain_stats_each_file_a_bounded_number_of_times(write, tmp_path, monkeypatch):
+    """Planning N middleware misses a name per tool; those misses must not stat every file each time (N^2)."""
+    count = 60
+    for i in range(count):
+        write(f"tools/pass{i}.py", "async def main(ctx):\n    return await ctx.target.manager.next()\n")
+    entries = ", ".join(f"'pass{i}': {{}}" for i in range(count))
+    write("tools/stack.py", f"frontmatter = {{'metadata': {{{entries}}}}}\nasync def main(ctx):\n    return 1\n")
+    stats: list[str] = []
+    real = registry.signature
+    monkeypatch.setattr(registry, "signature", lambda path: stats.append(path) or real(path))
+    manager = Manager([tmp_path / "tools"])
+    assert await manager.invoke("stack") == 1
+    assert len(stats) < 40 * count  # linear; it was about 8 * count * count: every file on every miss
