@@ -6,8 +6,6 @@ post-execute middleware such as validate-returns checks the answer. Python
 tools and markdown tools without a model pass through.
 """
 
-from orchestrator.agent import model_spec, run_agent
-
 frontmatter = {
     "when": {
         "kind": "markdown",
@@ -19,6 +17,9 @@ frontmatter = {
 
 
 async def main(ctx):
+    # Imported here, not at the top: every plan reads this file's `when`, and python tools never need the agent.
+    from orchestrator.agent import model_spec, run_agent
+
     target = ctx.target
     if target.tool.kind == "markdown" and model_spec(target) is not None:
         target.body = run_agent

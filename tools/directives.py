@@ -10,8 +10,6 @@ placeholder a first render of the prompt hides (a false ``{% if %}``, a loop
 over nothing) does not run; see ``orchestrator.prompt`` for the rules.
 """
 
-from orchestrator.prompt import directive_entries
-
 frontmatter = {
     "when": {"kind": "markdown", "directives": True},  # only a markdown prompt holding a directive has any to run
     "description": "Runs the tools named by :directives in the prompt and puts their output in place.",
@@ -20,6 +18,9 @@ frontmatter = {
 
 
 async def main(ctx):
+    # Imported here, not at the top: every plan reads this file's `when`; only prompts with directives run it.
+    from orchestrator.prompt import directive_entries
+
     target = ctx.target
     entries = directive_entries(target)
     if entries:
