@@ -47,7 +47,7 @@ from .locks import guard_locked, keep_locked_order
 from .options import NO_OPTIONS, as_list, as_mapping, extract_options, folders
 from .ordering import Entry, build_chain, extra_specs
 from .planner import Planner
-from .registry import Registry, SearchPath, builtin_folder
+from .registry import Registry, SearchPath, builtin_folder, check_ref
 from .tool import Tool, ToolInfo
 
 log = logging.getLogger("orchestrator")
@@ -422,21 +422,28 @@ class Manager:
             OrchestratorError: the tool cannot be found, loaded or its cascade resolved.
         """
         paths = paths or self.paths
-        tool = self.registry.find(ref, paths, checked)
-        plan = self.planner.plan(tool, paths, checked)
-        values = plan.raw.values
-        role = tool.frontmatter.get("role")
-        return ToolInfo(
-            ref,
-            tool.name,
-            tool.kind,
-            tool.description,
-            tool.hidden or role == "middleware",  # the tool's own: never inherited (R-TOOL-6)
-            values.get("params"),
-            tool.path,
-            role=role if isinstance(role, str) else None,
-            format=tool.format,
-        )
+        if type(ref) is not str:
+            check_ref(ref)  # refused before it is hashed into a cache key
+
+        def compute(deps: set[str]) -> ToolInfo:
+            tool = self.registry.find(ref, paths, deps)
+            plan = self.planner.plan(tool, paths, deps)
+            role = tool.frontmatter.get("role")
+            return ToolInfo(
+                ref,
+                tool.name,
+                tool.kind,
+                tool.description,
+                tool.hidden or role == "middleware",  # the tool's own: never inherited (R-TOOL-6)
+                plan.raw.values.get("params"),
+                tool.path,
+                role=role if isinstance(role, str) else None,
+                format=tool.format,
+            )
+
+        # Cached with the files it came from: a warm listing makes no new objects (a full GC over 10,000
+        # tools' worth of them took longer than the listing itself).
+        return self.registry.memo("described", (ref, paths), compute, checked)
 
     def _prepare(
         self,

@@ -437,3 +437,17 @@ async def test_a_cold_chain_stats_each_file_a_bounded_number_of_times(write, tmp
     manager = Manager([tmp_path / "tools"])
     assert await manager.invoke("stack") == 1
     assert len(stats) < 40 * count  # linear; it was about 8 * count * count: every file on every miss
+
+
+def test_a_warm_listing_reuses_what_it_described_until_a_file_changes(write, tmp_path):
+    """describe() is cached with the files it came from: no new objects for an unchanged tool, news for an edit."""
+    tool = write("tools/a.md", "---\ndescription: first\n---\nx\n")
+    write("tools/b.md", "---\ndescription: other\n---\nx\n")
+    manager = Manager([tmp_path / "tools"])
+    first = {info.ref: info for info in manager.list_tools()}
+    second = {info.ref: info for info in manager.list_tools()}
+    assert first["a"] is second["a"] and first["b"] is second["b"]
+    bump(tool, "---\ndescription: edited\n---\nx\n")
+    refresh(manager)
+    third = {info.ref: info for info in manager.list_tools()}
+    assert third["a"].description == "edited"
