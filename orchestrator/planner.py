@@ -99,6 +99,19 @@ class Planner:
 
         return self.registry.memo("scc", (tool.uri, paths), compute, checked)
 
+    def _in_cycle(self, tool: Tool, name: str, paths: tuple[SearchPath, ...], deps: set[str]) -> bool:
+        """Whether the tool ``name`` names is in ``tool``'s SCC, asked of the named tool's own (cached) SCC.
+
+        SCCs are classes: U is in T's SCC exactly when T is in U's. The
+        middleware a key names (the built-ins, above all) are few and shared,
+        so their SCCs are computed once, not one walk per tool that names them.
+        """
+        try:
+            named = self.registry.find(name, paths, deps)
+        except (ToolNotFoundError, ToolDefinitionError):
+            return False  # a node without edges: in no cycle (its error surfaces when it is invoked)
+        return tool.uri in self.component(named, paths, deps)
+
     def target(self, key: str, paths: tuple[SearchPath, ...], checked: set[str]) -> tuple[str, str] | None:
         """The uri of the tool ``key`` names and where it is, for people (``tools/shout.py``), or None."""
         if key in self.registry.functions:
@@ -125,7 +138,6 @@ class Planner:
         key = (tool.uri, paths, tuple(merged.values), merged.static, merged.dynamic)
 
         def compute(deps: set[str]) -> Verdicts:
-            component: frozenset[str] | None = None
             verdicts = []
             for name in merged.values:
                 if name in merged.static:
@@ -144,13 +156,10 @@ class Planner:
                     verdicts.append((name, True, "listed in $dynamic"))
                 elif uri is None:
                     verdicts.append((name, False, "names no tool"))
+                elif self._in_cycle(tool, name, paths, deps):
+                    verdicts.append((name, False, f"auto-static: {name} is in a dependency cycle with {tool.name}"))
                 else:
-                    if component is None:
-                        component = self.component(tool, paths, deps)
-                    if uri in component:
-                        verdicts.append((name, False, f"auto-static: {name} is in a dependency cycle with {tool.name}"))
-                    else:
-                        verdicts.append((name, True, f"names a tool ({found[1]})" if found else "names a tool"))
+                    verdicts.append((name, True, f"names a tool ({found[1]})" if found else "names a tool"))
             return tuple(verdicts)
 
         return self.registry.memo("toolkeys", key, compute, checked)

@@ -563,3 +563,24 @@ def test_an_authority_level_is_made_once_per_parsed_file(write, tools, monkeypat
     os.utime(authority, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10_000_000))
     refresh(manager)
     assert {k.key: k.value for k in manager.explain("t0").keys}["team"] == "green"
+
+
+@pytest.mark.anyio
+async def test_a_cycle_is_found_through_the_named_tools_scc_walked_once(write, tools, monkeypatch):
+    """Whether a key's tool is in a cycle with the tool is asked of the named tool's SCC: one walk per named tool."""
+    from orchestrator import planner
+
+    walks: list[str] = []
+    real = planner.reachable_components
+    monkeypatch.setattr(planner, "reachable_components", lambda start, *a: walks.append(start.uri) or real(start, *a))
+    write("tools/ping.md", "---\nmetadata:\n  pong: {}\n---\nping\n")
+    write("tools/pong.md", "---\nmetadata:\n  ping: {}\n---\npong\n")
+    for i in range(30):
+        write(f"tools/t{i}.md", f"---\ndescription: t{i}\n---\nt{i}\n")
+    manager = Manager([tools])
+    for i in range(30):
+        assert await manager.invoke(f"t{i}") == f"t{i}"
+    assert len(walks) < 15  # the built-ins' SCCs, once each; not one walk per tool
+    verdicts = {k.key: k.verdict for k in manager.explain("ping").keys}
+    assert verdicts["pong"] == "data"  # auto-static: ping and pong name each other
+    assert "dependency cycle" in {k.key: k.reason for k in manager.explain("ping").keys}["pong"]
