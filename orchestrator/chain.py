@@ -131,7 +131,7 @@ async def advance(ctx: Context) -> Any:
                 if child is SKIPPED:
                     continue
                 levels = inner if ctx.entry else stack
-                height = levels.set(levels.get() + 1)
+                counted = levels.set(levels.get() + 1)  # the entry's level of max_stack, while it runs
                 try:
                     if child.chain or child._manager.events or child._shared.tracer is not None:
                         value = await run_entry(child)
@@ -144,7 +144,7 @@ async def advance(ctx: Context) -> Any:
                         else:
                             child.locals["result"] = value
                 finally:
-                    levels.reset(height)
+                    levels.reset(counted)
             if value is not None:
                 ctx.locals["result"] = value
                 ctx.finished = True
