@@ -134,7 +134,7 @@ async def advance(ctx: Context) -> Any:
                 counted = levels.set(levels.get() + 1)  # the entry's level of max_stack, while it runs
                 try:
                     if child.chain or child._manager.events or child._shared.tracer is not None:
-                        value = await run_entry(child)
+                        value = await child._manager._run(child, None)  # its chain, observed or traced
                     else:  # a leaf: its body is all its pipeline runs, awaited here (one coroutine per entry)
                         value = body(child)
                         if _awaitable(value):
@@ -153,22 +153,6 @@ async def advance(ctx: Context) -> Any:
         ctx.running = level
         _levels.reset(token)
     return ctx.locals.get("result")
-
-
-async def run_entry(child: Context) -> Any:
-    """Run an entry's context to its result: its chain (observed or traced when someone looks), or its body."""
-    manager = child._manager
-    if manager.events or child._shared.tracer is not None:
-        return await manager._run(child, None)
-    if child.chain:
-        return await advance(child)
-    value = body(child)
-    if _awaitable(value):
-        value = await value
-    if value is None:
-        return child.locals.get("result")
-    child.locals["result"] = value
-    return value
 
 
 async def execute(ctx: Context) -> Any:

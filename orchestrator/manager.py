@@ -46,7 +46,7 @@ from .loader import check_name
 from .locks import guard_locked, keep_locked_order
 from .options import NO_OPTIONS, as_list, as_mapping, extract_options, folders
 from .ordering import Entry, build_chain, extra_specs
-from .planner import Planner
+from .planner import Planner, Verdicts
 from .registry import Registry, SearchPath, builtin_folder, check_ref
 from .tool import Tool, ToolInfo
 
@@ -489,28 +489,13 @@ class Manager:
         else:
             tool, plan, static = self.planner.resolve(ref, paths, checked)
         over = options["overrides"]
+        cached: tuple[Merged, Verdicts] | None = None
+        entries: list[Entry] = []
         if not seed and sort and static is not None and not over and options["middleware"] is None:
             # The common call: nothing depends on args, so the context is built once with its cached chain.
-            shared.history.append({"tool": tool.name, "args": args, "timestamp": time.time()})
-            merged = plan.static
-            assert merged is not None  # static is only cached for a template-free plan
-            ctx = Context(
-                self,
-                tool,
-                args,
-                shared,
-                parent=parent,
-                target=target,
-                envelope=envelope,
-                paths=paths,
-                cwd=cwd,
-                chain=list(static[2] if prune else static[1]),
-                values=merged.values,
-                phases=plan.phases,
-                locked=merged.locked,
-                env=plan.env,
-            )
-            return ctx, merged, static[0], {}
+            assert plan.static is not None  # static is only cached for a template-free plan
+            cached = plan.static, static[0]
+            entries = list(static[2] if prune else static[1])
         ctx = Context(
             self,
             tool,
@@ -521,11 +506,15 @@ class Manager:
             envelope=envelope,
             paths=paths,
             cwd=cwd,
-            chain=[],
-            values={},
+            chain=entries,
+            values=cached[0].values if cached else {},
             phases=plan.phases,
+            locked=cached[0].locked if cached else _NO_KEYS,
             env=plan.env,
         )
+        if cached:
+            shared.history.append({"tool": tool.name, "args": args, "timestamp": time.time()})
+            return ctx, cached[0], cached[1], {}
         if seed:
             if "locals" in seed:
                 ctx.locals.update(as_mapping(seed["locals"], "context locals", tool.name))
@@ -603,7 +592,7 @@ class Manager:
         levels = chain.inner if ctx.entry else chain.stack
         token = levels.set(levels.get() + 1)
         try:
-            return await chain.run_entry(child)
+            return await self._run(child, None)
         finally:
             levels.reset(token)
 
