@@ -127,18 +127,25 @@ async def advance(ctx: Context) -> Any:
                 if _awaitable(value):
                     value = await value
             else:
-                child = ctx._manager._enter(ctx, entry)
+                levels = inner if ctx.entry else stack
+                height = levels.get()
+                child = ctx._manager._enter(ctx, entry, height)
                 if child is SKIPPED:
                     continue
-                levels = inner if ctx.entry else stack
-                counted = levels.set(levels.get() + 1)  # the entry's level of max_stack, while it runs
+                counted = levels.set(height + 1)  # the entry's level of max_stack, while it runs
+                events = child._manager.events  # its lists, not its __bool__: a Python call per entry
                 try:
-                    if child.chain or child._manager.events or child._shared.tracer is not None:
+                    if child.chain or events.listeners or events.streams or child._shared.tracer is not None:
                         value = await child._manager._run(child, None)  # its chain, observed or traced
                     else:  # a leaf: its body is all its pipeline runs, awaited here (one coroutine per entry)
-                        value = body(child)
-                        if _awaitable(value):
-                            value = await value
+                        fn = child.tool.fn
+                        if fn is not None and (_ASYNC.get(fn) or _is_async(fn)):  # body(child), inlined
+                            child.body_ran = True
+                            value = await fn(child)
+                        else:
+                            value = body(child)
+                            if _awaitable(value):
+                                value = await value
                         if value is None:
                             value = child.locals.get("result")
                         else:

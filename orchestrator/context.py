@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from . import chain
 from .errors import ConfigurationError, SecurityError
@@ -20,6 +20,7 @@ from .tool import Tool
 
 if TYPE_CHECKING:
     from .manager import Manager
+    from .planner import Resolutions
 
 
 class Shared:
@@ -35,7 +36,7 @@ class Shared:
     def __init__(
         self,
         id: str,
-        history: list[dict[str, Any]] | None = None,
+        history: list[Frame] | None = None,
         checked: set[str] | None = None,
         usage: dict[str, Any] | None = None,
         state: dict[str, Any] | None = None,
@@ -63,6 +64,45 @@ class Shared:
         return state
 
 
+Frame = tuple[str, Any, float]
+"""One invocation of a run as the runner records it: (tool, args, timestamp); ``History`` shows it as a mapping."""
+
+
+class History(Sequence[dict[str, Any]]):
+    """``ctx.run.history``: one ``{tool, args, timestamp}`` frame per invocation of the run, in order.
+
+    A read-only view: the runner records a plain tuple per invocation and the
+    mapping is built when a frame is read, so a run that never looks pays
+    for no dictionaries.
+    """
+
+    __slots__ = ("_frames",)
+
+    def __init__(self, frames: list[Frame]) -> None:
+        self._frames = frames
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [_frame(f) for f in self._frames[index]]
+        return _frame(self._frames[index])
+
+    def __repr__(self) -> str:
+        return f"History({list(self)!r})"
+
+
+def _frame(frame: Frame) -> dict[str, Any]:
+    return {"tool": frame[0], "args": frame[1], "timestamp": frame[2]}
+
+
 class Run:
     """What an invocation knows of its run: the shared id and history, its own origin and tool.
 
@@ -86,9 +126,9 @@ class Run:
         return self._shared.id
 
     @property
-    def history(self) -> list[dict[str, Any]]:
-        """One ``{tool, args, timestamp}`` frame per invocation of the run, in order."""
-        return self._shared.history
+    def history(self) -> History:
+        """One ``{tool, args, timestamp}`` frame per invocation of the run, in order (read-only)."""
+        return History(self._shared.history)
 
     @property
     def checked(self) -> set[str]:
@@ -154,6 +194,7 @@ class Context:
         "_meta",
         "_env",
         "_trust",
+        "_resolved",
     )
 
     def __init__(
@@ -174,6 +215,7 @@ class Context:
         locked: frozenset[str] = frozenset(),
         env: bool = False,
         nonlocals: dict[str, Any] | None = None,
+        resolved: Resolutions | None = None,
     ) -> None:
         self._manager = manager
         self.tool = tool
@@ -203,6 +245,7 @@ class Context:
         self._env = env
         self._trust: dict[str, bool] | None = None
         self.running = 0  # next() calls of this chain in flight (the runner's concurrency guard)
+        self._resolved = resolved  # what the entries of a static chain resolve to (planner.Static)
 
     @property
     def target(self) -> Context:
@@ -217,7 +260,9 @@ class Context:
     @property
     def manager(self) -> BoundManager:
         """The manager's operations bound to this context (``await ctx.manager.next()``)."""
-        return BoundManager(self)
+        bound: BoundManager = _new(BoundManager)  # BoundManager(self) without a Python __init__ frame
+        bound._ctx = self
+        return bound
 
     @property
     def run(self) -> Run:
@@ -265,6 +310,7 @@ def entry_context(
     phases: tuple[str, ...],
     locked: frozenset[str],
     env: bool,
+    resolved: Resolutions | None,
 ) -> Context:
     """The context of a chain entry of ``target`` whose plan is template-free: the hot path of every entry.
 
@@ -300,6 +346,7 @@ def entry_context(
     ctx._env = env
     ctx._trust = None
     ctx.running = 0
+    ctx._resolved = resolved
     return ctx
 
 

@@ -83,10 +83,10 @@ class Events:
 
     def __init__(self) -> None:
         self.listeners: list[Listener] = []
-        self._streams: list[MemoryObjectSendStream[Event]] = []
+        self.streams: list[MemoryObjectSendStream[Event]] = []
 
     def __bool__(self) -> bool:
-        return bool(self.listeners or self._streams)
+        return bool(self.listeners or self.streams)
 
     def emit(self, event: Event) -> None:
         """Hand ``event`` to every listener; a listener's failure never breaks the run."""
@@ -95,21 +95,21 @@ class Events:
                 listener(event)
             except Exception:  # a broken progress display must not fail the tool
                 continue
-        for stream in list(self._streams):
+        for stream in list(self.streams):
             try:
                 stream.send_nowait(event)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self._streams.remove(stream)
+                self.streams.remove(stream)
 
     @asynccontextmanager
     async def stream(self) -> AsyncIterator[MemoryObjectReceiveStream[Event]]:
         """An async iterator of events while the context is open."""
         send, receive = anyio.create_memory_object_stream[Event](math.inf)
-        self._streams.append(send)
+        self.streams.append(send)
         try:
             async with receive:
                 yield receive
         finally:
-            if send in self._streams:
-                self._streams.remove(send)
+            if send in self.streams:
+                self.streams.remove(send)
             send.close()

@@ -46,7 +46,7 @@ from .loader import check_name
 from .locks import guard_locked, keep_locked_order
 from .options import NO_OPTIONS, as_list, as_mapping, extract_options, folders
 from .ordering import Entry, build_chain, extra_specs
-from .planner import Planner, Verdicts
+from .planner import Planner, Resolutions, Verdicts
 from .registry import Registry, SearchPath, builtin_folder, check_ref
 from .tool import Tool, ToolInfo
 
@@ -491,11 +491,13 @@ class Manager:
         over = options["overrides"]
         cached: tuple[Merged, Verdicts] | None = None
         entries: list[Entry] = []
+        ahead: Resolutions | None = None
         if not seed and sort and static is not None and not over and options["middleware"] is None:
             # The common call: nothing depends on args, so the context is built once with its cached chain.
             assert plan.static is not None  # static is only cached for a template-free plan
             cached = plan.static, static[0]
             entries = list(static[2] if prune else static[1])
+            ahead = static[3]
         ctx = Context(
             self,
             tool,
@@ -511,9 +513,10 @@ class Manager:
             phases=plan.phases,
             locked=cached[0].locked if cached else _NO_KEYS,
             env=plan.env,
+            resolved=ahead,
         )
         if cached:
-            shared.history.append({"tool": tool.name, "args": args, "timestamp": time.time()})
+            shared.history.append((tool.name, args, time.time()))
             return ctx, cached[0], cached[1], {}
         if seed:
             if "locals" in seed:
@@ -525,7 +528,7 @@ class Manager:
             if "session" in seed:  # the conversation an agent continues (orchestrator.sessions)
                 ctx.locals["session"] = seed["session"]
             ctx.locals["prompt"] = tool.prompt
-        shared.history.append({"tool": tool.name, "args": args, "timestamp": time.time()})
+        shared.history.append((tool.name, args, time.time()))
 
         extra = extra_specs(ctx.locals.get("middleware"), "context locals.middleware") if seed else []
         if options["middleware"] is not None:
@@ -586,30 +589,34 @@ class Manager:
         Raises:
             InvocationError: past ``max_depth`` or ``max_stack``.
         """
-        child = self._enter(ctx, entry)
+        levels = chain.inner if ctx.entry else chain.stack
+        height = levels.get()
+        child = self._enter(ctx, entry, height)
         if child is chain.SKIPPED:
             return child
-        levels = chain.inner if ctx.entry else chain.stack
-        token = levels.set(levels.get() + 1)
+        token = levels.set(height + 1)
         try:
             return await self._run(child, None)
         finally:
             levels.reset(token)
 
-    def _enter(self, ctx: Context, entry: Entry) -> Context:
+    def _enter(self, ctx: Context, entry: Entry, height: int) -> Context:
         """The context of chain entry ``entry`` of ``ctx``, or ``chain.SKIPPED`` for an invocation cycle.
 
         The hot path of every entry: one plan lookup and a context built
         once. An entry's args are a metadata value: data, never options.
         Entries of a middleware's own chain (its built-ins) count against
         ``max_stack`` apart from the others (``chain.inner``), so an entry
-        costs one level of it; the runner takes the level.
+        costs one level of it; the runner reads that count (``height``) and
+        takes the level.
 
         Raises:
             InvocationError: past ``max_depth`` or ``max_stack``.
         """
         shared = ctx._shared
-        tool, plan, static = self.planner.resolve(entry.name, ctx.paths, shared.checked)
+        ahead = ctx._resolved  # the entries of a static chain, resolved with it (fresh while it is)
+        found = ahead[1].get(entry.name) if ahead is not None and ahead[0] == ctx.paths else None
+        tool, plan, static = found or self.planner.resolve(entry.name, ctx.paths, shared.checked)
         ancestor: Context | None = ctx
         while ancestor is not None:
             if ancestor.tool.uri == tool.uri:
@@ -622,15 +629,24 @@ class Manager:
             if not ancestor.entry:
                 break
             ancestor = ancestor.parent
-        if ctx.depth >= self.max_depth or (chain.inner if ctx.entry else chain.stack).get() >= self.max_stack:
+        if ctx.depth >= self.max_depth or height >= self.max_stack:
             raise self._too_deep(entry.name, ctx, ctx.depth >= self.max_depth, self.max_stack)
         merged = plan.static
         if static is None or merged is None:  # templated metadata: rendered for this call
             return self._prepare(entry.name, entry.args, ctx, ctx, NO_OPTIONS)[0]
-        shared.history.append({"tool": tool.name, "args": entry.args, "timestamp": time.time()})
+        shared.history.append((tool.name, entry.args, time.time()))
         runs = static[2]  # a leaf (no entry with work) shares the empty tuple: inject() builds a new list
         return entry_context(
-            self, tool, entry.args, ctx, list(runs) if runs else (), merged.values, plan.phases, merged.locked, plan.env
+            self,
+            tool,
+            entry.args,
+            ctx,
+            list(runs) if runs else (),
+            merged.values,
+            plan.phases,
+            merged.locked,
+            plan.env,
+            static[3] if runs else None,
         )
 
     # -- explain ---------------------------------------------------------------

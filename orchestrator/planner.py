@@ -16,16 +16,24 @@ from typing import Any
 from .authorities import DEFAULT_PHASES, Authorities
 from .cascade import Merged, Plan, merge_levels, static_keys, tool_levels
 from .conditions import Start, condition, idle_prefix
-from .errors import ConfigurationError, ToolDefinitionError, ToolNotFoundError
+from .errors import ConfigurationError, OrchestratorError, ToolDefinitionError, ToolNotFoundError
 from .graph import reachable_components
 from .ordering import Entry, build_chain, with_args, with_when
 from .registry import Registry, SearchPath
 from .tool import Tool
 
 Verdicts = tuple[tuple[str, bool, str], ...]
-# A template-free plan's verdicts, its sorted chain, and the part of that chain that runs.
-Static = tuple[Verdicts, tuple[Entry, ...], tuple[Entry, ...]]
+# What resolve() returns: a ref's tool, its plan, and its Static when the plan is template-free.
+Resolved = tuple[Tool, Plan, "Static | None"]
+# The search paths some refs were resolved against, and what each resolved to.
+Resolutions = tuple[tuple[SearchPath, ...], Mapping[str, Resolved]]
+# A template-free plan's verdicts, its sorted chain, the part of that chain that runs, and the resolution of
+# each tool entry of that part: the files behind those are among the plan's, so they are fresh when it is.
+Static = tuple[Verdicts, tuple[Entry, ...], tuple[Entry, ...], Resolutions]
 log = logging.getLogger("orchestrator")
+
+NESTING = 8
+"""How many levels of middleware-of-middleware a static chain resolves ahead; deeper entries resolve when entered."""
 
 
 class Planner:
@@ -34,6 +42,7 @@ class Planner:
     def __init__(self, registry: Registry, authorities: Authorities) -> None:
         self.registry = registry
         self.authorities = authorities
+        self._nesting = 0  # static chains being computed inside one another (entry resolutions ahead)
 
     def plan(self, tool: Tool, paths: tuple[SearchPath, ...], checked: set[str] | None = None) -> Plan:
         """The cached, args-independent part of ``tool``'s cascade."""
@@ -164,7 +173,7 @@ class Planner:
 
         return self.registry.memo("toolkeys", key, compute, checked)
 
-    def resolve(self, ref: str, paths: tuple[SearchPath, ...], checked: set[str]) -> tuple[Tool, Plan, Static | None]:
+    def resolve(self, ref: str, paths: tuple[SearchPath, ...], checked: set[str]) -> Resolved:
         """A ref's tool, plan and (when nothing depends on args) verdicts and sorted chain.
 
         One cache entry, validated once per run against every file it
@@ -180,14 +189,60 @@ class Planner:
                 hit[2] = checked
                 return hit[0]  # type: ignore[no-any-return]
 
-        def compute(deps: set[str]) -> tuple[Tool, Plan, Static | None]:
+        def compute(deps: set[str]) -> Resolved:
             tool = self.registry.find(ref, paths, deps)
             plan = self.plan(tool, paths, deps)
+            self._depend(deps, "plans", (tool.uri, paths))
             if plan.static is None:
                 return tool, plan, None
-            return tool, plan, self.static_chain(tool, plan, paths, deps)
+            static = self.static_chain(tool, plan, paths, deps)
+            self._depend(deps, "static-chains", (tool.uri, paths))
+            return tool, plan, static
 
         return registry.memo("resolved", key, compute, checked)
+
+    def _depend(self, deps: set[str], name: str, key: Any) -> None:
+        """Add the files of the cached value ``name``/``key`` to ``deps``: a value built from it is fresh only with it.
+
+        A cached value that was reused, not computed, adds nothing to the
+        ``deps`` of the value being computed by itself.
+        """
+        cache = self.registry.derived.get(name)
+        hit = cache.get(key) if cache is not None else None
+        if hit is not None:
+            deps.update(hit[1])
+
+    def _resolve_entries(
+        self, entries: tuple[Entry, ...], paths: tuple[SearchPath, ...], deps: set[str]
+    ) -> Resolutions:
+        """What each tool entry of a static chain resolves to, its files added to ``deps`` (R-INV-2, step 2 ahead).
+
+        The runner then enters such an entry without a lookup of its own. An
+        entry that does not resolve now (missing, malformed) is left out: its
+        error is raised where it is entered, as before. Past ``NESTING``
+        levels of middleware of middleware nothing is resolved ahead.
+        """
+        found: dict[str, Resolved] = {}
+        if self._nesting >= NESTING:
+            return paths, found
+        self._nesting += 1
+        try:
+            for entry in entries:
+                name = entry.name
+                if entry.fn is not None or name in found:
+                    continue
+                try:
+                    resolved = self.resolve(name, paths, deps)
+                except OrchestratorError:
+                    continue
+                hit = self.registry.derived["resolved"].get((name, paths))
+                if hit is None or hit[0] is not resolved:
+                    continue  # not cached (a file changed while computing it): nothing vouches for it later
+                deps.update(hit[1])
+                found[name] = resolved
+        finally:
+            self._nesting -= 1
+        return paths, found
 
     def static_chain(
         self,
@@ -208,7 +263,8 @@ class Planner:
             verdicts = self.toolkeys(tool, merged, paths, deps)
             sorted_ = tuple(self.conditioned(build_chain(tool, merged, verdicts, [], plan.phases, {}), paths, deps))
             idle = idle_prefix(Start(tool, merged.values, plan.env, sorted_), sorted_)
-            return verdicts, sorted_, sorted_[idle:]
+            runs = sorted_[idle:]
+            return verdicts, sorted_, runs, self._resolve_entries(runs, paths, deps)
 
         return self.registry.memo("static-chains", (tool.uri, paths), compute, checked)
 

@@ -220,6 +220,7 @@ async def test_an_entry_context_is_the_context_the_constructor_builds(write, too
         nonlocals={"n": 1},
     )
     values, phases, locked = {"v": 2}, ("p",), frozenset({"v"})
+    ahead = (target.paths, {})
     built = Context(
         manager,
         tool,
@@ -235,8 +236,9 @@ async def test_an_entry_context_is_the_context_the_constructor_builds(write, too
         phases=phases,
         locked=locked,
         env=True,
+        resolved=ahead,
     )
-    fast = entry_context(manager, tool, {"b": 2}, target, [], values, phases, locked, True)
+    fast = entry_context(manager, tool, {"b": 2}, target, [], values, phases, locked, True, ahead)
     for slot in Context.__slots__:
         assert getattr(fast, slot) == getattr(built, slot), slot
     assert fast.target is target and fast.meta == {"v": 2} and fast.trust == built.trust
