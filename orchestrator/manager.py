@@ -291,7 +291,7 @@ class Manager:
         return await resume(self, token, decision)
 
     def invoke_sync(self, ref: str | Tool, args: Any = None, *, backend: str = "asyncio", **options: Any) -> Any:
-        """``invoke`` for plain scripts: runs its own event loop.
+        """``invoke`` for plain scripts: runs its own event loop (plain asyncio, or anyio's ``backend``).
 
         Raises:
             InvocationError: called from inside a running event loop.
@@ -302,6 +302,12 @@ class Manager:
             pass  # no loop running: the normal case
         else:
             raise InvocationError("invoke_sync() cannot run inside an event loop; use 'await manager.invoke(...)'")
+        if backend == "asyncio":
+            import asyncio
+
+            # A plain asyncio loop: anyio works inside it, and its own asyncio backend (with its socket and TLS
+            # imports, ~15 ms) loads only when something in the run asks anyio for it (a sync body's thread...).
+            return asyncio.run(self.invoke(ref, args, **options))
         return anyio.run(partial(self.invoke, ref, args, **options), backend=backend)
 
     async def _invoke(
