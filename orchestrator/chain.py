@@ -68,16 +68,34 @@ def _awaitable(value: Any) -> bool:
 SKIPPED: Any = type("Skipped", (), {"__repr__": lambda self: "SKIPPED"})()
 """Returned by an entry invocation that was skipped as an invocation cycle."""
 
-# The innermost next() of this task on each context it is running, as a linked
-# list (ctx, level, outer): a task sees its own frames, a sibling task does not.
-_levels: ContextVar[tuple[Context, int, Any] | None] = ContextVar("toolcascade_next", default=None)
+# The runner's frames in this task, innermost first, as a linked list ``(ctx, level, outer, stack, inner)``:
+# ``ctx``'s next() runs at ``level`` (``ctx`` None: the mark of an independent invocation, Manager._invoke). A task
+# sees its own frames and those of the task that started it, never a sibling's.
+#
+# A frame also counts the nested invocations of the task against ``max_stack`` (R-INV-5), as code at ``ctx``'s
+# own level sees them (its body, an ``fn`` entry). Code inside one of ``ctx``'s entries sees one more: of
+# ``inner`` when ``ctx`` is itself an entry (the built-ins of a middleware), else of ``stack``. So a chain of N
+# default-authority middleware takes N levels of each, not 2N of one, and an entry costs no ContextVar write of
+# its own: one frame per next() holds it all.
+Frame = tuple["Context | None", int, Any, int, int]
+frames: ContextVar[Frame | None] = ContextVar("toolcascade_frames", default=None)
 
-# Nested invocations in this task, against ``max_stack`` (R-INV-5).
-stack: ContextVar[int] = ContextVar("toolcascade_stack", default=0)
-# Entries of a middleware's own chain (the built-ins of a middleware entry) are counted here, against the same
-# ``max_stack``: a chain of N default-authority middleware then takes N levels of each, not 2N of one, and an
-# entry that keeps injecting entries into its own chain still meets the limit.
-inner: ContextVar[int] = ContextVar("toolcascade_inner", default=0)
+
+def heights(ctx: Context | None, frame: Frame | None = None) -> tuple[int, int]:
+    """(stack, inner): the nested invocations of this task as code running for ``ctx`` sees them.
+
+    ``frame`` is the innermost frame when the caller already read it.
+    """
+    if frame is None:
+        frame = frames.get()
+        if frame is None:
+            return 0, 0
+    owner = frame[0]
+    if owner is None or owner is ctx:
+        return frame[3], frame[4]
+    if owner.entry:
+        return frame[3], frame[4] + 1
+    return frame[3] + 1, frame[4]
 
 
 async def advance(ctx: Context) -> Any:
@@ -95,7 +113,7 @@ async def advance(ctx: Context) -> Any:
                 ctx.locals["result"] = value
         return ctx.locals.get("result")
     level = ctx.running
-    outer = _levels.get()
+    outer = frames.get()
     if level:
         frame = outer
         while frame is not None and frame[0] is not ctx:
@@ -105,8 +123,17 @@ async def advance(ctx: Context) -> Any:
             raise InvocationError(
                 f"next() is already running for {name!r}: an entry may continue the chain once at a time", tool=name
             )
+    if outer is None:
+        stacked = inner = 0
+    else:
+        stacked, inner, owner = outer[3], outer[4], outer[0]
+        if owner is not None:  # called from inside an entry of ``owner`` (ctx's own, for the next level)
+            if owner.entry:
+                inner += 1
+            else:
+                stacked += 1
     ctx.running = level + 1
-    token = _levels.set((ctx, level + 1, outer))
+    token = frames.set((ctx, level + 1, outer, stacked, inner))
     try:
         while not ctx.finished:
             if ctx.pos >= len(ctx.chain):
@@ -127,38 +154,33 @@ async def advance(ctx: Context) -> Any:
                 if _awaitable(value):
                     value = await value
             else:
-                levels = inner if ctx.entry else stack
-                height = levels.get()
-                child = ctx._manager._enter(ctx, entry, height)
+                # The entry's level of max_stack: the frame's count, one more inside the entry (see frames).
+                child = ctx._manager._enter(ctx, entry, inner if ctx.entry else stacked)
                 if child is SKIPPED:
                     continue
-                counted = levels.set(height + 1)  # the entry's level of max_stack, while it runs
                 events = child._manager.events  # its lists, not its __bool__: a Python call per entry
-                try:
-                    if child.chain or events.listeners or events.streams or child._shared.tracer is not None:
-                        value = await child._manager._run(child, None)  # its chain, observed or traced
-                    else:  # a leaf: its body is all its pipeline runs, awaited here (one coroutine per entry)
-                        fn = child.tool.fn
-                        if fn is not None and (_ASYNC.get(fn) or _is_async(fn)):  # body(child), inlined
-                            child.body_ran = True
-                            value = await fn(child)
-                        else:
-                            value = body(child)
-                            if _awaitable(value):
-                                value = await value
-                        if value is None:
-                            value = child.locals.get("result")
-                        else:
-                            child.locals["result"] = value
-                finally:
-                    levels.reset(counted)
+                if child.chain or events.listeners or events.streams or child._shared.tracer is not None:
+                    value = await child._manager._run(child, None)  # its chain, observed or traced
+                else:  # a leaf: its body is all its pipeline runs, awaited here (one coroutine per entry)
+                    fn = child.tool.fn
+                    if fn is not None and (_ASYNC.get(fn) or _is_async(fn)):  # body(child), inlined
+                        child.body_ran = True
+                        value = await fn(child)
+                    else:
+                        value = body(child)
+                        if _awaitable(value):
+                            value = await value
+                    if value is None:
+                        value = child.locals.get("result")
+                    else:
+                        child.locals["result"] = value
             if value is not None:
                 ctx.locals["result"] = value
                 ctx.finished = True
             break
     finally:
         ctx.running = level
-        _levels.reset(token)
+        frames.reset(token)
     return ctx.locals.get("result")
 
 

@@ -56,7 +56,7 @@ log = logging.getLogger("orchestrator")
 # Frames of Python stack one nested invocation takes (about 6 measured, with
 # margin); the recursion limit is raised to fit ``max_stack`` of them (R-INV-5).
 _FRAMES_PER_INVOCATION = 8
-_stack = chain.stack
+_frames = chain.frames
 _NO_KEYS: frozenset[str] = frozenset()  # made once: an empty frozenset() is a new object on every call
 # Run ids: a random prefix per process and a counter (the id names a run in events, traces and sessions).
 _RUN_PREFIX = os.urandom(4).hex()
@@ -328,11 +328,13 @@ class Manager:
             OrchestratorError: any typed error; at the top level ``Interrupted`` for a held call.
         """
         depth = parent.depth + 1 if parent is not None else 0
-        height = _stack.get() + 1
+        frame = _frames.get()
+        stacked, inner = chain.heights(parent, frame) if frame is not None else (0, 0)
+        height = stacked + 1
         if depth > self.max_depth or height > self.max_stack:
             name = ref.name if isinstance(ref, Tool) else ref
             raise self._too_deep(name, parent, depth > self.max_depth, self.max_stack)
-        token = _stack.set(height)
+        token = _frames.set((None, 0, frame, height, inner))  # this invocation's mark (chain.frames)
         given = args
         try:
             guarded = _NO_KEYS
@@ -362,7 +364,7 @@ class Manager:
                     raise await suspend(self, ref, given, options, exc) from exc
             raise
         finally:
-            _stack.reset(token)
+            _frames.reset(token)
 
     def _too_deep(self, name: Any, parent: Context | None, deep: bool, limit: int) -> InvocationError:
         """The typed error for an invocation past ``max_depth`` or past ``limit`` nested levels (R-INV-5)."""
@@ -595,16 +597,11 @@ class Manager:
         Raises:
             InvocationError: past ``max_depth`` or ``max_stack``.
         """
-        levels = chain.inner if ctx.entry else chain.stack
-        height = levels.get()
-        child = self._enter(ctx, entry, height)
+        stacked, inner = chain.heights(ctx)  # an entry's level is counted inside it (chain.frames)
+        child = self._enter(ctx, entry, inner if ctx.entry else stacked)
         if child is chain.SKIPPED:
             return child
-        token = levels.set(height + 1)
-        try:
-            return await self._run(child, None)
-        finally:
-            levels.reset(token)
+        return await self._run(child, None)
 
     def _enter(self, ctx: Context, entry: Entry, height: int) -> Context:
         """The context of chain entry ``entry`` of ``ctx``, or ``chain.SKIPPED`` for an invocation cycle.
@@ -612,9 +609,9 @@ class Manager:
         The hot path of every entry: one plan lookup and a context built
         once. An entry's args are a metadata value: data, never options.
         Entries of a middleware's own chain (its built-ins) count against
-        ``max_stack`` apart from the others (``chain.inner``), so an entry
-        costs one level of it; the runner reads that count (``height``) and
-        takes the level.
+        ``max_stack`` apart from the others (``inner``), so an entry costs
+        one level of one count; ``height`` is that count at ``ctx``'s level,
+        one less than inside the entry (``chain.frames``).
 
         Raises:
             InvocationError: past ``max_depth`` or ``max_stack``.
