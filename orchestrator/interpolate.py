@@ -142,8 +142,14 @@ def render_value(value: Any, variables: Mapping[str, Any], where: Callable[[], d
     return value
 
 
-def scope(ctx: Context, meta: Mapping[str, Any]) -> Scope:
+_OWN: Any = object()  # scope()'s args: the context's own
+
+
+def scope(ctx: Context, meta: Mapping[str, Any], args: Any = _OWN) -> Scope:
     """Template variables for ``ctx`` (R-CAS-3); ``meta`` is what the levels below merged.
+
+    ``args`` are ``ctx.args`` unless given (metadata renders with the
+    defaults of ``params`` filled in, before the middleware that fills them).
 
     ``env`` holds the environment only when the tool's trust allows it;
     otherwise it is empty and reading a name from it says why. The result
@@ -158,7 +164,7 @@ def scope(ctx: Context, meta: Mapping[str, Any]) -> Scope:
     else:
         env = ClosedEnv("env is empty: tools from untrusted folders never see env, whatever their trust says")
     variables = {
-        "args": ctx.args,
+        "args": ctx.args if args is _OWN else args,
         "meta": meta,
         "tool": {"name": tool.name, "uri": tool.uri, "description": tool.description},
         "locals": ctx.locals,

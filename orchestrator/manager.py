@@ -48,6 +48,7 @@ from .options import NO_OPTIONS, as_list, as_mapping, extract_options, folders
 from .ordering import Entry, build_chain, extra_specs
 from .planner import Planner, Resolutions, Verdicts
 from .registry import Registry, SearchPath, builtin_folder, check_ref
+from .schema import fill_defaults
 from .tool import Tool, ToolInfo
 
 log = logging.getLogger("orchestrator")
@@ -560,7 +561,12 @@ class Manager:
                 level = override_level(as_mapping(over, "overrides", tool.name))
                 guard_locked(level, plan.raw.locked, tool.name)
                 levels = (*levels, level)
-            merged = merge_levels(levels, partial(scope, ctx) if render else None, tool.name, plan.base)
+            shown = args
+            params = plan.raw.values.get("params")
+            if render and isinstance(params, Mapping) and not any("params" in lv.templates for lv in plan.rest):
+                # Metadata templates render before any middleware runs: they see the defaults `params` fills in.
+                shown = fill_defaults(params, args)
+            merged = merge_levels(levels, partial(scope, ctx, args=shown) if render else None, tool.name, plan.base)
             verdicts = self.planner.toolkeys(tool, merged, paths, checked)
             if caller is not None and guarded:
                 for key, middleware, _why in verdicts:
