@@ -1,12 +1,22 @@
 """W4: ``list`` and ``check`` over a catalog of 10,000 tools, ``import orchestrator``, the first invoke.
 
-``list`` is ``Manager.list_tools()`` (what ``toolcascade list`` prints):
-cold on a new Manager, warm as the same Manager's second listing, both in
-this process (python modules imported, the OS file cache warm). ``check``
-is ``orchestrator.check.check`` on a new Manager. Imports and the first
-invoke run in fresh interpreters: ``python -c 'import X'`` minus
+``list`` is ``Manager.list_tools()`` (what ``toolcascade list`` prints), in
+this process (python modules imported, the OS file cache warm): the first
+listing with no on-disk index (a new cache folder each round), then "cold"
+on a new Manager with the index the first one wrote, and warm as the same
+Manager's second listing. A fresh ``toolcascade list`` process is timed
+too, interpreter start and imports included. ``check`` is
+``orchestrator.check.check`` on a new Manager (index present). Imports and
+the first invoke run in fresh interpreters: ``python -c 'import X'`` minus
 ``python -c pass``, and the time from ``import orchestrator`` returning to a
-first ``invoke_sync`` returning.
+first ``invoke_sync`` returning, with a new cache folder (nothing kept) and
+with the built-ins' frontmatters kept by an earlier process.
+
+Everything this writes (the catalog, cache folders) lives in a temporary
+folder: ``TOOLCASCADE_CACHE`` points there, never at the user's cache. The
+catalog's files are aged 60 s (``os.utime``), as a user's tools are older
+than the index's 2 s racy window; freshly written files would be listed
+right but not written to the index.
 
     .venv/bin/python -m bench.catalog [--quick]
 """
@@ -14,6 +24,7 @@ first ``invoke_sync`` returning.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -57,12 +68,20 @@ def import_time(module: str, rounds: int) -> Sample:
     return Sample(statistics.median(differences), min(differences), rounds)
 
 
-def first_invoke(tools: Path, rounds: int) -> tuple[Sample, Sample]:
-    """(import orchestrator, first invoke after it) in µs, each measured inside a fresh interpreter."""
+def first_invoke(tools: Path, rounds: int, cache: Path | None = None) -> tuple[Sample, Sample]:
+    """(import orchestrator, first invoke after it) in µs, each measured inside a fresh interpreter.
+
+    ``cache``: the cache folder every round shares; None, a new one per round (nothing kept).
+    """
     imports, invokes = [], []
-    for _ in range(rounds):
+    for number in range(rounds):
+        folder = cache if cache is not None else tools.parent / f"cache-invoke-{number}"
         out = subprocess.run(
-            [sys.executable, "-c", FIRST_INVOKE, str(tools)], check=True, capture_output=True, text=True
+            [sys.executable, "-c", FIRST_INVOKE, str(tools)],
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "TOOLCASCADE_CACHE": str(folder)},
         ).stdout.split()
         imports.append(float(out[0]) * 1e6)
         invokes.append(float(out[1]) * 1e6)
@@ -79,26 +98,85 @@ def seconds(call: object) -> float:
     return time.perf_counter() - start
 
 
+def age(root: Path, seconds: float = 60.0) -> None:
+    """Set the mtime of every file and folder under ``root`` ``seconds`` into the past."""
+    when = time.time() - seconds
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            os.utime(os.path.join(folder, name), (when, when))
+        os.utime(folder, (when, when))
+
+
+def fresh_list(catalog: Path, cache: Path, *options: str) -> float:
+    """Seconds a fresh ``toolcascade list`` process takes over ``catalog`` (start-up and imports included)."""
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "orchestrator", "list", *options, "--path", str(catalog)],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "TOOLCASCADE_CACHE": str(cache)},
+    )
+    return time.perf_counter() - start
+
+
 def w4_table(folder: Path, quick: bool) -> Table:
-    """W4 with a catalog (and the W1 tools) written under ``folder``."""
+    """W4 with a catalog (and the W1 tools) written under ``folder``; cache folders there too, for its duration."""
+    before = os.environ.get("TOOLCASCADE_CACHE")
+    try:
+        return _w4_table(folder, quick)
+    finally:
+        if before is None:
+            os.environ.pop("TOOLCASCADE_CACHE", None)
+        else:
+            os.environ["TOOLCASCADE_CACHE"] = before
+
+
+def _w4_table(folder: Path, quick: bool) -> Table:
     count, groups = QUICK if quick else FULL
     table = Table(f"W4 list / check over {count:,} tools in {groups} folders; imports; first invoke")
     catalog = write_catalog(folder / "catalog", count, groups)
+    age(catalog)
+    caches = iter(range(1_000))
+
+    def new_cache() -> Path:
+        """A new, empty cache folder for this process's next Manager: no index."""
+        path = folder / f"cache-{next(caches)}"
+        os.environ["TOOLCASCADE_CACHE"] = str(path)
+        return path
+
+    new_cache()
     listed = Manager([catalog]).list_tools()
     broken = [info for info in listed if info.error is not None]
     if broken:
         raise SystemExit(f"the generated catalog has broken tools: {broken[0].error}")
 
     # Seconds per call, so one round each (two for warm): the whole W4 table stays near a minute.
-    cold = measure_each(lambda: seconds(Manager([catalog]).list_tools), 1)
+    def unindexed() -> float:
+        new_cache()
+        return seconds(Manager([catalog]).list_tools)
+
+    first = measure_each(unindexed, 1)
+    cold = measure_each(lambda: seconds(Manager([catalog]).list_tools), 1 if quick else 2)
     warm_manager = Manager([catalog])
     warm_manager.list_tools()
     warm = measure_each(lambda: seconds(warm_manager.list_tools), 1 if quick else 2)
+    shared = Path(os.environ["TOOLCASCADE_CACHE"])
+    fresh_list(catalog, shared)  # the CLI's own index (its options may key another file)
+    process = measure_each(lambda: fresh_list(catalog, shared), 1 if quick else 2)
+    as_json = measure_each(lambda: fresh_list(catalog, shared, "--json"), 1 if quick else 2)
     problems: list[object] = []
     checked = measure_each(lambda: seconds(lambda: problems.extend(check(Manager([catalog])))), 1)
-    table.add("`list` cold (new Manager)", cold, f"{len(listed):,} tools listed (the catalog and visible built-ins)")
+    table.add("`list`, first listing, no index (new cache folder)", first, "writes the index")
+    table.add(
+        "`list` cold (new Manager, index present)",
+        cold,
+        f"{len(listed):,} tools listed (the catalog and visible built-ins)",
+        ratios={"no index": cold / first},
+    )
     table.add("`list` warm (same Manager, second listing)", warm, "", ratios={"cold": warm / cold})
-    table.add("`check` (new Manager)", checked, f"{len(problems)} problems found")
+    table.add("`toolcascade list --json` (fresh process, index present)", as_json, "start-up and imports included")
+    table.add("`toolcascade list` (fresh process, index present)", process, "as above, and the rich table printed")
+    table.add("`check` (new Manager, index present)", checked, f"{len(problems)} problems found")
 
     rounds = 3 if quick else 7
     ours = import_time("orchestrator", rounds)
@@ -107,9 +185,15 @@ def w4_table(folder: Path, quick: bool) -> Table:
     table.add(
         "`import orchestrator` (fresh interpreter)", ours, ratios={"agent_framework": ours / theirs} if theirs else None
     )
-    imported, invoked = first_invoke(write_invoke_tools(folder / "first", 0), 3 if quick else 5)
+    tools = write_invoke_tools(folder / "first", 0)
+    invoke_rounds = 3 if quick else 5
+    _imported, unkept = first_invoke(tools, invoke_rounds)
+    kept_cache = folder / "cache-invoke"
+    first_invoke(tools, 1, kept_cache)  # keeps the built-ins' frontmatters
+    imported, invoked = first_invoke(tools, invoke_rounds, kept_cache)
     table.add("`import orchestrator`, timed inside the interpreter", imported)
-    table.add("first `invoke_sync('noop')` after import (new Manager)", invoked)
+    table.add("first `invoke_sync('noop')` after import, new cache folder", unkept, "parses the built-ins' YAML")
+    table.add("first `invoke_sync('noop')` after import (new Manager)", invoked, "built-ins' frontmatters kept")
 
     if theirs:
         table.target(

@@ -13,7 +13,6 @@ value is always a tree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,34 +86,41 @@ def parse_yaml(
     return (_unshare(data) if composer.aliased else data), node
 
 
-@dataclass(slots=True)
+# Plain slotted classes, not dataclasses: three @dataclass(slots=True) cost ~2 ms of every first file read.
 class _Measure:
     """What a node costs with every alias under it expanded: nodes, bytes of scalar text, height."""
 
-    nodes: int
-    size: int
-    height: int
+    __slots__ = ("nodes", "size", "height")
+
+    def __init__(self, nodes: int, size: int, height: int) -> None:
+        self.nodes = nodes
+        self.size = size
+        self.height = height
 
 
-@dataclass(slots=True)
 class _Anchor:
     """An anchored node; ``measure`` is None while it is still open (an alias to it then is a cycle)."""
 
-    node: yaml.Node
-    line: int
-    measure: _Measure | None
+    __slots__ = ("node", "line", "measure")
+
+    def __init__(self, node: yaml.Node, line: int, measure: _Measure | None) -> None:
+        self.node = node
+        self.line = line
+        self.measure = measure
 
 
-@dataclass(slots=True)
 class _Open:
     """A collection being composed: the totals when it opened, its tallest child, a key awaiting its value."""
 
-    node: yaml.CollectionNode
-    anchor: str | None
-    nodes: int
-    size: int
-    height: int = 0
-    key: yaml.Node | None = None
+    __slots__ = ("node", "anchor", "nodes", "size", "height", "key")
+
+    def __init__(self, node: yaml.CollectionNode, anchor: str | None, nodes: int, size: int) -> None:
+        self.node = node
+        self.anchor = anchor
+        self.nodes = nodes
+        self.size = size
+        self.height = 0
+        self.key: yaml.Node | None = None
 
 
 class _Composer:
@@ -330,7 +336,12 @@ def _parse_plain(text: str) -> tuple[Any, yaml.Node | None] | None:
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
+        if node is None:
+            return None, None
+        try:
+            return _build(node, loader), node
+        except _Other:
+            data = loader.construct_document(node)
     except (yaml.YAMLError, ValueError, OverflowError, TypeError, RecursionError):
         return None
     finally:
@@ -338,6 +349,53 @@ def _parse_plain(text: str) -> tuple[Any, yaml.Node | None] | None:
     if not _string_keys(data):
         return None
     return data, node
+
+
+_MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
+_INT = "tag:yaml.org,2002:int"
+_FLOAT = "tag:yaml.org,2002:float"
+_BOOL = "tag:yaml.org,2002:bool"
+_NULL = "tag:yaml.org,2002:null"
+
+
+class _Other(Exception):
+    """A node ``_build`` leaves to the safe constructor: a date, a merge key, a set, a key that is not a string."""
+
+
+def _build(node: yaml.Node, loader: _Loader) -> Any:
+    """The value of a composed ``_plain`` document made of maps, sequences and plain scalars, as the safe constructor makes it.
+
+    The constructor's generic machinery (a generator per collection, a memo
+    per node) was most of the cost of reading a frontmatter; this builds the
+    same dicts, lists and scalars directly, with the constructor's own
+    scalar rules (``0x1F``, ``1_000``, ``.inf``, ``yes``). Depth is bounded
+    by ``_plain``.
+
+    Raises:
+        _Other: a tag other than str, int, float, bool, null, map or seq, or a mapping key that is not a string.
+    """
+    tag = node.tag
+    if tag == _STR:
+        return node.value
+    if tag == _MAP:
+        out = {}
+        for key, value in node.value:
+            if key.tag != _STR:
+                raise _Other
+            out[key.value] = _build(value, loader)
+        return out
+    if tag == _SEQ:
+        return [_build(item, loader) for item in node.value]
+    if tag == _INT:
+        return loader.construct_yaml_int(node)
+    if tag == _FLOAT:
+        return loader.construct_yaml_float(node)
+    if tag == _BOOL:
+        return loader.construct_yaml_bool(node)
+    if tag == _NULL:
+        return None
+    raise _Other
 
 
 def _string_keys(value: Any) -> bool:

@@ -12,7 +12,6 @@ imported by path as isolated modules: nothing is added to ``sys.path`` and two
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.util
 import os
@@ -22,6 +21,7 @@ import sys
 import traceback
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from .formats import Adapted, Format
 
 _BOUNDARY = re.compile(r"^-{3,}[ \t]*$", re.MULTILINE)
+# A document opens with frontmatter when this matches at its start: python-frontmatter's test for YAML
+# (its ``YAMLHandler.FM_BOUNDARY``), without importing it for every first file read.
+_OPENING = re.compile(r"^-{3,}\s*$", re.MULTILINE)
 KNOWN_KEYS = ("name", "description", "authority", "metadata", "role", "when")
 # A top-level ``name:`` key in a frontmatter block (the cheap test before parsing it for the names index).
 _NAME_LINE = re.compile(r"^name[ \t]*:", re.MULTILINE)
@@ -66,7 +69,7 @@ def split_frontmatter(
         if empty_ok:
             return {}, {}, "", 1
         raise ToolDefinitionError("file is empty: a markdown tool needs frontmatter or a prompt", path=path)
-    if not _handler().detect(text):
+    if not _OPENING.match(text):
         if text.startswith("---"):
             raise ToolDefinitionError("frontmatter opened with '---' is never closed", path=path, line=1)
         return {}, {}, text.strip(), 1
@@ -93,6 +96,13 @@ def load_yaml(
     Raises:
         ToolDefinitionError: what ``parse_yaml`` refuses, or a document that is not a mapping.
     """
+    own = str(path).startswith(_own_folders())
+    if own:
+        from .index import kept_frontmatter
+
+        kept = kept_frontmatter(block, first_line, limits)
+        if kept is not None:
+            return kept
     import yaml  # yaml comes with the first file read, not with the package
 
     from .documents import parse_yaml
@@ -113,7 +123,26 @@ def load_yaml(
             if key_node.value == "metadata" and isinstance(value_node, yaml.MappingNode):
                 for meta_key, _ in value_node.value:
                     lines.setdefault(meta_key.value, first_line + meta_key.start_mark.line)
+    if own:
+        from .index import keep_frontmatter
+
+        keep_frontmatter(block, first_line, limits, data, lines)
     return data, lines
+
+
+@lru_cache(maxsize=1)
+def _own_folders() -> tuple[str, ...]:
+    """The package's own ``tools`` and ``authorities`` folders (wheel or checkout), each ending in a separator.
+
+    Their parsed frontmatters are kept on disk by content (``orchestrator.index``): a first invoke
+    plans through the built-in tools without importing YAML.
+    """
+    package = Path(__file__).resolve().parent
+    found = []
+    for name in ("tools", "authorities"):
+        installed = package / "builtin" / name
+        found.append(os.path.join(str(installed if installed.is_dir() else package.parent / name), ""))
+    return tuple(found)
 
 
 def _check_python_keys(value: Any, path: Path, limits: Limits) -> None:
@@ -490,11 +519,3 @@ def load_tool(
     if path.suffix == ".py":
         return load_python(path, root, trusted, limits)
     return load_markdown(path, root, trusted, limits)
-
-
-@functools.lru_cache(maxsize=1)
-def _handler() -> Any:
-    """python-frontmatter's YAML handler, made (importing yaml) when the first file is read."""
-    import frontmatter
-
-    return frontmatter.YAMLHandler()

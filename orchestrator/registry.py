@@ -49,6 +49,14 @@ lookup, as before); files of other formats in their location trees
 (``.claude/agents``, ...) belong to the search path's top level. A declared
 name edited in place is seen when its folder changes, when the index is
 rebuilt after any change, or when a lookup of it finds nothing.
+
+**The on-disk index.** A full listing (``discover(parse=True)`` over the
+registry's own search paths, as ``list`` and ``check`` do) reads and writes
+``orchestrator.index``: a new registry's ``names`` and ``described`` lookups
+are served from it when every file and folder they came from is unchanged,
+and what the listing computed is written for the next process. While a
+listing runs, a cached value's paths join the ``checked`` set of the value
+reusing it, so each written entry carries every path it depends on.
 """
 
 from __future__ import annotations
@@ -233,6 +241,10 @@ class Registry:
         self._file_formats: dict[tuple[Path, SearchPath], Any] = {}
         # The formats each search path folder reads (orchestrator.formats.select), made on first need.
         self._formats: dict[str, Any] | None = None
+        # The on-disk index (orchestrator.index): opened by the first listing; _OFF when off or impossible.
+        self.index: Any = None
+        # The index while a listing runs: memo() serves its entries, and a hit's paths join ``checked``.
+        self.indexing: Any = None
         if formats is not None:
             self.selection()  # a bad format name is the program's mistake: say so now
 
@@ -279,6 +291,8 @@ class Registry:
         self._listings.clear()
         self._file_formats.clear()
         self.freshness.reset()
+        if self.index is not None and self.index is not _OFF:
+            self.index.drop()  # "forget everything" includes what the last listing wrote for the next process
         self.changed()
 
     def watch(self, paths: Iterable[str] | None = None, checked: set[str] | None = None, *, now: bool = False) -> bool:
@@ -356,8 +370,15 @@ class Registry:
                 return hit[0]  # type: ignore[no-any-return]
             if self.watch(hit[1], checked):
                 hit[2] = checked
+                if self.indexing is not None and checked is not None:
+                    checked.update(hit[1])  # a listing's entries are written with every path they depend on
                 return hit[0]  # type: ignore[no-any-return]
         generation = self.generation
+        indexing = self.indexing
+        if indexing is not None and name in _INDEXED:
+            served = indexing.lookup(self, name, key, checked)
+            if served is not UNSEEN:
+                return served  # type: ignore[no-any-return]
         deps: set[str] = set()
         value = compute(deps)
         if checked is not None:
@@ -365,7 +386,17 @@ class Registry:
         if self.generation == generation:
             # Else something changed (or _seen was emptied) while computing: the value may mix old and new.
             self.store(name, key, [value, frozenset(deps), checked])
+            if indexing is not None and name in _INDEXED:
+                indexing.computed(self, name, key)
         return value
+
+    def seen(self, path: str) -> Signature | Any:
+        """The signature ``path`` had when last looked at, or ``UNSEEN``."""
+        return self._seen.get(path, UNSEEN)
+
+    def declared_signatures(self) -> dict[str, Signature]:
+        """The signature of each file whose declared name is cached, when it was read."""
+        return {path: held[0] for path, held in self._declared.items()}
 
     def store(self, name: str, key: Any, value: Any) -> None:
         """Put ``value`` in the derived cache ``name``; a full cache first drops its oldest half."""
@@ -513,6 +544,8 @@ class Registry:
                 clashes.append((name, held[0], path, "name"))
 
         count = 0
+        # The files whose declared names this scan reads: a listing's index re-reads the folder when one changes.
+        read: list[str] | None = [] if self.indexing is not None else None
         seen_formats = self._file_formats
         if len(seen_formats) >= self.files_bound:
             _drop_oldest_half(seen_formats)
@@ -530,6 +563,8 @@ class Registry:
                     continue
                 count += 1
                 name = None if builtin or outside else self._declared_name(path, ext, sp if parse else None)
+                if read is not None and not (builtin or outside):
+                    read.append(entry.path)
                 if name is not None and _usable(name):  # else loading it reports the bad name
                     claim(name, path, None)
                 stems.append((0 if ext == ".md" else 1, stem, path, None))
@@ -546,6 +581,8 @@ class Registry:
                         seen_formats[(path, sp)] = fmt
                         count += 1
                         claim(self._format_name(path, sp, fmt, deps), path, fmt.name)
+        if read is not None:
+            self.indexing.scanned[str(folder)] = tuple(read)
         refs = dict(declared)
         for _rank, stem, path, fmt_name in sorted(stems, key=lambda item: item[0]):
             held = refs.get(stem)
@@ -806,7 +843,44 @@ class Registry:
         that describes every tool anyway) our files are parsed into the
         cache instead, so each is opened once. The files counted first raise
         the cache bounds.
+
+        A full listing (``parse``, the registry's own search paths) reads and
+        writes the on-disk index (``orchestrator.index``) while it runs: its
+        lookups of kept values are served from the index when their files are
+        unchanged, and once the caller has taken (and described) every ref,
+        what it computed is written for the next process.
         """
+        index = self._listing_index(paths, parse)
+        try:
+            yield from self._discover(paths, parse)
+            if index is not None:
+                index.save(self)  # the caller described every ref it was given: write what it computed
+        finally:
+            if index is not None:
+                self.indexing = None
+
+    def _listing_index(self, paths: tuple[SearchPath, ...], parse: bool) -> Any:
+        """The index a listing of ``paths`` reads and writes (now ``indexing``), or None.
+
+        Only a full listing of the registry's own search paths with no
+        registered functions (they shadow files) uses it, and never a listing
+        nested in another.
+        """
+        if not parse or paths != self.paths or self.functions or self.indexing is not None:
+            return None
+        if self.index is None:
+            from .index import Index  # only listings pay for json, hashing and the cache folder
+
+            self.index = Index.open(self) or _OFF
+        if self.index is _OFF:
+            return None
+        self.index.begin()
+        self.indexing = self.index
+        return self.index
+
+    def _discover(
+        self, paths: tuple[SearchPath, ...], parse: bool
+    ) -> Iterator[tuple[str, Path | None, SearchPath | None]]:
         found: list[tuple[str, Path | None, SearchPath | None]] = []
         seen: set[str] = set()
         for name in sorted(self.functions):
@@ -858,6 +932,9 @@ class Names(NamedTuple):
 
 
 _UNKNOWN = object()
+_OFF = object()  # Registry.index when there is none
+UNSEEN: Any = object()  # Registry.seen() of a path never looked at
+_INDEXED = frozenset({"names", "described"})  # orchestrator.index.PERSISTED, without importing it
 
 
 @lru_cache(maxsize=1)

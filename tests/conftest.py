@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _index_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Listings write their on-disk index (orchestrator.index) into a temporary folder, never the user's cache."""
+    import mcp.client.stdio
+
+    folder = tmp_path_factory.mktemp("toolcascade-cache")
+    before = os.environ.get("TOOLCASCADE_CACHE")
+    os.environ["TOOLCASCADE_CACHE"] = str(folder)
+    # MCP's stdio client starts servers with a few variables only (HOME, PATH, ...): pass this one on too.
+    inherited = mcp.client.stdio.DEFAULT_INHERITED_ENV_VARS
+    mcp.client.stdio.DEFAULT_INHERITED_ENV_VARS = (*inherited, "TOOLCASCADE_CACHE")  # type: ignore[assignment]
+    yield folder
+    mcp.client.stdio.DEFAULT_INHERITED_ENV_VARS = inherited
+    if before is None:
+        os.environ.pop("TOOLCASCADE_CACHE", None)
+    else:
+        os.environ["TOOLCASCADE_CACHE"] = before
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -384,3 +384,37 @@ def test_check_reports_the_same_with_and_without_the_index(tmp_path, tools, writ
     monkeypatch.setattr(check_module, "NearNames", AllPairs)
     assert lines(Manager([tools], cwd=tmp_path)) == fast
     assert any("did you mean 'summarize'" in line for line in fast)
+
+
+def test_check_leaves_the_garbage_collector_as_it_found_it(manager, write):
+    import gc
+
+    write("tools/a.md", "---\ndescription: A.\n---\nA.\n")
+    assert gc.isenabled()
+    check(manager)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        check(manager)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_check_validates_shared_middleware_args_once_and_reports_each_tools_own(tmp_path, tools, write, monkeypatch):
+    """An authority's middleware args are one object for every tool under it: checked once, not once per tool."""
+    from orchestrator import check as check_module
+
+    write("tools/AUTHORITY.md", "---\nmetadata:\n  retry: {attempts: 2}\n---\n")
+    for n in range(20):
+        write(f"tools/t{n}.md", f"---\ndescription: Tool {n}.\n---\nHi.\n")
+    write("tools/bad1.md", "---\nmetadata:\n  retry: {attempts: many}\n---\nx\n")
+    write("tools/bad2.md", "---\nmetadata:\n  retry: {attempts: lots}\n---\nx\n")
+    calls = []
+    real = check_module.check_schema
+    monkeypatch.setattr(check_module, "check_schema", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    found = lines(Manager([tools], cwd=tmp_path))
+    retries = [args for args in calls if isinstance(args, dict) and "attempts" in args]
+    assert sorted(str(args["attempts"]) for args in retries) == ["2", "lots", "many"]
+    assert any(line.startswith("tools/bad1.md:3: 'retry' runs the middleware") for line in found)
+    assert any(line.startswith("tools/bad2.md:3: 'retry' runs the middleware") for line in found)

@@ -203,3 +203,32 @@ def test_file_references_and_shell_commands_are_reported_with_their_lines():
         (12, "!`git status` is not supported: commands are never run (it stays text)"),
         (13, "@README.md is not supported: files are never read into the prompt (it stays text)"),
     )
+
+
+def test_entry_points_are_read_from_installed_metadata_without_importlib_metadata(tmp_path, monkeypatch):
+    """The cheap reader finds what importlib.metadata finds; the first distribution of a name wins."""
+    import sys
+    from importlib.metadata import entry_points as installed
+
+    group = "toolcascade.formats"
+    for folder, version, target in (("first", "1.0", "one:FMT"), ("second", "2.0", "two:FMT")):
+        info = tmp_path / folder / f"note_fmt-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: note-fmt\nVersion: {version}\n")
+        (info / "entry_points.txt").write_text(f"# comment\n[console_scripts]\nx = y:z\n\n[{group}]\nnote = {target}\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "first"), str(tmp_path / "second"), *sys.path])
+    ours = sorted((p.name, p.value) for p in formats.entry_points(group))
+    assert ("note", "one:FMT") in ours and ("note", "two:FMT") not in ours
+    assert ours == sorted((p.name, p.value) for p in installed(group=group))
+
+
+def test_an_entry_point_read_without_importlib_metadata_loads_its_object(tmp_path, monkeypatch):
+    import sys
+
+    (tmp_path / "notefmt_plugin.py").write_text("class Holder:\n    FMT = 'the format'\n")
+    info = tmp_path / "notefmt_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "entry_points.txt").write_text("[toolcascade.formats]\nnote = notefmt_plugin:Holder.FMT [extra]\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    (point,) = [p for p in formats.entry_points("toolcascade.formats") if p.name == "note"]
+    assert point.load() == "the format"

@@ -266,3 +266,35 @@ def test_documents_with_anchors_deep_nesting_or_tags_take_the_measuring_composer
     assert _plain("a: 1\nb: [x, y]\n", DEFAULT_LIMITS)
     for text in ("a: &x 1\nb: *x\n", "a: !!str 1\n", "a: " + "[" * 99 + "]" * 99, "x: " * 60):
         assert not _plain(text, DEFAULT_LIMITS)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        "a: 1\nb: [x, 2.5, true, null, 0x1F, 1_000, .inf, -.Inf, yes, No, ~, '', \"q\"]\nc: {d: e, f: [1, {g: h}]}\n",
+        "a: 2024-01-01\nb: 2001-12-14t21:59:43.10-05:00\n",
+        "<<: {a: 1}\nb: 2\n",
+        "a: 1\na: 2\n",
+        "a: 0o17\nb: 1:30\nc: 0b101\nd: 1e3\ne: 6.8523015e+5\nf: -0\ng: +12\n",
+        "a: !!binary aGk=\n",
+        "a: !!set {x, y}\n",
+        "a:\n  - b: 1\n    c: 2\n  - d\n",
+        "text: |\n  line one\n  line two\nfolded: >\n  a\n  b\n",
+        "",
+        "just a string\n",
+        "- 1\n- 2\n",
+    ],
+)
+def test_the_fast_yaml_path_builds_what_the_safe_loader_builds(document):
+    """Plain documents are built without the constructor's machinery; the values are the safe loader's."""
+    import yaml
+
+    from orchestrator.documents import parse_yaml
+
+    got = parse_yaml(document, Path("doc.yaml"))[0]
+    want = yaml.safe_load(document)
+    assert got == want
+    assert type(got) is type(want)
+    if isinstance(want, dict):
+        assert list(got) == list(want)  # key order, as written
+        assert [type(v) for v in got.values()] == [type(v) for v in want.values()]

@@ -1,0 +1,804 @@
+"""The index: what a listing computed, kept on disk so the next process's first listing is cheap.
+
+A listing (``Manager.list_tools()``, ``check``) reads every tool file, and a
+new process used to do all of it again. The registry already caches each
+derived value with the files and folders it came from; the index persists
+two of those caches, each entry with the signature ((mtime_ns, size), or
+absent) every path it depends on had when it was computed:
+
+- ``names``: what one folder offers (``Registry.names``), and
+- ``described``: one ``list`` row (``Manager.describe``, a ``ToolInfo``).
+
+A new registry's listing reuses an entry only when every one of its paths
+still has that signature (one stat per path per listing); anything else is
+computed as before and the index rewritten. A folder's entry also depends on
+every file whose declared ``name`` it read (a name edited in place changes
+the file, not the folder). An index is only a cache: it never changes a
+result, only how much of it is read from tool files.
+
+**Where.** One JSON file per set of search paths and everything else that
+shapes the values (formats selection, ``Limits``, the package and its
+source files, the Python version, installed format plugins, model aliases),
+in the user's cache folder: ``TOOLCASCADE_CACHE`` when set, else
+``$XDG_CACHE_HOME/toolcascade``, else ``~/.cache/toolcascade``
+(``%LOCALAPPDATA%\\toolcascade`` on Windows). Never inside a tool folder, so
+no folder can ship a poisoned index. ``TOOLCASCADE_INDEX=off`` turns it off.
+
+**Trust.** The file is data (``json``, never pickle): every field is checked
+on the way in, and a file that is not a regular file owned by this user and
+writable by nobody else, larger than ``INDEX_BYTES``, truncated, of another
+version or for another key is ignored (and rewritten when it can be).
+Writes go to a temporary file renamed over the old one, so a reader sees a
+whole file whatever other processes do. Failures to read or write are never
+errors: the listing computes what it needs.
+
+**Racy timestamps.** An entry any of whose paths changed within
+``RACY_NS`` (2 s) of the write is not written: a later edit in the same
+timestamp granule could leave its signature unchanged. Errors are never
+written: a broken tool is loaded, and reported, every time. Values JSON does
+not carry exactly (YAML dates, non-string keys, tuples) are not written either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import stat
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .frozen import FrozenDict, FrozenList, freeze
+from .registry import UNSEEN, Names, Registry, Signature
+from .tool import ToolInfo
+
+log = logging.getLogger("orchestrator.index")
+
+VERSION = 1
+"""The file layout; a file of another version is ignored."""
+
+INDEX_BYTES = 64 * 1024 * 1024
+"""An index larger than this is neither read nor written (10,000 tools take ~4 MB)."""
+
+INDEX_FILES = 32
+"""Index files kept in the cache folder (one per set of search paths); the least recently written go first."""
+
+RACY_NS = 2_000_000_000
+"""Entries whose paths changed less than this long before the write are not written (git's racy rule)."""
+
+PLAIN_DEPTH = 64
+"""Values nested deeper than this are not written (JSON parsers recurse)."""
+
+CACHE_ENV = "TOOLCASCADE_CACHE"
+SWITCH_ENV = "TOOLCASCADE_INDEX"
+
+PERSISTED = frozenset({"names", "described"})
+"""The registry's derived caches the index keeps."""
+
+MISS: Any = UNSEEN  # what a lookup returns for nothing kept, and the signature of a path never looked at
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def enabled() -> bool:
+    """False when ``TOOLCASCADE_INDEX`` is ``off``/``0``/``false``/``no``."""
+    return os.environ.get(SWITCH_ENV, "").strip().lower() not in ("off", "0", "false", "no")
+
+
+def cache_folder() -> Path | None:
+    """The user's cache folder for toolcascade, or None when no home is known."""
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen:
+        return Path(chosen)
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA")
+        return Path(base, "toolcascade") if base else None
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg, "toolcascade")
+    try:
+        return Path.home() / ".cache" / "toolcascade"
+    except RuntimeError:  # no home directory
+        return None
+
+
+def _signature(path: str) -> Signature:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
+def _code() -> list[list[Any]]:
+    """The package's source files with their signatures: an edited checkout never reuses an older index."""
+    found = []
+    for folder in (_PACKAGE, _PACKAGE / "formats"):
+        try:
+            with os.scandir(folder) as entries:
+                names = sorted(e.name for e in entries if e.name.endswith(".py"))
+        except OSError:
+            continue
+        for name in names:
+            path = str(folder / name)
+            found.append([path, _signature(path)])
+    return found
+
+
+def _plugins() -> list[list[Any]]:
+    """The installed format adapters, with the signature of each one's module file."""
+    from .formats import registered
+
+    found = []
+    for name, fmt in sorted(registered().items()):
+        module = sys.modules.get(type(fmt).__module__)
+        file = getattr(module, "__file__", None)
+        found.append([name, type(fmt).__module__, type(fmt).__qualname__, _signature(file) if file else None])
+    return found
+
+
+def plain(value: Any, frozen: bool = False, depth: int = 0) -> bool:
+    """True when JSON carries ``value`` exactly: string-keyed dicts, lists, strings, ints, finite floats, bools, None.
+
+    ``frozen``: its dicts and lists must all be ``FrozenDict``/``FrozenList``
+    (cached metadata is frozen), else all plain ones; ``decode`` makes them so again.
+    """
+    kind = type(value)
+    if value is None or kind in (str, int, bool):
+        return True
+    if kind is float:
+        return value == value and value not in (float("inf"), float("-inf"))
+    if depth >= PLAIN_DEPTH:
+        return False
+    if kind is (FrozenList if frozen else list):
+        return all(plain(item, frozen, depth + 1) for item in value)
+    if kind is (FrozenDict if frozen else dict):
+        return all(type(k) is str and plain(v, frozen, depth + 1) for k, v in value.items())
+    return False
+
+
+def _text(value: Any) -> bool:
+    return value is None or type(value) is str
+
+
+class Encoder:
+    """Cached values as JSON data; equal ``params`` are written once (a catalog's tools share a few shapes)."""
+
+    def __init__(self) -> None:
+        self.values: list[list[Any]] = []  # [params, frozen]
+        self._numbers: dict[tuple[str, bool], int] = {}
+
+    def number(self, params: Any, frozen: bool) -> int:
+        """The number ``params`` is written under (equal values share one; key order kept: it shows in listings)."""
+        shape = (json.dumps(params, ensure_ascii=False), frozen)
+        found = self._numbers.get(shape)
+        if found is None:
+            found = self._numbers[shape] = len(self.values)
+            self.values.append([params, frozen])
+        return found
+
+    def encode(self, name: str, value: Any) -> Any:
+        """``value`` of the derived cache ``name`` as JSON data, or MISS when it cannot be carried exactly."""
+        if name == "described":
+            info = value
+            if type(info) is not ToolInfo or info.error is not None:
+                return MISS
+            texts = (info.description, info.role, info.format)
+            if not (type(info.ref) is str and type(info.name) is str and type(info.kind) is str):
+                return MISS
+            if type(info.hidden) is not bool or not all(_text(v) for v in texts):
+                return MISS
+            frozen = plain(info.params, True)
+            if not (frozen or plain(info.params)):
+                return MISS
+            number = self.number(info.params, frozen)
+            path = None if info.path is None else str(info.path)
+            return [info.ref, info.name, info.kind, info.description, info.hidden, number, path, *texts[1:]]
+        if name == "names":
+            refs = [[last, str(path), fmt] for last, (path, fmt) in value.refs.items()]
+            clashes = [[ref, str(a), str(b), kind] for ref, a, b, kind in value.clashes]
+            if not all(_text(fmt) for _l, _p, fmt in refs) or type(value.files) is not int:
+                return MISS
+            return {"refs": refs, "clashes": clashes, "files": value.files}
+        return MISS
+
+
+class Decoder:
+    """What an ``Encoder`` wrote, checked; each shared value and path is made once."""
+
+    def __init__(self, values: Any) -> None:
+        if type(values) is not list:
+            raise ValueError("malformed values")
+        self.values = values
+        self._made: dict[int, Any] = {}
+        self._paths: dict[str, Path] = {}
+
+    def path(self, text: Any) -> Path:
+        """``text`` as a Path (one per text).
+
+        Raises:
+            ValueError: not a string.
+        """
+        if type(text) is not str:
+            raise ValueError("malformed path")
+        found = self._paths.get(text)
+        if found is None:
+            found = self._paths[text] = Path(text)
+        return found
+
+    def value(self, number: Any) -> Any:
+        """The ``params`` value numbered ``number``; frozen ones are shared, plain ones copied per use.
+
+        Raises:
+            ValueError: no such value, or not one ``plain`` accepts.
+        """
+        if type(number) is not int or not 0 <= number < len(self.values):
+            raise ValueError("malformed value number")
+        made = self._made.get(number, MISS)
+        if made is MISS:
+            row = self.values[number]
+            if type(row) is not list or len(row) != 2 or type(row[1]) is not bool or not plain(row[0]):
+                raise ValueError("malformed value")
+            made = self._made[number] = (freeze(row[0]), True) if row[1] else (row[0], False)
+        return made[0] if made[1] else json.loads(json.dumps(made[0]))
+
+    def decode(self, name: str, data: Any) -> Any:
+        """The cached value ``Encoder.encode`` made ``data`` from.
+
+        Raises:
+            ValueError: ``data`` is not what ``encode`` writes.
+        """
+        if name == "described":
+            if type(data) is not list or len(data) != 9:
+                raise ValueError("a described row is a list of 9")
+            ref, tool, kind, description, hidden, number, path, role, fmt = data
+            if not (type(ref) is str and type(tool) is str and type(kind) is str and type(hidden) is bool):
+                raise ValueError("malformed described row")
+            if not all(_text(v) for v in (description, role, fmt)):
+                raise ValueError("malformed described row")
+            where = None if path is None else self.path(path)
+            return ToolInfo(ref, tool, kind, description, hidden, self.value(number), where, None, role, fmt)
+        if name == "names":
+            refs = {}
+            for last, path, fmt in data["refs"]:
+                if type(last) is not str or not _text(fmt):
+                    raise ValueError("malformed names row")
+                refs[last] = (self.path(path), fmt)
+            clashes = []
+            for ref, a, b, kind in data["clashes"]:
+                if type(ref) is not str or type(kind) is not str:
+                    raise ValueError("malformed clash")
+                clashes.append((ref, self.path(a), self.path(b), kind))
+            files = data["files"]
+            if type(files) is not int:
+                raise ValueError("malformed file count")
+            return Names(refs, tuple(clashes), files)
+        raise ValueError(f"no index for {name!r}")
+
+
+def _read(path: Path) -> Any:
+    """The JSON in ``path``, or None: not a regular file, not ours, writable by others, too large, not JSON.
+
+    Opened without blocking (a FIFO in its place never hangs the listing).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > INDEX_BYTES:
+            return None
+        if hasattr(os, "getuid") and (st.st_uid != os.getuid() or st.st_mode & 0o022):
+            return None  # another user could have written it
+        chunks = []
+        left = INDEX_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        if left <= 0:
+            return None
+        return json.loads(b"".join(chunks))
+    except (OSError, ValueError, RecursionError, MemoryError):
+        return None
+    finally:
+        os.close(fd)
+
+
+class Index:
+    """One registry's index file: entries loaded once, each reused when its paths are unchanged."""
+
+    def __init__(self, file: Path, material: dict[str, Any]) -> None:
+        self.file = file
+        self.material = material
+        self.rows: list[tuple[str, Signature]] = []
+        self.members: dict[int, tuple[int, ...]] = {}
+        self.entries: dict[str, dict[str, Any]] = {}
+        self.loaded = False
+        # Per listing: which rows matched the disk (each path stat-ed at most once).
+        self._valid: dict[int, bool] = {}
+        # (cache name, key) served from the file or computed during a listing: their paths are complete.
+        self.kept: dict[tuple[str, Any], str] = {}
+        # The files whose declared names each folder's scan read, by folder path.
+        self.scanned: dict[str, tuple[str, ...]] = {}
+        self.stale = False  # the file is missing, unreadable or holds entries no longer valid: rewrite it
+        self.decoder = Decoder([])
+
+    @classmethod
+    def open(cls, registry: Registry) -> Index | None:
+        """The index of ``registry``'s search paths and options, or None when off or not possible."""
+        if not enabled():
+            return None
+        folder = cache_folder()
+        formats = registry.formats
+        if folder is None or not plain(formats if not isinstance(formats, tuple) else list(formats)):
+            return None
+        try:
+            material = {
+                "version": VERSION,
+                "package": _package_version(),
+                "python": sys.version,
+                "cache_tag": sys.implementation.cache_tag,
+                "paths": [[sp.folder, sp.trusted] for sp in registry.paths],
+                "frozen": list(registry.frozen),
+                "limits": repr(registry.limits),
+                "formats": formats if not isinstance(formats, tuple) else list(formats),
+                "plugins": _plugins(),
+                "aliases": os.environ.get("TOOLCASCADE_MODEL_ALIASES"),
+                "code": _code(),
+            }
+            text = json.dumps(material, sort_keys=True)
+            material = json.loads(text)  # as the file holds it (lists for tuples), to compare with what is read
+            digest = hashlib.sha256(text.encode()).hexdigest()[:32]
+        except Exception as exc:  # a plugin that fails to load, an unencodable option: no index, never an error
+            log.debug("no index: %s: %s", type(exc).__name__, exc)
+            return None
+        return cls(folder / f"index-{digest}.json", material)
+
+    # -- reading -------------------------------------------------------------
+
+    def load(self) -> None:
+        """Read the file once; anything malformed leaves the index empty (it is rewritten later)."""
+        if self.loaded:
+            return
+        self.loaded = True
+        data = _read(self.file)
+        try:
+            if not isinstance(data, dict) or data.get("version") != VERSION or data.get("key") != self.material:
+                raise ValueError("not an index of these search paths")
+            rows: list[tuple[str, Signature]] = []
+            for row in data["paths"]:
+                path, sig = row
+                if type(path) is not str or not (
+                    sig is None or (type(sig) is list and len(sig) == 2 and all(type(n) is int for n in sig))
+                ):
+                    raise ValueError("malformed path row")
+                rows.append((path, None if sig is None else (sig[0], sig[1])))
+            members = {}
+            for key, ids in data["members"].items():
+                members[int(key)] = tuple(self._ids(ids, len(rows)))
+            decoder = Decoder(data["values"])
+            entries = data["entries"]
+            if not isinstance(entries, dict) or not all(isinstance(entries.get(n, {}), dict) for n in PERSISTED):
+                raise ValueError("malformed entries")
+        except (ValueError, TypeError, KeyError, AttributeError):
+            self.stale = True
+            return
+        self.rows, self.members, self.decoder = rows, members, decoder
+        self.entries = {name: entries.get(name, {}) for name in PERSISTED}
+
+    @staticmethod
+    def _ids(ids: Any, count: int) -> list[int]:
+        """Row numbers, checked.
+
+        Raises:
+            ValueError: not a list of row numbers.
+        """
+        if type(ids) is not list or not all(type(i) is int and 0 <= i < count for i in ids):
+            raise ValueError("malformed row numbers")
+        return ids
+
+    def begin(self) -> None:
+        """A listing starts: every path is looked at again (once)."""
+        self.load()
+        self._valid.clear()
+
+    def _matches(self, registry: Registry, row: int) -> bool:
+        """True when the path of ``row`` (and each file its folder's names were read from) is unchanged."""
+        found = self._valid.get(row)
+        if found is None:
+            # Members are files, checked one level deep whatever the file says (no recursion to exhaust).
+            found = self._unchanged(registry, row) and all(
+                self._unchanged(registry, m) for m in self.members.get(row, ())
+            )
+            self._valid[row] = found
+        return found
+
+    def _unchanged(self, registry: Registry, row: int) -> bool:
+        """True when the path of ``row`` has the signature the file recorded (stat-ed at most once per listing)."""
+        path, sig = self.rows[row]
+        registry.watch((path,), None)  # remembered as any looked-at path is: the invariant of watch()
+        return bool(registry.seen(path) == sig)
+
+    def lookup(self, registry: Registry, name: str, key: Any, checked: set[str] | None) -> Any:
+        """The value of ``(name, key)`` when the file holds it and its paths are unchanged, else MISS.
+
+        A value served is stored in the registry's derived cache with its
+        paths, and they join ``checked``, as a computed value's would.
+        """
+        code = self.code(registry, name, key)
+        if code is None:
+            return MISS
+        row = self.entries.get(name, {}).get(code)
+        if row is None:
+            return MISS
+        try:
+            data, ids = row
+            ids = self._ids(ids, len(self.rows))
+            if not all(self._matches(registry, i) for i in ids):
+                self.stale = True
+                return MISS
+            value = self.decoder.decode(name, data)
+        except (ValueError, TypeError, KeyError):
+            self.stale = True
+            return MISS
+        deps = frozenset(self.rows[i][0] for i in ids)
+        registry.store(name, key, [value, deps, checked])
+        if checked is not None:
+            checked.update(deps)
+        self.kept[(name, key)] = code
+        return value
+
+    def computed(self, registry: Registry, name: str, key: Any) -> None:
+        """A value of a kept cache was computed during a listing: write it with the next save."""
+        code = self.code(registry, name, key)
+        if code is not None:
+            self.kept[(name, key)] = code
+            self.stale = True
+
+    @staticmethod
+    def code(registry: Registry, name: str, key: Any) -> str | None:
+        """The text an entry is filed under, or None for keys the index does not keep."""
+        if name == "described":
+            ref, paths = key
+            return ref if paths == registry.paths else None
+        if name == "names":
+            sp, prefix = key
+            return json.dumps([sp.folder, sp.trusted, list(prefix)])
+        return None
+
+    # -- writing -------------------------------------------------------------
+
+    def save(self, registry: Registry) -> None:
+        """Write what the listing kept, when anything changed; never raises."""
+        if not self.stale:
+            return
+        try:
+            data = self._payload(registry)
+            self._write(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode())
+        except Exception as exc:  # a full disk, a read-only home, a value json refuses: the listing is done anyway
+            log.debug("index not written: %s: %s", type(exc).__name__, exc)
+        self.stale = False
+
+    def _payload(self, registry: Registry) -> dict[str, Any]:
+        racy = time.time_ns() - RACY_NS
+        ids: dict[str, int] = {}
+        rows: list[list[Any]] = []
+        members: dict[str, list[int]] = {}
+        refused: set[str] = set()
+
+        declared = registry.declared_signatures()
+
+        def sig_of(path: str) -> Signature | Any:
+            seen = registry.seen(path)
+            read = declared.get(path, seen)
+            if seen is not MISS and read != seen:
+                return MISS  # the file changed between reading its name and loading it: vouch for neither
+            return read
+
+        def row_of(path: str, sig: Any) -> int | None:
+            if sig is MISS or (sig is not None and sig[0] >= racy):
+                return None
+            at = ids.get(path)
+            if at is None:
+                at = ids[path] = len(rows)
+                rows.append([path, None if sig is None else list(sig)])
+            return at
+
+        folders = {**self._loaded_members(), **self.scanned}
+
+        def deps_of(paths: Iterable[str]) -> list[int] | None:
+            found = []
+            for path in paths:
+                if path in refused:
+                    return None
+                at = row_of(path, sig_of(path))
+                if at is None:
+                    refused.add(path)
+                    return None
+                files = folders.get(path)
+                if files and str(at) not in members:
+                    inner = []
+                    for file in files:
+                        got = row_of(file, sig_of(file))
+                        if got is None:
+                            refused.add(path)
+                            return None
+                        inner.append(got)
+                    members[str(at)] = inner
+                found.append(at)
+            return found
+
+        encoder = Encoder()
+        entries: dict[str, dict[str, Any]] = {name: {} for name in PERSISTED}
+        for (name, key), code in list(self.kept.items()):
+            entry = registry.derived.get(name, {}).get(key)
+            if entry is None or len(entry) != 3:
+                del self.kept[(name, key)]  # dropped since (a file changed): computed again when asked
+                continue
+            value = encoder.encode(name, entry[0])
+            if value is MISS:
+                continue
+            deps = deps_of(sorted(entry[1]))
+            if deps is not None:
+                entries[name][code] = [value, deps]
+        # What the file held and this listing did not ask for (``check`` lists names, not rows) is kept.
+        carry = _Carry(self, encoder, ids, rows, members)
+        for name in PERSISTED:
+            for code, row in self.entries.get(name, {}).items():
+                if code not in entries[name]:
+                    carried = carry.entry(name, row)
+                    if carried is not None:
+                        entries[name][code] = carried
+        return {
+            "version": VERSION,
+            "key": self.material,
+            "paths": rows,
+            "members": members,
+            "values": encoder.values,
+            "entries": entries,
+        }
+
+    def _loaded_members(self) -> dict[str, tuple[str, ...]]:
+        """The member files of each folder row of the file as read (its entries may be written again)."""
+        return {
+            self.rows[row][0]: tuple(self.rows[m][0] for m in files)
+            for row, files in self.members.items()
+            if self._valid.get(row)
+        }
+
+    def _write(self, data: bytes) -> None:
+        """Replace the file with ``data`` atomically; drop the oldest index files beyond ``INDEX_FILES``.
+
+        Raises:
+            OSError: the folder cannot be made or written.
+        """
+        if len(data) > INDEX_BYTES:
+            return
+        folder = self.file.parent
+        _replace(self.file, data)
+        _prune(folder)
+
+    def drop(self) -> None:
+        """Forget the entries and remove the file (``Manager.clear_cache()``)."""
+        self.rows, self.members, self.entries, self.decoder = [], {}, {}, Decoder([])
+        self.kept.clear()
+        self.scanned.clear()
+        self._valid.clear()
+        self.loaded = True
+        self.stale = True
+        try:
+            os.unlink(self.file)
+        except OSError:
+            pass
+
+
+class _Carry:
+    """Entries of the file as read, written again with the new path table unless one of their paths changed."""
+
+    def __init__(
+        self, index: Index, encoder: Encoder, ids: dict[str, int], rows: list[list[Any]], members: dict[str, list[int]]
+    ) -> None:
+        self.index = index
+        self.encoder = encoder
+        self.ids = ids
+        self.rows = rows
+        self.members = members
+        self._numbers: dict[int, int] = {}
+
+    def entry(self, name: str, row: Any) -> list[Any] | None:
+        """``row`` renumbered for the new file, or None: malformed, or a path changed (or was stat-ed changed)."""
+        index = self.index
+        try:
+            data, old = row
+            old = index._ids(old, len(index.rows))
+            if name == "described":
+                if type(data) is not list or len(data) != 9:
+                    return None
+                data = [*data[:5], self._value(data[5]), *data[6:]]
+        except (ValueError, TypeError):
+            return None
+        found = []
+        for i in old:
+            at = self._row(i)
+            if at is None:
+                return None
+            files = index.members.get(i)
+            if files and str(at) not in self.members:
+                inner = [self._row(m) for m in files]
+                if None in inner:
+                    return None
+                self.members[str(at)] = inner  # type: ignore[assignment]
+            found.append(at)
+        return [data, found]
+
+    def _value(self, number: Any) -> int:
+        """The new number of the old file's value ``number``.
+
+        Raises:
+            ValueError: no such value.
+        """
+        values = self.index.decoder.values
+        if type(number) is not int or not 0 <= number < len(values):
+            raise ValueError("malformed value number")
+        found = self._numbers.get(number)
+        if found is None:
+            params, frozen = values[number]
+            found = self._numbers[number] = self.encoder.number(params, frozen)
+        return found
+
+    def _row(self, i: int) -> int | None:
+        """The new row of the old row ``i``: None when it was seen changed, or the new table has it otherwise."""
+        index = self.index
+        if index._valid.get(i) is False:
+            return None
+        path, sig = index.rows[i]
+        want = None if sig is None else list(sig)
+        at = self.ids.get(path)
+        if at is None:
+            at = self.ids[path] = len(self.rows)
+            self.rows.append([path, want])
+        elif self.rows[at][1] != want:
+            return None
+        return at
+
+
+def _replace(file: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``file`` and rename it over ``file``: readers see a whole file.
+
+    Raises:
+        OSError: the folder cannot be made or written.
+    """
+    import tempfile  # only a process that writes pays for it
+
+    folder = file.parent
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, temp = tempfile.mkstemp(prefix=".index-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(temp, file)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+
+
+def _prune(folder: Path) -> None:
+    """Remove the least recently written index files beyond ``INDEX_FILES``."""
+    try:
+        with os.scandir(folder) as entries:
+            found = [(e.stat().st_mtime_ns, e.path) for e in entries if e.name.startswith("index-") and e.is_file()]
+    except OSError:
+        return
+    for _mtime, path in sorted(found)[: max(0, len(found) - INDEX_FILES)]:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _package_version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+# -- the package's own frontmatters ----------------------------------------------
+
+FRONTMATTER_ENTRIES = 256
+"""Parsed frontmatter blocks kept for the package's own files (it ships ~15); the oldest go first."""
+
+_blocks: dict[str, Any] | None = None
+_blocks_file: Path | None = None
+
+
+def _frontmatters() -> dict[str, Any]:
+    """The kept blocks (read once per process from the cache folder); empty when off or unreadable."""
+    global _blocks, _blocks_file
+    if _blocks is None:
+        _blocks = {}
+        folder = cache_folder()
+        if not enabled() or folder is None:
+            return _blocks
+        try:
+            material = json.loads(json.dumps(_parser_material()))
+            digest = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:32]
+        except Exception as exc:  # no parser to describe: keep nothing
+            log.debug("no kept frontmatters: %s: %s", type(exc).__name__, exc)
+            return _blocks
+        _blocks_file = folder / f"frontmatters-{digest}.json"
+        data = _read(_blocks_file)
+        if isinstance(data, dict) and data.get("version") == VERSION and data.get("key") == material:
+            blocks = data.get("blocks")
+            if isinstance(blocks, dict):
+                _blocks = blocks
+    return _blocks
+
+
+def _parser_material() -> dict[str, Any]:
+    """What a parsed block depends on besides its text: the parser's code and PyYAML's."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("yaml")
+    origin = spec.origin if spec is not None else None
+    parser = [str(_PACKAGE / name) for name in ("loader.py", "documents.py")]
+    return {
+        "version": VERSION,
+        "package": _package_version(),
+        "python": sys.version,
+        "parser": [[path, _signature(path)] for path in parser],
+        "yaml": [origin, _signature(origin) if origin else None],
+    }
+
+
+def _block_key(block: str, first_line: int, limits: Any) -> str:
+    return hashlib.sha256(f"{first_line}\0{limits!r}\0{block}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def kept_frontmatter(block: str, first_line: int, limits: Any) -> tuple[dict[str, Any], dict[str, int]] | None:
+    """The (data, key lines) ``loader.load_yaml`` made of this exact block before, or None.
+
+    Only the package's own files are kept (``loader`` asks for them alone):
+    a first invoke then plans through the built-in tools without importing
+    or running YAML. Keyed by the block's text, so no timestamp is trusted.
+    """
+    row = _frontmatters().get(_block_key(block, first_line, limits))
+    if type(row) is not list or len(row) != 2:
+        return None
+    data, lines = row
+    if type(data) is not dict or not plain(data) or type(lines) is not dict:
+        return None
+    if not all(type(k) is str and type(v) is int for k, v in lines.items()):
+        return None
+    return json.loads(json.dumps(data)), dict(lines)  # a copy: the caller owns (and freezes) what it gets
+
+
+def keep_frontmatter(block: str, first_line: int, limits: Any, data: dict[str, Any], lines: dict[str, int]) -> None:
+    """Remember a parsed block of the package's own files for the next process; never raises."""
+    if not plain(data):
+        return  # a date, a set: not carried exactly
+    blocks = _frontmatters()
+    if _blocks_file is None:
+        return
+    key = _block_key(block, first_line, limits)
+    if key in blocks:
+        return
+    blocks[key] = [json.loads(json.dumps(data)), dict(lines)]
+    while len(blocks) > FRONTMATTER_ENTRIES:
+        del blocks[next(iter(blocks))]
+    try:
+        material = json.loads(json.dumps(_parser_material()))
+        text = json.dumps({"version": VERSION, "key": material, "blocks": blocks}, separators=(",", ":"))
+        _replace(_blocks_file, text.encode())
+    except Exception as exc:  # an unwritable cache: the next process parses again
+        log.debug("frontmatters not written: %s: %s", type(exc).__name__, exc)
