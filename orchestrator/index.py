@@ -802,3 +802,57 @@ def keep_frontmatter(block: str, first_line: int, limits: Any, data: dict[str, A
         _replace(_blocks_file, text.encode())
     except Exception as exc:  # an unwritable cache: the next process parses again
         log.debug("frontmatters not written: %s: %s", type(exc).__name__, exc)
+
+
+# -- entry points ------------------------------------------------------------------
+
+_points: dict[str, Any] | None = None
+
+
+def _search_path() -> list[list[Any]]:
+    """``sys.path`` with each folder's signature: a distribution installed or removed changes its folder."""
+    found = []
+    for entry in sys.path:
+        signature = _signature(entry or ".")
+        found.append([entry, list(signature) if signature else None])  # as JSON gives it back
+    return found
+
+
+def _entry_points_file() -> Path | None:
+    folder = cache_folder()
+    return folder / "entry-points.json" if folder is not None and enabled() else None
+
+
+def kept_entry_points(group: str) -> list[tuple[str, str]] | None:
+    """The (name, value) pairs ``importlib.metadata`` found in ``group`` for this ``sys.path``, or None."""
+    global _points
+    if _points is None:
+        file = _entry_points_file()
+        data = _read(file) if file is not None else None
+        _points = {}
+        if isinstance(data, dict) and data.get("version") == VERSION and data.get("path") == _search_path():
+            groups = data.get("groups")
+            if isinstance(groups, dict):
+                _points = groups
+    pairs = _points.get(group)
+    if type(pairs) is not list or not all(
+        type(p) is list and len(p) == 2 and type(p[0]) is str and type(p[1]) is str for p in pairs
+    ):
+        return None
+    return [(name, value) for name, value in pairs]
+
+
+def keep_entry_points(group: str, pairs: list[tuple[str, str]]) -> None:
+    """Remember what ``importlib.metadata`` found in ``group`` for the next process; never raises."""
+    global _points
+    file = _entry_points_file()
+    if file is None:
+        return
+    if _points is None:
+        _points = {}
+    _points[group] = [[name, value] for name, value in pairs]
+    try:
+        text = json.dumps({"version": VERSION, "path": _search_path(), "groups": _points}, separators=(",", ":"))
+        _replace(file, text.encode())
+    except Exception as exc:  # an unwritable cache: the next process asks importlib.metadata again
+        log.debug("entry points not written: %s: %s", type(exc).__name__, exc)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from freshness_helpers import eager
+
 from orchestrator import Manager, ToolDefinitionError
 from orchestrator.planner import NESTING
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -205,30 +206,66 @@ def test_file_references_and_shell_commands_are_reported_with_their_lines():
     )
 
 
-def test_entry_points_are_read_from_installed_metadata_without_importlib_metadata(tmp_path, monkeypatch):
-    """The cheap reader finds what importlib.metadata finds; the first distribution of a name wins."""
-    import sys
-    from importlib.metadata import entry_points as installed
-
-    group = "toolcascade.formats"
-    for folder, version, target in (("first", "1.0", "one:FMT"), ("second", "2.0", "two:FMT")):
-        info = tmp_path / folder / f"note_fmt-{version}.dist-info"
-        info.mkdir(parents=True)
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: note-fmt\nVersion: {version}\n")
-        (info / "entry_points.txt").write_text(f"# comment\n[console_scripts]\nx = y:z\n\n[{group}]\nnote = {target}\n")
-    monkeypatch.setattr(sys, "path", [str(tmp_path / "first"), str(tmp_path / "second"), *sys.path])
-    ours = sorted((p.name, p.value) for p in formats.entry_points(group))
-    assert ("note", "one:FMT") in ours and ("note", "two:FMT") not in ours
-    assert ours == sorted((p.name, p.value) for p in installed(group=group))
+ENTRY_POINTS = """
+import json, sys
+sys.path[:0] = sys.argv[1:]
+from orchestrator import formats
+points = sorted((p.name, p.value) for p in formats.entry_points("toolcascade.formats"))
+loaded = [p.load() for p in formats.entry_points("toolcascade.formats") if p.name == "note"]
+print(json.dumps({"points": points, "asked": "importlib.metadata" in sys.modules, "loaded": loaded}))
+"""
 
 
-def test_an_entry_point_read_without_importlib_metadata_loads_its_object(tmp_path, monkeypatch):
+def _entry_points_in_a_new_process(tmp_path, *folders):
+    import json
+    import subprocess
     import sys
 
-    (tmp_path / "notefmt_plugin.py").write_text("class Holder:\n    FMT = 'the format'\n")
-    info = tmp_path / "notefmt_plugin-1.0.dist-info"
-    info.mkdir()
-    (info / "entry_points.txt").write_text("[toolcascade.formats]\nnote = notefmt_plugin:Holder.FMT [extra]\n")
-    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
-    (point,) = [p for p in formats.entry_points("toolcascade.formats") if p.name == "note"]
-    assert point.load() == "the format"
+    env = {**os.environ, "TOOLCASCADE_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run(
+        [sys.executable, "-c", ENTRY_POINTS, *map(str, folders)], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout)
+
+
+def _distribution(folder, name, version, value):
+    info = folder / f"{name}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(f"[console_scripts]\nx = y:z\n\n[toolcascade.formats]\n{value}\n")
+
+
+def test_entry_points_come_from_importlib_metadata_once_then_from_the_cache(tmp_path):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "notefmt_plugin.py").write_text("class Holder:\n    FMT = 'the format'\n")
+    _distribution(plugins, "notefmt_plugin", "1.0", "note = notefmt_plugin:Holder.FMT")
+    first = _entry_points_in_a_new_process(tmp_path, plugins)
+    assert ["note", "notefmt_plugin:Holder.FMT"] in first["points"]
+    assert first["asked"] and first["loaded"] == ["the format"]
+    again = _entry_points_in_a_new_process(tmp_path, plugins)
+    assert again["points"] == first["points"] and again["loaded"] == ["the format"]  # loaded by importlib.metadata
+
+
+def test_a_kept_group_costs_no_importlib_metadata_until_a_point_is_loaded(tmp_path):
+    """The common case: only our own formats are installed, and built-ins never load through entry points."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom orchestrator import formats\nformats.registered()\nprint('importlib.metadata' in sys.modules)"
+    )
+    env = {**os.environ, "TOOLCASCADE_CACHE": str(tmp_path / "cache")}
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)]
+    runs.append(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True))
+    assert [json.loads(r.stdout.strip().lower()) for r in runs] == [True, False]
+
+
+def test_a_distribution_installed_later_is_seen_by_the_next_process(tmp_path):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    assert ["late", "late_fmt:FMT"] not in _entry_points_in_a_new_process(tmp_path, plugins)["points"]
+    _distribution(plugins, "late_fmt", "1.0", "late = late_fmt:FMT")
+    found = _entry_points_in_a_new_process(tmp_path, plugins)
+    assert found["asked"] and ["late", "late_fmt:FMT"] in found["points"]

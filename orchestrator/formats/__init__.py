@@ -303,78 +303,44 @@ def builtin() -> dict[str, Format]:
 
 
 class _Point:
-    """An entry point read from a distribution's ``entry_points.txt``: what ``registered`` uses of one."""
+    """An entry point kept from an earlier process: ``importlib.metadata.EntryPoint`` is made when it is loaded."""
 
-    __slots__ = ("name", "value")
+    __slots__ = ("name", "value", "group")
 
-    def __init__(self, name: str, value: str) -> None:
-        self.name = name
-        self.value = value
+    def __init__(self, name: str, value: str, group: str) -> None:
+        self.name, self.value, self.group = name, value, group
 
     def load(self) -> Any:
-        """The object ``module:attr`` names (an ``[extra]`` suffix ignored), as ``importlib.metadata`` loads it.
+        """The object the entry point names, loaded by ``importlib.metadata``.
 
         Raises:
-            Exception: whatever importing the module raises; AttributeError for a missing attribute.
+            Exception: whatever importing it raises.
         """
-        import importlib
+        from importlib.metadata import EntryPoint
 
-        module, _, attrs = self.value.partition("[")[0].strip().partition(":")
-        found = importlib.import_module(module.strip())
-        for attr in filter(None, attrs.strip().split(".")):
-            found = getattr(found, attr)
-        return found
+        return EntryPoint(self.name, self.value, self.group).load()
 
 
 def entry_points(group: str) -> list[Any]:
-    """The entry points in ``group`` of the installed distributions, the first distribution of a name winning.
+    """The installed distributions' entry points in ``group`` (``importlib.metadata``), remembered on disk.
 
-    Reads each ``*.dist-info``/``*.egg-info`` folder's ``entry_points.txt``
-    on ``sys.path`` directly: ``importlib.metadata`` costs ~12 ms to import,
-    most of a first invoke's budget, for a group that is usually empty. A
-    path entry that is not a folder (a zip) is read by ``importlib.metadata``.
+    ``importlib.metadata`` costs ~12 ms to import, most of a first invoke's
+    budget, and the group usually holds only our own built-in formats, which
+    are never loaded through it. What it found is kept in the cache folder
+    (``orchestrator.index``) with the signature of every ``sys.path`` folder:
+    installing or removing a distribution changes its folder, and the next
+    process asks ``importlib.metadata`` again.
     """
-    import sys
+    from ..index import keep_entry_points, kept_entry_points
 
-    found: list[Any] = []
-    dists: set[str] = set()
-    for entry in sys.path:
-        folder = entry or "."
-        try:
-            with os.scandir(folder) as listing:
-                names = sorted(e.name for e in listing if e.name.endswith((".dist-info", ".egg-info")))
-        except NotADirectoryError:
-            from importlib.metadata import entry_points as installed
+    kept = kept_entry_points(group)
+    if kept is not None:
+        return [_Point(name, value, group) for name, value in kept]
+    from importlib.metadata import entry_points as installed
 
-            return list(installed(group=group))
-        except OSError:
-            continue
-        for name in names:
-            dist = re.sub(r"[-_.]+", "_", name.rpartition(".")[0].split("-")[0]).lower()
-            if dist in dists:
-                continue  # an older copy further down the path, as importlib.metadata skips it
-            dists.add(dist)
-            found.extend(_Point(key, value) for key, value in _group(os.path.join(folder, name), group))
+    found = list(installed(group=group))
+    keep_entry_points(group, [(point.name, point.value) for point in found])
     return found
-
-
-def _group(folder: str, group: str) -> Iterator[tuple[str, str]]:
-    """(name, value) of each entry in section ``[group]`` of ``folder``'s ``entry_points.txt``."""
-    try:
-        with open(os.path.join(folder, "entry_points.txt"), encoding="utf-8") as file:
-            text = file.read()
-    except (OSError, UnicodeDecodeError):
-        return
-    inside = False
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith(("#", ";")):
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            inside = line[1:-1].strip() == group
-        elif inside and "=" in line:
-            key, _, value = line.partition("=")
-            yield key.strip(), value.strip()
 
 
 _REGISTERED: dict[str, Format] | None = None
