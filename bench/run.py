@@ -123,6 +123,8 @@ def main() -> None:
     sys.stdout.flush()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="toolcascade-bench-") as name:
+        # The index and kept frontmatters of this run (and its subprocesses) stay out of the user's cache.
+        os.environ.setdefault("TOOLCASCADE_CACHE", str(Path(name) / "cache"))
         tables = anyio.run(run, only, options.quick, Path(name))
     parts = [top]
     for table in tables:

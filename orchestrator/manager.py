@@ -219,7 +219,7 @@ class Manager:
         return self.authorities.chain(self.find_authority(tool), self.paths, None)
 
     def clear_cache(self) -> None:
-        """Forget every parsed file and every derived cache."""
+        """Forget every parsed file and every derived cache, and remove the on-disk index of these search paths."""
         self.registry.clear()
 
     def refresh(self) -> None:

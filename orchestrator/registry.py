@@ -54,9 +54,12 @@ rebuilt after any change, or when a lookup of it finds nothing.
 registry's own search paths, as ``list`` and ``check`` do) reads and writes
 ``orchestrator.index``: a new registry's ``names`` and ``described`` lookups
 are served from it when every file and folder they came from is unchanged,
-and what the listing computed is written for the next process. While a
-listing runs, a cached value's paths join the ``checked`` set of the value
-reusing it, so each written entry carries every path it depends on.
+and what the listing computed is written for the next process.
+
+A cached value's paths join the ``checked`` set of whatever reuses it, so a
+value computed from another (a row of ``list`` from a plan an invocation
+cached) depends on every file behind both, and each written index entry
+carries every path it depends on.
 """
 
 from __future__ import annotations
@@ -370,8 +373,9 @@ class Registry:
                 return hit[0]  # type: ignore[no-any-return]
             if self.watch(hit[1], checked):
                 hit[2] = checked
-                if self.indexing is not None and checked is not None:
-                    checked.update(hit[1])  # a listing's entries are written with every path they depend on
+                if checked is not None:
+                    # A value computed from this one depends on its files too (once per run: the check above).
+                    checked.update(hit[1])
                 return hit[0]  # type: ignore[no-any-return]
         generation = self.generation
         indexing = self.indexing

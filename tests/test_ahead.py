@@ -116,3 +116,14 @@ async def test_middleware_nested_deeper_than_the_lookahead_still_runs(write, too
     manager = Manager([tools])
     assert await manager.invoke("top") == "body"
     assert await manager.invoke("top") == "body"
+
+
+async def test_a_params_edit_in_an_authority_after_an_invoke_is_seen_by_describe(write, tools):
+    """The plan was cached by an invocation: describe's cached row must still depend on its files."""
+    write("tools/sub/t.py", "async def main(ctx):\n    return 1\n")
+    write("tools/sub/AUTHORITY.md", "---\nmetadata:\n  params: {type: object, title: old}\n---\n")
+    manager = eager(Manager([tools]))
+    assert await manager.invoke("sub/t", {}) == 1
+    assert manager.describe("sub/t").params["title"] == "old"
+    write("tools/sub/AUTHORITY.md", "---\nmetadata:\n  params: {type: object, title: new}\n---\n")
+    assert manager.describe("sub/t").params["title"] == "new"

@@ -33,9 +33,12 @@ async def test_spec_section_9_at_a_glance(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("example", sorted(p.parent.name for p in (ROOT / "examples").glob("*/main.py")))
-def test_example_runs(example):
+def test_example_runs(example, tmp_path):
     folder = ROOT / "examples" / example
-    done = subprocess.run([sys.executable, "main.py"], cwd=folder, capture_output=True, text=True, timeout=120)
+    # A home of its own: servers the MCP client starts get HOME but not TOOLCASCADE_CACHE, and would otherwise
+    # keep their index in the real ~/.cache.
+    env = {**os.environ, "HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "main.py"], cwd=folder, capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     expected = (folder / "expected.txt").read_text()
