@@ -580,7 +580,7 @@ class Manager:
             if not sort:
                 ctx.chain = unsorted_chain(merged, verdicts)
             elif not extra and level is None:  # templates fill in values, never keys: the order is the plan's
-                ctx.chain = self.planner.templated_chain(tool, plan, merged, verdicts, paths, checked)
+                ctx.chain, ctx._resolved = self.planner.templated_chain(tool, plan, merged, verdicts, paths, checked)
             else:
                 built = build_chain(tool, merged, verdicts, extra, plan.phases, origins)
                 ctx.chain = self.planner.conditioned(built, paths, checked)

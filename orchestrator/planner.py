@@ -276,22 +276,23 @@ class Planner:
         verdicts: Verdicts,
         paths: tuple[SearchPath, ...],
         checked: set[str] | None,
-    ) -> list[Entry]:
-        """The sorted chain of a templated plan for this call's ``merged`` values.
+    ) -> tuple[list[Entry], Resolutions]:
+        """The sorted chain of a templated plan for this call's ``merged`` values, and its entries' resolutions.
 
         Templates render metadata values, never keys or ``$order`` (an
         annotation), so the order and each entry's ``when`` are the same on
-        every call: sorted once per plan and verdicts, then each entry gets
-        this call's value (an untemplated value is the same object, so its
-        entry is reused).
+        every call: sorted (and its tool entries resolved, as a static
+        chain's) once per plan and verdicts, then each entry gets this call's
+        value (an untemplated value is the same object, so its entry is reused).
         """
 
-        def compute(deps: set[str]) -> tuple[Entry, ...]:
-            return tuple(self.conditioned(build_chain(tool, merged, verdicts, [], plan.phases, {}), paths, deps))
+        def compute(deps: set[str]) -> tuple[tuple[Entry, ...], Resolutions]:
+            entries = tuple(self.conditioned(build_chain(tool, merged, verdicts, [], plan.phases, {}), paths, deps))
+            return entries, self._resolve_entries(entries, paths, deps)
 
-        cached = self.registry.memo("templated-chains", (tool.uri, paths, verdicts), compute, checked)
+        cached, resolved = self.registry.memo("templated-chains", (tool.uri, paths, verdicts), compute, checked)
         values = merged.values
-        return [e if e.args is values[e.name] else with_args(e, values[e.name]) for e in cached]
+        return [e if e.args is values[e.name] else with_args(e, values[e.name]) for e in cached], resolved
 
     def condition(self, name: str, paths: tuple[SearchPath, ...], checked: set[str] | None) -> Any:
         """The ``when`` of the middleware tool ``name`` as (predicate, description), or None (cached).

@@ -127,3 +127,18 @@ async def test_a_params_edit_in_an_authority_after_an_invoke_is_seen_by_describe
     assert manager.describe("sub/t").params["title"] == "old"
     write("tools/sub/AUTHORITY.md", "---\nmetadata:\n  params: {type: object, title: new}\n---\n")
     assert manager.describe("sub/t").params["title"] == "new"
+
+
+async def test_a_templated_tool_enters_its_middleware_without_looking_each_up(write, tools):
+    """Templates render values, never keys: the chain and its entries' tools are the plan's, as for a static one."""
+    for i in range(3):
+        write(f"tools/pass{i}.py", PASS)
+    write(
+        "tools/page.md",
+        "---\nmetadata:\n  label: '{{ args.who }}'\n  pass0: {}\n  pass1: {}\n  pass2: {}\n---\nHi {{ meta.label }}\n",
+    )
+    manager = Manager([tools])
+    assert await manager.invoke("page", {"who": "Ada"}) == "Hi Ada"
+    asked = counting(manager)
+    assert await manager.invoke("page", {"who": "Bob"}) == "Hi Bob"
+    assert [ref for ref in asked if ref.startswith("pass")] == []
