@@ -9,6 +9,7 @@ it: ``await ctx.manager.next()`` continues *this* context's chain.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
@@ -21,6 +22,11 @@ from .tool import Tool
 if TYPE_CHECKING:
     from .manager import Manager
     from .planner import Resolutions
+
+
+# The ``ctx.run.state`` a resumed run starts from (``orchestrator.interrupts.resume``), taken by the first
+# top-level invocation that starts under it: a list of one state, emptied when taken.
+carried: ContextVar[list[dict[str, Any]] | None] = ContextVar("toolcascade_carried_state", default=None)
 
 
 class Shared:

@@ -7,14 +7,16 @@ approver to ask), the run suspends instead of failing:
   the agent's state (the conversation, the turn's calls and finished
   results, the held call, the iteration) travels up as a ``Suspension``;
 - ``Manager.invoke`` (the top-level call) hands it to ``suspend``, which
-  saves ``{kind, ref, args, options, request, agent state}`` in the session
+  saves ``{kind, ref, args, options, request, agent state, run state}`` in the session
   store under a new unguessable token and returns the ``Interrupted`` to
   raise. A held call that is not in an agent's turn (a top-level tool, a
   tool called by a python tool) saves ``kind: invoke``: the call itself.
 
 ``resume(manager, token, decision)`` takes the state (read and deleted in
 one transaction: a token resumes once, even when two processes race) and
-invokes the same ref with the same args and options again:
+invokes the same ref with the same args and options again, its
+``ctx.run.state`` (call counts, a breaker's memory) starting from the saved
+one, so holding a call never resets a limit:
 
 - ``invoke``: the whole call runs again inside ``approval.deciding(decision)``,
   so the approval middleware uses the decision for the call it holds;
@@ -35,14 +37,18 @@ says which option).
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .agent.loop import RESUMING
 from .approval import Decision, deciding
+from .context import carried
 from .errors import ApprovalRequired, Interrupted, InvocationError
 from .tool import Tool
+
+log = logging.getLogger("orchestrator")
 
 if TYPE_CHECKING:
     from .manager import Manager
@@ -63,9 +69,19 @@ class Suspension(ApprovalRequired):
 
 
 async def suspend(
-    manager: Manager, ref: str | Tool, args: Any, options: Mapping[str, Any], exc: ApprovalRequired
+    manager: Manager,
+    ref: str | Tool,
+    args: Any,
+    options: Mapping[str, Any],
+    exc: ApprovalRequired,
+    run_state: Mapping[str, Any] | None = None,
 ) -> Interrupted:
     """Save the run ``exc`` held and return the ``Interrupted`` that hands out its token.
+
+    ``run_state`` is the run's ``ctx.run.state`` (call counts, a breaker's
+    memory): the resumed run starts from it, so a limit cannot be reset by
+    being held. Entries that are not plain JSON are not kept (a warning says
+    which).
 
     Raises:
         InvocationError: the ref, args or options are not plain JSON (a Tool
@@ -96,6 +112,17 @@ async def suspend(
         "request": request,
         "created": time.time(),
     }
+    kept: dict[str, Any] = {}
+    for key, value in (run_state or {}).items():
+        try:
+            plain = isinstance(key, str) and json.loads(json.dumps(value, allow_nan=False)) == value
+        except (TypeError, ValueError):
+            plain = False
+        if plain:
+            kept[key] = value
+        else:
+            log.warning("%s: ctx.run.state[%r] is not plain JSON: the resumed run starts without it", name, key)
+    state["run-state"] = kept
     if isinstance(exc, Suspension):
         state["agent"] = exc.state
     from .sessions import new_token
@@ -137,12 +164,18 @@ async def resume(manager: Manager, token: str, decision: Any = "approve") -> Any
     if state.get("version") != VERSION or state.get("kind") not in KINDS or not isinstance(state.get("ref"), str):
         raise InvocationError(f"the suspended run {token[:12]!r} was saved by another version of toolcascade")
     options = dict(state.get("options") or {})
-    if state["kind"] == "invoke":
-        with deciding(chosen):
-            return await manager.invoke(state["ref"], state.get("args"), **options)
-    context = dict(options.pop("context", None) or {})
-    context["locals"] = {**(context.get("locals") or {}), RESUMING: {"state": state["agent"], "decision": chosen}}
-    return await manager.invoke(state["ref"], state.get("args"), context=context, **options)
+    run_state = state.get("run-state")
+    carrying = carried.set([dict(run_state)] if isinstance(run_state, dict) and run_state else None)
+    try:
+        if state["kind"] == "invoke":
+            with deciding(chosen):
+                return await manager.invoke(state["ref"], state.get("args"), **options)
+        context = dict(options.pop("context", None) or {})
+        resuming = {"state": state["agent"], "decision": chosen}
+        context["locals"] = {**(context.get("locals") or {}), RESUMING: resuming}
+        return await manager.invoke(state["ref"], state.get("args"), context=context, **options)
+    finally:
+        carried.reset(carrying)
 
 
 def _unresumed(context: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from .authorities import Authorities, Authority
 from .callers import Caller, check_untrusted
 from .cascade import Merged, merge_levels, override_level
 from .conditions import idle_prefix
-from .context import Context, Shared, entry_context
+from .context import Context, Shared, carried, entry_context
 from .errors import (
     ApprovalRequired,
     InvocationError,
@@ -58,6 +58,7 @@ log = logging.getLogger("orchestrator")
 # margin); the recursion limit is raised to fit ``max_stack`` of them (R-INV-5).
 _FRAMES_PER_INVOCATION = 8
 _frames = chain.frames
+_carried = carried
 _NO_KEYS: frozenset[str] = frozenset()  # made once: an empty frozenset() is a new object on every call
 # Run ids: a random prefix per process and a counter (the id names a run in events, traces and sessions).
 _RUN_PREFIX = os.urandom(4).hex()
@@ -337,6 +338,7 @@ class Manager:
             raise self._too_deep(name, parent, depth > self.max_depth, self.max_stack)
         token = _frames.set((None, 0, frame, height, inner))  # this invocation's mark (chain.frames)
         given = args
+        ctx: Context | None = None
         try:
             guarded = _NO_KEYS
             if caller is not None:
@@ -362,7 +364,8 @@ class Manager:
                     from .interrupts import suspend
 
                     options = {"context": context, "middleware": middleware, "overrides": overrides, "timeout": timeout}
-                    raise await suspend(self, ref, given, options, exc) from exc
+                    state = ctx._shared._state if ctx is not None else None
+                    raise await suspend(self, ref, given, options, exc, state) from exc
             raise
         finally:
             _frames.reset(token)
@@ -483,7 +486,8 @@ class Manager:
             shared = parent._shared
             paths, cwd, envelope = parent.paths, parent.cwd, parent.envelope
         else:
-            shared = Shared(run_id(), tracer=tracing.tracer())
+            box = _carried.get()  # a resumed run continues the state its suspended run kept
+            shared = Shared(run_id(), tracer=tracing.tracer(), state=box.pop() if box else None)
             paths, cwd, envelope = self.paths, self.cwd, None
         checked = shared.checked
         if seed:

@@ -227,3 +227,48 @@ async def test_resume_in_another_process_runs_the_approved_call_once(write, proj
     assert again.returncode == 1 and "InvocationError: no suspended run has the token" in again.stderr
     assert runs(project, "send") == ["bob"]
     assert json.loads(json.dumps(caught.value.request)) == caught.value.request
+
+
+COUNTING = """
+frontmatter = {"role": "middleware"}
+async def main(ctx):
+    state = ctx.run.state
+    state["count"] = state.get("count", 0) + 1
+    state["where"] = {"last": ctx.target.tool.name}
+    return await ctx.target.manager.next()
+"""
+
+
+async def test_a_resumed_run_continues_the_run_state_the_held_one_kept(write, project):
+    """ctx.run.state (call-limit's counts, a breaker's memory) survives a suspension: holding resets no limit."""
+    write("tools/count.py", COUNTING)
+    write(
+        "tools/report.py",
+        "frontmatter = {'metadata': {'count': {}, 'hold': {}, 'params': {'type': 'object'},"
+        " '$order': {'hold': {'after': ['count']}}}}\n"
+        "async def main(ctx):\n    return dict(ctx.run.state)\n",
+    )
+    manager = Manager([project], sessions=MemoryStore())
+    with pytest.raises(Interrupted) as caught:
+        await manager.invoke("report", {})
+    assert await manager.resume(caught.value.token, "approve") == {"count": 2, "where": {"last": "report"}}
+
+
+async def test_run_state_that_is_not_json_is_left_behind_with_a_warning(write, project, caplog):
+    write(
+        "tools/count.py",
+        "frontmatter = {'role': 'middleware'}\n"
+        "async def main(ctx):\n    ctx.run.state['n'] = ctx.run.state.get('n', 0) + 1\n"
+        "    ctx.run.state['fn'] = print\n    return await ctx.target.manager.next()\n",
+    )
+    write(
+        "tools/report.py",
+        "frontmatter = {'metadata': {'count': {}, 'hold': {}, 'params': {'type': 'object'},"
+        " '$order': {'hold': {'after': ['count']}}}}\n"
+        "async def main(ctx):\n    return ctx.run.state['n']\n",
+    )
+    manager = Manager([project], sessions=MemoryStore())
+    with pytest.raises(Interrupted) as caught:
+        await manager.invoke("report", {})
+    assert "ctx.run.state['fn'] is not plain JSON" in caplog.text
+    assert await manager.resume(caught.value.token, "approve") == 2
