@@ -575,8 +575,10 @@ class Registry:
                 continue
             count += 1
             stem = _strip_suffix(entry.name, getattr(fmt, "suffixes", ()))
-            if not any(in_location(path, loc) for loc in getattr(fmt, "locations", ())):
-                claim(self._format_name(path, sp, fmt, deps), path, fmt.name)  # else named at the top level
+            if not any(in_location(path, loc) for loc in getattr(fmt, "locations", ())):  # else named at the top
+                named = self._format_name(path, sp, fmt, deps)
+                if named != stem:  # a name of its own; its stem alone ranks after our own files' stems
+                    claim(named, path, fmt.name)
             stems.append((2, stem, path, fmt.name))
         if not prefix:
             for tree, fmt in location_trees(sp.root, fmts):

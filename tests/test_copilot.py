@@ -196,4 +196,5 @@ async def test_a_folder_mixing_formats_lists_runs_and_reports_collisions(project
     assert (await manager.invoke("haiku-card", {"recipient": "Ada"}))[0]["role"] == "system"
     assert (await manager.invoke("explain", {}, overrides={"$remove": ["model"]})).startswith("Explain what")
     checked = cli_run("check", "--path", str(project))
-    assert "the name 'notes' is claimed by" in checked.stdout  # release-notes.prompt.md says name: notes
+    # release-notes.prompt.md says name: notes; notes.prompty has no name of its own, only its stem: hidden, a warning
+    assert "notes' hides" in checked.stdout and "notes.prompty, which no name reaches now" in checked.stdout

@@ -51,6 +51,18 @@ async def test_a_declared_name_wins_over_another_files_stem_and_check_says_so(to
     )
 
 
+async def test_our_file_wins_a_stem_over_another_formats_file_without_a_name_of_its_own(tools, write):
+    """``greet.prompty`` without ``name:`` is reached by its stem, which ranks after ``greet.md``'s."""
+    write("tools/greet.md", "---\ndescription: ours\n---\nOurs\n")
+    write("tools/greet.prompty", "---\ndescription: theirs\n---\nuser:\nTheirs\n")
+    manager = Manager([tools])
+    assert await manager.invoke("greet") == "Ours"
+    assert [(info.ref, info.format) for info in manager.list_tools() if info.ref == "greet"] == [("greet", None)]
+    write("tools/greet.prompty", "---\nname: hello\ndescription: theirs\n---\nuser:\nTheirs\n")
+    manager.refresh()
+    assert manager.describe("hello").format == "prompty"  # a name of its own claims it
+
+
 async def test_two_files_claiming_one_name_first_wins_and_check_names_both(tools, write):
     write("tools/one.md", "---\nname: dup\n---\none\n")
     write("tools/two.md", "---\ndescription: x\nname: dup\n---\ntwo\n")
