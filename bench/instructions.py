@@ -66,7 +66,9 @@ def instructions(out: Path, script: str, n: int, *args: str) -> int:
         # The file watcher starts after a second of use, which under valgrind falls inside one run and not
         # the other: its thread's instructions would swamp the per-call difference.
         # The first of the two runs would also save the built-ins' frontmatters for the second (orchestrator.index).
-        env={**os.environ, "TOOLCASCADE_WATCH": "off", "TOOLCASCADE_INDEX": "off"},
+        # A fixed hash seed: with random ones the same script's count moves by ~20% between runs (dict and set
+        # layouts), more than most changes being judged.
+        env={**os.environ, "TOOLCASCADE_WATCH": "off", "TOOLCASCADE_INDEX": "off", "PYTHONHASHSEED": "0"},
     )
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
