@@ -54,6 +54,7 @@ from typing import Any
 
 from .frozen import FrozenDict, FrozenList, freeze
 from .registry import UNSEEN, Names, Registry, Signature
+from .registry import signature as _signature
 from .tool import ToolInfo
 
 log = logging.getLogger("orchestrator.index")
@@ -104,14 +105,6 @@ def cache_folder() -> Path | None:
         return Path.home() / ".cache" / "toolcascade"
     except RuntimeError:  # no home directory
         return None
-
-
-def _signature(path: str) -> Signature:
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return (st.st_mtime_ns, st.st_size)
 
 
 def _code() -> list[list[Any]]:
