@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -132,9 +133,7 @@ class Planner:
         if hit is None:
             return None
         path, sp = hit
-        if sp == self.registry.paths[-1]:
-            return path.as_uri(), f"built-in {path.relative_to(sp.root).as_posix()}"
-        return path.as_uri(), (Path(sp.root.name) / path.relative_to(sp.root)).as_posix()
+        return _shown(path, sp.root, sp == self.registry.paths[-1])
 
     def toolkeys(
         self, tool: Tool, merged: Merged, paths: tuple[SearchPath, ...], checked: set[str] | None = None
@@ -320,6 +319,14 @@ class Planner:
                     entry = with_when(entry, found[0])
             out.append(entry)
         return out
+
+
+@lru_cache(maxsize=4096)
+def _shown(path: Path, root: Path, builtin: bool) -> tuple[str, str]:
+    """A tool file's uri and where it is, for people: asked for every key of every tool ``check`` reads."""
+    if builtin:
+        return path.as_uri(), f"built-in {path.relative_to(root).as_posix()}"
+    return path.as_uri(), (Path(root.name) / path.relative_to(root)).as_posix()
 
 
 def _sibling_hint(tool: Tool, name: str) -> str:
