@@ -139,11 +139,11 @@ async def suspend(
     )
 
 
-async def resume(manager: Manager, token: str, decision: Any = "approve") -> Any:
+async def resume(manager: Manager, token: str, decision: Any = "approve", *, ref: str | None = None) -> Any:
     """Continue the run saved under ``token`` with ``decision``; its result.
 
     The decision is checked before the token is used, so a bad decision does
-    not spend it.
+    not spend it; nor does a ``ref`` other than the one the run was invoked as.
 
     Raises:
         ConfigurationError: a decision that is not approve, deny or edit.
@@ -163,6 +163,13 @@ async def resume(manager: Manager, token: str, decision: Any = "approve") -> Any
         )
     if state.get("version") != VERSION or state.get("kind") not in KINDS or not isinstance(state.get("ref"), str):
         raise InvocationError(f"the suspended run {token[:12]!r} was saved by another version of toolcascade")
+    if ref is not None and state["ref"] != ref:
+        await manager.sessions.suspend(token, state)  # put back: the token still resumes its own tool's run
+        raise InvocationError(
+            f"the suspended run {token[:12]!r} is a call of {state['ref']!r}, not of {ref!r}: retry that tool",
+            tool=ref,
+            key="token",
+        )
     options = dict(state.get("options") or {})
     run_state = state.get("run-state")
     carrying = carried.set([dict(run_state)] if isinstance(run_state, dict) and run_state else None)

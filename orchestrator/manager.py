@@ -278,19 +278,22 @@ class Manager:
             caller=caller,
         )
 
-    async def resume(self, token: str, decision: Any = "approve") -> Any:
+    async def resume(self, token: str, decision: Any = "approve", *, ref: str | None = None) -> Any:
         """Continue a run that raised ``Interrupted`` with the decision it waited for.
 
         ``decision`` is ``"approve"``, ``"deny"`` or an ``orchestrator.approval``
         decision (deny with a reason, edit the arguments). Works in a new
         process on the same session store; the held call runs exactly once.
+        ``ref``, when given, is the tool the run must have been invoked as
+        (the MCP server passes the tool a retry names); another tool's token
+        is refused and stays usable.
 
         Raises:
-            OrchestratorError: unknown or already used token, or any error of the continued run.
+            OrchestratorError: unknown or already used token, a token of another tool, or any error of the run.
         """
         from .interrupts import resume
 
-        return await resume(self, token, decision)
+        return await resume(self, token, decision, ref=ref)
 
     def invoke_sync(self, ref: str | Tool, args: Any = None, *, backend: str = "asyncio", **options: Any) -> Any:
         """``invoke`` for plain scripts: runs its own event loop (plain asyncio, or anyio's ``backend``).

@@ -292,7 +292,7 @@ class Service:
         decision, problem = read_answer(answer, batch=False)
         if problem is not None:  # unreadable edit: ask again, same token
             return held(token, {"tool": listing.ref, "problem": problem})
-        return success(await self.reporting(ctx, self.manager.resume(token, decision)))
+        return success(await self.reporting(ctx, self.manager.resume(token, decision, ref=listing.ref)))
 
     async def reporting(self, ctx: Context, call: Awaitable[Any]) -> Any:
         """Await ``call`` while its events become progress notifications to a caller that asked for them.

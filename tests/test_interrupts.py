@@ -272,3 +272,14 @@ async def test_run_state_that_is_not_json_is_left_behind_with_a_warning(write, p
         await manager.invoke("report", {})
     assert "ctx.run.state['fn'] is not plain JSON" in caplog.text
     assert await manager.resume(caught.value.token, "approve") == 2
+
+
+async def test_a_token_resumes_only_the_tool_it_was_held_for_and_stays_usable(project):
+    manager = Manager([project], sessions=MemoryStore())
+    with pytest.raises(Interrupted) as caught:
+        await manager.invoke("send", {"to": "erin"})
+    with pytest.raises(InvocationError, match="is a call of 'send', not of 'lookup'"):
+        await manager.resume(caught.value.token, "approve", ref="lookup")
+    assert runs(project, "send") == []
+    assert await manager.resume(caught.value.token, "approve", ref="send") == "send done for erin"
+    assert runs(project, "send") == ["erin"]

@@ -74,7 +74,10 @@ async def test_mcp_elicitation_approves_and_the_call_runs_once(served, mode):
     seen: list = []
     resumed: list = []
     real = served.resume
-    served.resume = lambda token, decision: resumed.append(decision) or real(token, decision)  # type: ignore[method-assign]
+    asked_for: list = []
+    served.resume = (  # type: ignore[method-assign]
+        lambda token, decision, **kw: resumed.append(decision) or asked_for.append(kw) or real(token, decision, **kw)
+    )
     with anyio.fail_after(LIMIT):
         server = build_server(served)
         async with Client(server, mode=mode, elicitation_callback=answering({"approve": True}, seen=seen)) as client:
@@ -84,6 +87,7 @@ async def test_mcp_elicitation_approves_and_the_call_runs_once(served, mode):
     assert text(plain) == "plain" and len(seen) == 1  # only the tool that asks
     # handshake era: asked during the call; 2026 era: suspended, answered on the retry, resumed
     assert [d.action for d in resumed] == ([] if mode == "legacy" else ["approve"])
+    assert asked_for == ([] if mode == "legacy" else [{"ref": "send"}])  # a retry resumes only the tool it names
     (params,) = seen
     assert "Approve the call of send?" in params.message and '{"to": "bob"}' in params.message
     assert "it sends mail" in params.message
