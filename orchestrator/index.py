@@ -19,7 +19,7 @@ result, only how much of it is read from tool files.
 **Where.** One JSON file per set of search paths and everything else that
 shapes the values (formats selection, ``Limits``, the package and its
 source files, the Python version, installed format plugins, model aliases),
-in the user's cache folder: ``TOOLCASCADE_CACHE`` when set, else
+in the user's cache folder (``orchestrator.cachefolder``): ``TOOLCASCADE_CACHE`` when set, else
 ``$XDG_CACHE_HOME/toolcascade``, else ``~/.cache/toolcascade``
 (``%LOCALAPPDATA%\\toolcascade`` on Windows). Never inside a tool folder, so
 no folder can ship a poisoned index. ``TOOLCASCADE_INDEX=off`` turns it off.
@@ -45,14 +45,14 @@ import hashlib
 import json
 import logging
 import os
-import stat
 import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .frozen import FrozenDict, FrozenList, freeze
+from .cachefolder import cache_folder, enabled, package_version, plain, read_json, replace_file
+from .frozen import freeze
 from .registry import UNSEEN, Names, Registry, Signature
 from .registry import signature as _signature
 from .tool import ToolInfo
@@ -71,40 +71,12 @@ INDEX_FILES = 32
 RACY_NS = 2_000_000_000
 """Entries whose paths changed less than this long before the write are not written (git's racy rule)."""
 
-PLAIN_DEPTH = 64
-"""Values nested deeper than this are not written (JSON parsers recurse)."""
-
-CACHE_ENV = "TOOLCASCADE_CACHE"
-SWITCH_ENV = "TOOLCASCADE_INDEX"
-
 PERSISTED = frozenset({"names", "described"})
 """The registry's derived caches the index keeps."""
 
 MISS: Any = UNSEEN  # what a lookup returns for nothing kept, and the signature of a path never looked at
 
 _PACKAGE = Path(__file__).resolve().parent
-
-
-def enabled() -> bool:
-    """False when ``TOOLCASCADE_INDEX`` is ``off``/``0``/``false``/``no``."""
-    return os.environ.get(SWITCH_ENV, "").strip().lower() not in ("off", "0", "false", "no")
-
-
-def cache_folder() -> Path | None:
-    """The user's cache folder for toolcascade, or None when no home is known."""
-    chosen = os.environ.get(CACHE_ENV)
-    if chosen:
-        return Path(chosen)
-    if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA")
-        return Path(base, "toolcascade") if base else None
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):
-        return Path(xdg, "toolcascade")
-    try:
-        return Path.home() / ".cache" / "toolcascade"
-    except RuntimeError:  # no home directory
-        return None
 
 
 def _code() -> list[list[Any]]:
@@ -132,26 +104,6 @@ def _plugins() -> list[list[Any]]:
         file = getattr(module, "__file__", None)
         found.append([name, type(fmt).__module__, type(fmt).__qualname__, _signature(file) if file else None])
     return found
-
-
-def plain(value: Any, frozen: bool = False, depth: int = 0) -> bool:
-    """True when JSON carries ``value`` exactly: string-keyed dicts, lists, strings, ints, finite floats, bools, None.
-
-    ``frozen``: its dicts and lists must all be ``FrozenDict``/``FrozenList``
-    (cached metadata is frozen), else all plain ones; ``decode`` makes them so again.
-    """
-    kind = type(value)
-    if value is None or kind in (str, int, bool):
-        return True
-    if kind is float:
-        return value == value and value not in (float("inf"), float("-inf"))
-    if depth >= PLAIN_DEPTH:
-        return False
-    if kind is (FrozenList if frozen else list):
-        return all(plain(item, frozen, depth + 1) for item in value)
-    if kind is (FrozenDict if frozen else dict):
-        return all(type(k) is str and plain(v, frozen, depth + 1) for k, v in value.items())
-    return False
 
 
 def _text(value: Any) -> bool:
@@ -273,38 +225,6 @@ class Decoder:
         raise ValueError(f"no index for {name!r}")
 
 
-def _read(path: Path) -> Any:
-    """The JSON in ``path``, or None: not a regular file, not ours, writable by others, too large, not JSON.
-
-    Opened without blocking (a FIFO in its place never hangs the listing).
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > INDEX_BYTES:
-            return None
-        if hasattr(os, "getuid") and (st.st_uid != os.getuid() or st.st_mode & 0o022):
-            return None  # another user could have written it
-        chunks = []
-        left = INDEX_BYTES + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        if left <= 0:
-            return None
-        return json.loads(b"".join(chunks))
-    except (OSError, ValueError, RecursionError, MemoryError):
-        return None
-    finally:
-        os.close(fd)
-
-
 class Index:
     """One registry's index file: entries loaded once, each reused when its paths are unchanged."""
 
@@ -336,7 +256,7 @@ class Index:
         try:
             material = {
                 "version": VERSION,
-                "package": _package_version(),
+                "package": package_version(),
                 "python": sys.version,
                 "cache_tag": sys.implementation.cache_tag,
                 "paths": [[sp.folder, sp.trusted] for sp in registry.paths],
@@ -362,7 +282,7 @@ class Index:
         if self.loaded:
             return
         self.loaded = True
-        data = _read(self.file)
+        data = read_json(self.file, INDEX_BYTES)
         try:
             if not isinstance(data, dict) or data.get("version") != VERSION or data.get("key") != self.material:
                 raise ValueError("not an index of these search paths")
@@ -576,7 +496,7 @@ class Index:
         if len(data) > INDEX_BYTES:
             return
         folder = self.file.parent
-        _replace(self.file, data)
+        replace_file(self.file, data)
         _prune(folder)
 
     def drop(self) -> None:
@@ -663,29 +583,6 @@ class _Carry:
         return at
 
 
-def _replace(file: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``file`` and rename it over ``file``: readers see a whole file.
-
-    Raises:
-        OSError: the folder cannot be made or written.
-    """
-    import tempfile  # only a process that writes pays for it
-
-    folder = file.parent
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, temp = tempfile.mkstemp(prefix=".index-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(temp, file)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
-
-
 def _prune(folder: Path) -> None:
     """Remove the least recently written index files beyond ``INDEX_FILES``."""
     try:
@@ -698,154 +595,3 @@ def _prune(folder: Path) -> None:
             os.unlink(path)
         except OSError:
             pass
-
-
-def _package_version() -> str:
-    from . import __version__
-
-    return __version__
-
-
-# -- the package's own frontmatters ----------------------------------------------
-
-FRONTMATTER_ENTRIES = 256
-"""Parsed frontmatter blocks kept for the package's own files (it ships ~15); the oldest go first."""
-
-_blocks: dict[str, Any] | None = None
-_blocks_file: Path | None = None
-
-
-def _frontmatters() -> dict[str, Any]:
-    """The kept blocks (read once per process from the cache folder); empty when off or unreadable."""
-    global _blocks, _blocks_file
-    if _blocks is None:
-        _blocks = {}
-        folder = cache_folder()
-        if not enabled() or folder is None:
-            return _blocks
-        try:
-            material = json.loads(json.dumps(_parser_material()))
-            digest = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:32]
-        except Exception as exc:  # no parser to describe: keep nothing
-            log.debug("no kept frontmatters: %s: %s", type(exc).__name__, exc)
-            return _blocks
-        _blocks_file = folder / f"frontmatters-{digest}.json"
-        data = _read(_blocks_file)
-        if isinstance(data, dict) and data.get("version") == VERSION and data.get("key") == material:
-            blocks = data.get("blocks")
-            if isinstance(blocks, dict):
-                _blocks = blocks
-    return _blocks
-
-
-def _parser_material() -> dict[str, Any]:
-    """What a parsed block depends on besides its text: the parser's code and PyYAML's."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("yaml")
-    origin = spec.origin if spec is not None else None
-    parser = [str(_PACKAGE / name) for name in ("loader.py", "documents.py")]
-    return {
-        "version": VERSION,
-        "package": _package_version(),
-        "python": sys.version,
-        "parser": [[path, _signature(path)] for path in parser],
-        "yaml": [origin, _signature(origin) if origin else None],
-    }
-
-
-def _block_key(block: str, first_line: int, limits: Any) -> str:
-    return hashlib.sha256(f"{first_line}\0{limits!r}\0{block}".encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def kept_frontmatter(block: str, first_line: int, limits: Any) -> tuple[dict[str, Any], dict[str, int]] | None:
-    """The (data, key lines) ``loader.load_yaml`` made of this exact block before, or None.
-
-    Only the package's own files are kept (``loader`` asks for them alone):
-    a first invoke then plans through the built-in tools without importing
-    or running YAML. Keyed by the block's text, so no timestamp is trusted.
-    """
-    row = _frontmatters().get(_block_key(block, first_line, limits))
-    if type(row) is not list or len(row) != 2:
-        return None
-    data, lines = row
-    if type(data) is not dict or not plain(data) or type(lines) is not dict:
-        return None
-    if not all(type(k) is str and type(v) is int for k, v in lines.items()):
-        return None
-    return json.loads(json.dumps(data)), dict(lines)  # a copy: the caller owns (and freezes) what it gets
-
-
-def keep_frontmatter(block: str, first_line: int, limits: Any, data: dict[str, Any], lines: dict[str, int]) -> None:
-    """Remember a parsed block of the package's own files for the next process; never raises."""
-    if not plain(data):
-        return  # a date, a set: not carried exactly
-    blocks = _frontmatters()
-    if _blocks_file is None:
-        return
-    key = _block_key(block, first_line, limits)
-    if key in blocks:
-        return
-    blocks[key] = [json.loads(json.dumps(data)), dict(lines)]
-    while len(blocks) > FRONTMATTER_ENTRIES:
-        del blocks[next(iter(blocks))]
-    try:
-        material = json.loads(json.dumps(_parser_material()))
-        text = json.dumps({"version": VERSION, "key": material, "blocks": blocks}, separators=(",", ":"))
-        _replace(_blocks_file, text.encode())
-    except Exception as exc:  # an unwritable cache: the next process parses again
-        log.debug("frontmatters not written: %s: %s", type(exc).__name__, exc)
-
-
-# -- entry points ------------------------------------------------------------------
-
-_points: dict[str, Any] | None = None
-
-
-def _search_path() -> list[list[Any]]:
-    """``sys.path`` with each folder's signature: a distribution installed or removed changes its folder."""
-    found = []
-    for entry in sys.path:
-        signature = _signature(entry or ".")
-        found.append([entry, list(signature) if signature else None])  # as JSON gives it back
-    return found
-
-
-def _entry_points_file() -> Path | None:
-    folder = cache_folder()
-    return folder / "entry-points.json" if folder is not None and enabled() else None
-
-
-def kept_entry_points(group: str) -> list[tuple[str, str]] | None:
-    """The (name, value) pairs ``importlib.metadata`` found in ``group`` for this ``sys.path``, or None."""
-    global _points
-    if _points is None:
-        file = _entry_points_file()
-        data = _read(file) if file is not None else None
-        _points = {}
-        if isinstance(data, dict) and data.get("version") == VERSION and data.get("path") == _search_path():
-            groups = data.get("groups")
-            if isinstance(groups, dict):
-                _points = groups
-    pairs = _points.get(group)
-    if type(pairs) is not list or not all(
-        type(p) is list and len(p) == 2 and type(p[0]) is str and type(p[1]) is str for p in pairs
-    ):
-        return None
-    return [(name, value) for name, value in pairs]
-
-
-def keep_entry_points(group: str, pairs: list[tuple[str, str]]) -> None:
-    """Remember what ``importlib.metadata`` found in ``group`` for the next process; never raises."""
-    global _points
-    file = _entry_points_file()
-    if file is None:
-        return
-    if _points is None:
-        _points = {}
-    _points[group] = [[name, value] for name, value in pairs]
-    try:
-        text = json.dumps({"version": VERSION, "path": _search_path(), "groups": _points}, separators=(",", ":"))
-        _replace(file, text.encode())
-    except Exception as exc:  # an unwritable cache: the next process asks importlib.metadata again
-        log.debug("entry points not written: %s: %s", type(exc).__name__, exc)

@@ -98,7 +98,7 @@ def load_yaml(
     """
     own = str(path).startswith(_own_folders())
     if own:
-        from .index import kept_frontmatter
+        from .cachefolder import kept_frontmatter
 
         kept = kept_frontmatter(block, first_line, limits)
         if kept is not None:
@@ -124,7 +124,7 @@ def load_yaml(
                 for meta_key, _ in value_node.value:
                     lines.setdefault(meta_key.value, first_line + meta_key.start_mark.line)
     if own:
-        from .index import keep_frontmatter
+        from .cachefolder import keep_frontmatter
 
         keep_frontmatter(block, first_line, limits, data, lines)
     return data, lines

@@ -20,10 +20,12 @@ from typing import Any
 
 import pytest
 
+import orchestrator.cachefolder
 import orchestrator.index
 import orchestrator.registry
 from orchestrator import Manager
-from orchestrator.index import Index, cache_folder
+from orchestrator.cachefolder import cache_folder
+from orchestrator.index import Index
 from orchestrator.tool import ToolInfo
 
 Write = Callable[[str, str], Path]
@@ -511,21 +513,23 @@ def test_kept_frontmatters_are_keyed_by_content(tmp_path: Path, monkeypatch) -> 
     from orchestrator.limits import DEFAULT_LIMITS, Limits
 
     monkeypatch.setenv("TOOLCASCADE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(orchestrator.index, "_blocks", None)
-    monkeypatch.setattr(orchestrator.index, "_blocks_file", None)
+    monkeypatch.setattr(orchestrator.cachefolder, "_blocks", None)
+    monkeypatch.setattr(orchestrator.cachefolder, "_blocks_file", None)
     block = "description: kept\nmetadata:\n  params: {type: object}\n"
-    orchestrator.index.keep_frontmatter(block, 2, DEFAULT_LIMITS, {"description": "kept"}, {"description": 2})
-    got = orchestrator.index.kept_frontmatter(block, 2, DEFAULT_LIMITS)
+    orchestrator.cachefolder.keep_frontmatter(block, 2, DEFAULT_LIMITS, {"description": "kept"}, {"description": 2})
+    got = orchestrator.cachefolder.kept_frontmatter(block, 2, DEFAULT_LIMITS)
     assert got == ({"description": "kept"}, {"description": 2})
     got[0]["description"] = "changed"  # the caller's own copy
-    assert orchestrator.index.kept_frontmatter(block, 2, DEFAULT_LIMITS)[0] == {"description": "kept"}  # type: ignore[index]
-    assert orchestrator.index.kept_frontmatter(block + " ", 2, DEFAULT_LIMITS) is None
-    assert orchestrator.index.kept_frontmatter(block, 3, DEFAULT_LIMITS) is None
-    assert orchestrator.index.kept_frontmatter(block, 2, Limits(yaml_depth=5)) is None
+    assert orchestrator.cachefolder.kept_frontmatter(block, 2, DEFAULT_LIMITS)[0] == {"description": "kept"}  # type: ignore[index]
+    assert orchestrator.cachefolder.kept_frontmatter(block + " ", 2, DEFAULT_LIMITS) is None
+    assert orchestrator.cachefolder.kept_frontmatter(block, 3, DEFAULT_LIMITS) is None
+    assert orchestrator.cachefolder.kept_frontmatter(block, 2, Limits(yaml_depth=5)) is None
     import datetime
 
-    orchestrator.index.keep_frontmatter("d: 2024-01-01\n", 2, DEFAULT_LIMITS, {"d": datetime.date(2024, 1, 1)}, {})
-    assert orchestrator.index.kept_frontmatter("d: 2024-01-01\n", 2, DEFAULT_LIMITS) is None
+    orchestrator.cachefolder.keep_frontmatter(
+        "d: 2024-01-01\n", 2, DEFAULT_LIMITS, {"d": datetime.date(2024, 1, 1)}, {}
+    )
+    assert orchestrator.cachefolder.kept_frontmatter("d: 2024-01-01\n", 2, DEFAULT_LIMITS) is None
 
 
 def test_a_check_after_an_edit_keeps_the_rest_of_what_a_listing_wrote(

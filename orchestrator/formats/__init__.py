@@ -331,7 +331,7 @@ def entry_points(group: str) -> list[Any]:
     installing or removing a distribution changes its folder, and the next
     process asks ``importlib.metadata`` again.
     """
-    from ..index import keep_entry_points, kept_entry_points
+    from ..cachefolder import keep_entry_points, kept_entry_points
 
     kept = kept_entry_points(group)
     if kept is not None:
