@@ -395,6 +395,39 @@ def merge_levels(
     return merger.result()
 
 
+def rerender(
+    raw: Merged,
+    base: Merged | None,
+    level: Level,
+    variables: Callable[[Mapping[str, Any]], Mapping[str, Any]],
+    tool: str,
+) -> Merged:
+    """``merge_levels([level], variables, tool, base)`` when ``level`` is the plan's one templated level.
+
+    ``raw`` is the plan's merge with templates as written: every key, policy,
+    annotation and provenance is the same for any args, so only ``level``'s
+    templated keys are rendered and merged again onto what ``base`` holds.
+    Callers keep the general path for a level with ``$remove`` (it changes
+    what a key merges onto).
+
+    Raises:
+        InterpolationError, SecurityError: a template failed or broke the sandbox.
+        ConfigurationError: a merge policy that does not fit the rendered value.
+    """
+    before = base.values if base is not None else {}
+    scope = variables(before)
+    values = dict(raw.values)
+    for key in level.templates:
+        value = render_value(level.data[key], scope, _place(tool, level, key))
+        try:
+            values[key] = freeze(POLICIES[raw.policies.get(key, "default")](before.get(key, MISSING), value))
+        except ConfigurationError as exc:
+            raise ConfigurationError(
+                exc.detail, level=level.name, key=key, path=level.path, line=level.lines.get(key)
+            ) from None
+    return Merged(values, raw.sources, raw.order, raw.static, raw.dynamic, raw.locked, raw.removed, raw.policies)
+
+
 def override_level(overrides: Mapping[str, Any]) -> Level:
     """Level 4: caller overrides, taken as data (never rendered, R-CAS-4)."""
     level = make_level("overrides", "override", overrides, hide_private=False)

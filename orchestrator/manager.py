@@ -25,7 +25,7 @@ import anyio
 from . import chain, tracing
 from .authorities import Authorities, Authority
 from .callers import Caller, check_untrusted
-from .cascade import Merged, merge_levels, override_level
+from .cascade import Merged, merge_levels, override_level, rerender
 from .conditions import idle_prefix
 from .context import Context, Shared, carried, entry_context
 from .errors import (
@@ -573,7 +573,11 @@ class Manager:
             if render and isinstance(params, Mapping) and not any("params" in lv.templates for lv in plan.rest):
                 # Metadata templates render before any middleware runs: they see the defaults `params` fills in.
                 shown = fill_defaults(params, args)
-            merged = merge_levels(levels, partial(scope, ctx, args=shown) if render else None, tool.name, plan.base)
+            if render and level is None and len(levels) == 1 and "$remove" not in levels[0].annotations:
+                # One templated level (the tool's own, as a rule): only its templated keys render and merge.
+                merged = rerender(plan.raw, plan.base, levels[0], partial(scope, ctx, args=shown), tool.name)
+            else:
+                merged = merge_levels(levels, partial(scope, ctx, args=shown) if render else None, tool.name, plan.base)
             verdicts = self.planner.toolkeys(tool, merged, paths, checked)
             if caller is not None and guarded:
                 for key, middleware, _why in verdicts:

@@ -466,7 +466,37 @@ def test_r_cas_3_template_free_levels_are_merged_once(write, tools, monkeypatch)
         lambda self, level, data=None: merged_levels.append(level.name) or original(self, level, data),
     )
     assert manager.invoke_sync("t", {"n": 5})["n"] == "5"
-    assert merged_levels == ["t"]  # default and top were merged once, when the plan was made
+    assert merged_levels == []  # default, top and t were merged once, with the plan: only t's template renders now
+
+
+def test_rendering_only_the_templated_keys_merges_as_the_whole_level_would(write, tools):
+    """``cascade.rerender`` against ``merge_levels`` on the same plan: values, policies and provenance agree."""
+    from functools import partial
+
+    from orchestrator.cascade import merge_levels, rerender
+    from orchestrator.interpolate import scope
+
+    write(
+        "tools/AUTHORITY.md",
+        "---\nname: top\nmetadata:\n  tags: [a]\n  box: {x: 1, y: {z: 1}}\n  $merge: {tags: append}\n---\n",
+    )
+    write(
+        "tools/t.md",
+        "---\nmetadata:\n  tags: ['{{ args.n }}']\n  box: {y: {w: '{{ args.n }}'}}\n  plain: {k: 1}\n"
+        "  title: 'n={{ args.n }}'\n---\nx\n",
+    )
+    manager = Manager([tools])
+    tool = manager.find_tool("t")
+    plan = manager.planner.plan(tool, manager.paths)
+    assert len(plan.rest) == 1
+    ctx, *_ = manager._prepare("t", {"n": 7}, None, None, {"context": None, "overrides": None, "middleware": None})
+    variables = partial(scope, ctx)
+    fast = rerender(plan.raw, plan.base, plan.rest[0], variables, "t")
+    full = merge_levels(plan.rest, variables, "t", plan.base)
+    assert fast.values == full.values == {**full.values, "tags": ["a", "7"], "title": "n=7"}
+    assert fast.values["box"] == {"x": 1, "y": {"z": 1, "w": "7"}}
+    assert fast.sources == full.sources and fast.policies == full.policies and fast.locked == full.locked
+    assert fast.values["plain"] is plan.raw.values["plain"]  # an untemplated value is not merged again
 
 
 def test_r_cas_9_errors_never_leave_a_half_updated_cache(write, tools):
