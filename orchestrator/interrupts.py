@@ -114,11 +114,7 @@ async def suspend(
     }
     kept: dict[str, Any] = {}
     for key, value in (run_state or {}).items():
-        try:
-            plain = isinstance(key, str) and json.loads(json.dumps(value, allow_nan=False)) == value
-        except (TypeError, ValueError):
-            plain = False
-        if plain:
+        if isinstance(key, str) and _plain(value):
             kept[key] = value
         else:
             log.warning("%s: ctx.run.state[%r] is not plain JSON: the resumed run starts without it", name, key)
@@ -200,12 +196,16 @@ def _check_json(name: str, what: str, value: Any, exc: ApprovalRequired) -> None
     Raises:
         InvocationError: not plain JSON.
     """
-    try:
-        same = json.loads(json.dumps(value, allow_nan=False)) == value
-    except (TypeError, ValueError):
-        same = False
-    if not same:
+    if not _plain(value):
         raise _unsaved(name, f"its {what} is not plain JSON ({type(value).__name__})") from exc
+
+
+def _plain(value: Any) -> bool:
+    """True when ``value`` comes back from the store as it is (plain JSON)."""
+    try:
+        return bool(json.loads(json.dumps(value, allow_nan=False)) == value)
+    except (TypeError, ValueError):
+        return False
 
 
 def _unsaved(name: str, why: str) -> InvocationError:

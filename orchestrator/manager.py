@@ -58,7 +58,6 @@ log = logging.getLogger("orchestrator")
 # margin); the recursion limit is raised to fit ``max_stack`` of them (R-INV-5).
 _FRAMES_PER_INVOCATION = 8
 _frames = chain.frames
-_carried = carried
 _NO_KEYS: frozenset[str] = frozenset()  # made once: an empty frozenset() is a new object on every call
 # Run ids: a random prefix per process and a counter (the id names a run in events, traces and sessions).
 _RUN_PREFIX = os.urandom(4).hex()
@@ -489,7 +488,7 @@ class Manager:
             shared = parent._shared
             paths, cwd, envelope = parent.paths, parent.cwd, parent.envelope
         else:
-            box = _carried.get()  # a resumed run continues the state its suspended run kept
+            box = carried.get()  # a resumed run continues the state its suspended run kept
             shared = Shared(run_id(), tracer=tracing.tracer(), state=box.pop() if box else None)
             paths, cwd, envelope = self.paths, self.cwd, None
         checked = shared.checked

@@ -184,32 +184,20 @@ class Planner:
         if hit is not None:
             if hit[2] is checked:  # already validated in this run
                 return hit[0]  # type: ignore[no-any-return]
-            if registry.watch(hit[1], checked):  # what memo() does on a hit, without building compute
+            # What memo() does on a hit, without building compute, and without adding the hit's files to the
+            # run's set (O(files) per run for a large graph): a compute resolving ahead adds them (_resolve_entries).
+            if registry.watch(hit[1], checked):
                 hit[2] = checked
                 return hit[0]  # type: ignore[no-any-return]
 
         def compute(deps: set[str]) -> Resolved:
             tool = self.registry.find(ref, paths, deps)
-            plan = self.plan(tool, paths, deps)
-            self._depend(deps, "plans", (tool.uri, paths))
+            plan = self.plan(tool, paths, deps)  # a reused plan's files join deps (Registry.memo)
             if plan.static is None:
                 return tool, plan, None
-            static = self.static_chain(tool, plan, paths, deps)
-            self._depend(deps, "static-chains", (tool.uri, paths))
-            return tool, plan, static
+            return tool, plan, self.static_chain(tool, plan, paths, deps)
 
         return registry.memo("resolved", key, compute, checked)
-
-    def _depend(self, deps: set[str], name: str, key: Any) -> None:
-        """Add the files of the cached value ``name``/``key`` to ``deps``: a value built from it is fresh only with it.
-
-        A cached value that was reused, not computed, adds nothing to the
-        ``deps`` of the value being computed by itself.
-        """
-        cache = self.registry.derived.get(name)
-        hit = cache.get(key) if cache is not None else None
-        if hit is not None:
-            deps.update(hit[1])
 
     def _resolve_entries(
         self, entries: tuple[Entry, ...], paths: tuple[SearchPath, ...], deps: set[str]

@@ -239,15 +239,20 @@ async def main(ctx):
 """
 
 
-async def test_a_resumed_run_continues_the_run_state_the_held_one_kept(write, project):
-    """ctx.run.state (call-limit's counts, a breaker's memory) survives a suspension: holding resets no limit."""
-    write("tools/count.py", COUNTING)
+def report(write, returns: str) -> None:
+    """``report``: held by ``hold`` after ``count`` ran; returns ``returns`` (an expression over ``ctx``)."""
     write(
         "tools/report.py",
         "frontmatter = {'metadata': {'count': {}, 'hold': {}, 'params': {'type': 'object'},"
         " '$order': {'hold': {'after': ['count']}}}}\n"
-        "async def main(ctx):\n    return dict(ctx.run.state)\n",
+        f"async def main(ctx):\n    return {returns}\n",
     )
+
+
+async def test_a_resumed_run_continues_the_run_state_the_held_one_kept(write, project):
+    """ctx.run.state (call-limit's counts, a breaker's memory) survives a suspension: holding resets no limit."""
+    write("tools/count.py", COUNTING)
+    report(write, "dict(ctx.run.state)")
     manager = Manager([project], sessions=MemoryStore())
     with pytest.raises(Interrupted) as caught:
         await manager.invoke("report", {})
@@ -261,12 +266,7 @@ async def test_run_state_that_is_not_json_is_left_behind_with_a_warning(write, p
         "async def main(ctx):\n    ctx.run.state['n'] = ctx.run.state.get('n', 0) + 1\n"
         "    ctx.run.state['fn'] = print\n    return await ctx.target.manager.next()\n",
     )
-    write(
-        "tools/report.py",
-        "frontmatter = {'metadata': {'count': {}, 'hold': {}, 'params': {'type': 'object'},"
-        " '$order': {'hold': {'after': ['count']}}}}\n"
-        "async def main(ctx):\n    return ctx.run.state['n']\n",
-    )
+    report(write, "ctx.run.state['n']")
     manager = Manager([project], sessions=MemoryStore())
     with pytest.raises(Interrupted) as caught:
         await manager.invoke("report", {})
