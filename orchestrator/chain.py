@@ -240,14 +240,18 @@ def inject(ctx: Context, entries: Sequence[Entry | Mapping[str, Any]]) -> None:
     Raises:
         ConfigurationError: a malformed spec; OrderCycleError on a cycle.
     """
-    ran = {e.name for e in ctx.chain[: ctx.pos]}
-    fresh = [strip(e if isinstance(e, Entry) else entry_from_spec(None, e, "inject"), ran) for e in entries]
-    waiting = ctx.chain[ctx.pos :]
-    if any(e.constrained for e in fresh):
-        rest = sort_entries([*fresh, *(strip(e, ran) for e in waiting)], ctx.phases, ctx.tool.name)
-    else:
-        rest = [*fresh, *waiting]
-    ctx.chain = [*ctx.chain[: ctx.pos], *rest]
+    fresh = [e if isinstance(e, Entry) else entry_from_spec(None, e, "inject") for e in entries]
+    position = ctx.pos
+    ran: set[str] = set()
+    if any(e.before or e.after for e in fresh):
+        ran = {e.name for e in ctx.chain[:position]}
+        fresh = [strip(e, ran) for e in fresh]
+    if any(e.before or e.after for e in fresh):
+        waiting = [strip(e, ran) for e in ctx.chain[position:]]
+        ctx.chain = [*ctx.chain[:position], *sort_entries([*fresh, *waiting], ctx.phases, ctx.tool.name)]
+    else:  # unconstrained (a prompt's directives): in as given; a new list (a leaf's chain is a shared tuple)
+        chain = ctx.chain
+        ctx.chain = [*chain[:position], *fresh, *chain[position:]]
 
 
 class Checkpoint:

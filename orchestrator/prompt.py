@@ -34,7 +34,7 @@ import re
 import secrets
 from collections.abc import Callable, Mapping
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .chain import SKIPPED
 from .directives import Directive, find_directives
@@ -147,13 +147,13 @@ def directive_entries(target: Context) -> list[Entry]:
     names = frozenset(d.name for d in found if registry.exists(d.name, target.paths, target.run.checked))
     if not names:
         return []
-    expanded = with_placeholders(source, names)
-    if not own and prompt != expanded:
+    layout = _layout(source, names)
+    if not own and prompt != layout.expanded:
         return []
-    target.locals["prompt"] = expanded
-    shown = _shown(target, expanded)
-    running = [i for i, d in enumerate(found) if d.name in names and (shown is None or i in shown)]
-    target.locals["directives"] = {i: source[found[i].start : found[i].end] for i in running}
+    target.locals["prompt"] = layout.expanded
+    shown = _shown(target, layout.expanded) if layout.blocks else None
+    running = [i for i in layout.candidates if shown is None or i in shown]
+    target.locals["directives"] = {i: layout.texts[i] for i in running}
     variables: Mapping[str, Any] | None = None
     entries = []
     for index in running:
@@ -165,24 +165,55 @@ def directive_entries(target: Context) -> list[Entry]:
             "content": directive.content,
             "index": index,
         }
-        if any(
-            isinstance(v, str) and is_template(v)
-            for v in (directive.label, directive.content, *directive.attributes.values())
-        ):
+        if index in layout.templated:
             variables = variables if variables is not None else scope(target, target.meta)
             args = render_value(args, variables, _where(target, directive))
         entries.append(Entry(directive.name, args, fn=_runner(directive.name, index)))
     return entries
 
 
+class _Layout(NamedTuple):
+    """What a prompt's directives make of it, for one set of directive names that name tools."""
+
+    expanded: str  # the source with those directives' placeholders
+    blocks: bool  # a template block or comment that may hide a placeholder: rendered first to see
+    candidates: tuple[int, ...]  # the indices of those directives, in document order
+    texts: dict[int, str]  # each one's source text, shown until its tool returns
+    templated: frozenset[int]  # those whose label, content or an attribute is a template
+
+
+@lru_cache(maxsize=512)
+def _layout(source: str, names: frozenset[str]) -> _Layout:
+    """The directive layout of ``source``: computed once per prompt text and set of tool names, not per call."""
+    found = find_directives(source)
+    expanded = with_placeholders(source, names)
+    candidates = tuple(i for i, d in enumerate(found) if d.name in names)
+    templated = frozenset(
+        i
+        for i in candidates
+        if any(
+            isinstance(v, str) and is_template(v)
+            for v in (found[i].label, found[i].content, *found[i].attributes.values())
+        )
+    )
+    return _Layout(
+        expanded,
+        is_template(expanded) and ("{%" in expanded or "{#" in expanded),
+        candidates,
+        {i: source[found[i].start : found[i].end] for i in candidates},
+        templated,
+    )
+
+
 def _shown(target: Context, expanded: str) -> frozenset[int] | None:
     """Indices of the placeholders a render of ``expanded`` shows now; None when that render fails.
+
+    Asked only when ``expanded`` has a block or comment (``_Layout.blocks``): without one, every
+    placeholder shows and no render is needed.
 
     Raises:
         SecurityError: the prompt touched something the sandbox forbids.
     """
-    if not is_template(expanded) or ("{%" not in expanded and "{#" not in expanded):
-        return None  # no block or comment can hide a placeholder: every one shows, no render needed
     tool = target.tool
     try:
         text = render(
@@ -199,7 +230,10 @@ def _where(target: Context, directive: Directive) -> Callable[[], dict[str, Any]
     return lambda: {"tool": tool.name, "level": f"directive :{directive.name}", "path": tool.path, "line": line}
 
 
+@lru_cache(maxsize=1024)
 def _runner(name: str, index: int) -> Callable[[Context, Any], Any]:
+    """The entry function of directive ``index`` naming ``name``: one per pair, so the runner's async check is cached."""
+
     async def run(ctx: Context, args: Any) -> Any:
         # A full invocation of the directive tool, checked for invocation cycles like any chain entry.
         value = await ctx._manager._invoke_entry(ctx, Entry(name, args))

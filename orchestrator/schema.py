@@ -10,6 +10,7 @@ from .errors import ConfigurationError, ValidationError
 
 _VALIDATORS: dict[int, tuple[Any, Any]] = {}
 _BY_CONTENT: dict[str, Any] = {}
+_DEFAULTS: dict[int, tuple[Any, bool]] = {}  # id(schema) -> (schema, whether it declares a default)
 _LIMIT = 1024
 
 
@@ -32,8 +33,26 @@ def validator_for(schema: Any, tool: str | None = None) -> Any:
         text = json.dumps(schema, sort_keys=True)
     except (TypeError, ValueError):
         text = None  # not JSON (a python tool's schema): by identity only
-    if text is not None and text in _BY_CONTENT:
-        return _BY_CONTENT[text]
+    validator = _BY_CONTENT.get(text) if text is not None else None
+    if validator is None:
+        validator = _compile(schema, tool)
+        if len(_BY_CONTENT) >= _LIMIT:
+            _BY_CONTENT.clear()
+        if text is not None:
+            _BY_CONTENT[text] = validator
+    # Found by identity from now on, also when another schema with the same text compiled it.
+    if len(_VALIDATORS) >= _LIMIT:
+        _VALIDATORS.clear()
+    _VALIDATORS[id(schema)] = (schema, validator)
+    return validator
+
+
+def _compile(schema: Any, tool: str | None) -> Any:
+    """A validator for ``schema``, checked against its metaschema first.
+
+    Raises:
+        ConfigurationError: the schema itself is invalid.
+    """
     import jsonschema  # imported on the first validation: compiled validators are cached
     from jsonschema.exceptions import SchemaError
 
@@ -42,15 +61,7 @@ def validator_for(schema: Any, tool: str | None = None) -> Any:
         cls.check_schema(schema)
     except SchemaError as exc:
         raise ConfigurationError(f"invalid JSON schema: {exc.message}", tool=tool) from exc
-    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
-    if len(_VALIDATORS) >= _LIMIT:
-        _VALIDATORS.clear()
-    if len(_BY_CONTENT) >= _LIMIT:
-        _BY_CONTENT.clear()
-    _VALIDATORS[id(schema)] = (schema, validator)
-    if text is not None:
-        _BY_CONTENT[text] = validator
-    return validator
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
 def pointer(path: Any) -> str:
@@ -71,7 +82,37 @@ def check(schema: Any, value: Any, error: type[ValidationError], tool: str | Non
 
 
 def fill_defaults(schema: Any, value: Any) -> Any:
-    """``value`` with the defaults of ``schema``'s object properties filled in (a new object)."""
+    """``value`` with the defaults of ``schema``'s object properties filled in.
+
+    A new object where a default may go; ``value`` itself when ``schema``
+    declares no default anywhere it looks (decided once per schema).
+    """
+    if not isinstance(schema, Mapping) or not declares_defaults(schema):
+        return value
+    return _fill(schema, value)
+
+
+def declares_defaults(schema: Mapping[str, Any]) -> bool:
+    """Whether ``schema`` has a ``default`` where ``fill_defaults`` looks (decided once per schema object)."""
+    hit = _DEFAULTS.get(id(schema))
+    if hit is None or hit[0] is not schema:
+        if len(_DEFAULTS) >= _LIMIT:
+            _DEFAULTS.clear()
+        hit = _DEFAULTS[id(schema)] = (schema, _declares_default(schema))
+    return hit[1]
+
+
+def _declares_default(schema: Any) -> bool:
+    """Whether ``schema`` has a ``default`` where ``fill_defaults`` looks: itself or its properties, deeply."""
+    if not isinstance(schema, Mapping):
+        return False
+    properties = schema.get("properties")
+    return "default" in schema or (
+        isinstance(properties, Mapping) and any(_declares_default(sub) for sub in properties.values())
+    )
+
+
+def _fill(schema: Any, value: Any) -> Any:
     if not isinstance(schema, Mapping):
         return value
     if value is None and "default" in schema:
@@ -82,7 +123,7 @@ def fill_defaults(schema: Any, value: Any) -> Any:
     filled = dict(value)
     for name, sub in properties.items():
         if name in filled:
-            filled[name] = fill_defaults(sub, filled[name])
+            filled[name] = _fill(sub, filled[name])
         elif isinstance(sub, Mapping) and "default" in sub:
             filled[name] = sub["default"]
     return filled

@@ -146,14 +146,14 @@ async def test_r_dir_1_bad_attribute_template_names_the_line(write, manager):
 
 
 async def test_r_dir_1_directives_are_parsed_once_per_source(write, manager):
-    from orchestrator.prompt import with_placeholders
+    from orchestrator.prompt import _layout
 
     write("tools/page.md", "---\n---\n:upper[a] :upper[b]\n")
     assert await manager.invoke("page") == "A B"
-    info = with_placeholders.cache_info()
+    info = _layout.cache_info()
     assert await manager.invoke("page") == "A B"
-    assert with_placeholders.cache_info().hits == info.hits + 1
-    assert with_placeholders.cache_info().misses == info.misses
+    assert _layout.cache_info().hits == info.hits + 1  # laid out (placeholders and all) once per source
+    assert _layout.cache_info().misses == info.misses
 
 
 RECORD = (
