@@ -20,7 +20,10 @@ hold, the entry is passed over without an invocation. The conditions:
 - ``trust: true``: the entry's args would narrow the target's trust (the
   built-in ``trust``: with ``env`` off and ``files`` left on, as for almost
   every tool, it changes nothing), or they are malformed (so ``trust``
-  itself reports them).
+  itself reports them);
+- ``defaults: true``: the entry's args, a JSON schema, declare a default
+  somewhere ``params`` fills one in (the built-in ``params``: a schema
+  without defaults leaves args as they are), or they are not a mapping.
 
 A condition sees the target's context and the entry's args.
 
@@ -50,7 +53,7 @@ if TYPE_CHECKING:
     from .registry import Tool
 
 Condition = Callable[["Context", Any], bool]
-FIELDS = ("meta", "kind", "directives", "next", "trust")
+FIELDS = ("meta", "kind", "directives", "next", "trust", "defaults")
 TRUST_DEFAULTS = {"env": False, "files": True}
 
 
@@ -91,12 +94,7 @@ def condition(spec: Any, tool: str, path: Path | None = None) -> tuple[Condition
     if "meta" in spec:
         keys = _names(spec["meta"], "meta", where)
 
-        def has(ctx: Context, _args: Any) -> bool:
-            meta = ctx._meta if ctx._meta is not None else ctx._values  # read without making ctx.meta's copy
-            local = ctx.locals
-            return all(meta.get(k) is not None or local.get(k) is not None for k in keys)
-
-        checks.append(has)
+        checks.append(_has_one(keys[0]) if len(keys) == 1 else _has_all(keys))
         said.append(f"meta {', '.join(keys)}")
     if "directives" in spec and _flag(spec["directives"], "directives", where):
         checks.append(_has_directives)
@@ -107,16 +105,50 @@ def condition(spec: Any, tool: str, path: Path | None = None) -> tuple[Condition
     if "trust" in spec and _flag(spec["trust"], "trust", where):
         checks.append(_narrows_trust)
         said.append("args that narrow the trust")
+    if "defaults" in spec and _flag(spec["defaults"], "defaults", where):
+        checks.append(_declares_defaults)
+        said.append("args that declare a default")
     if not checks:
         return None
     if len(checks) == 1:
         return checks[0], said[0]
+    if len(checks) == 2:  # the common pair (``kind`` and one more): no generator per ask
+        first, second = checks
+        return (lambda ctx, args: first(ctx, args) and second(ctx, args)), ", ".join(said)
     return (lambda ctx, args: all(check(ctx, args) for check in checks)), ", ".join(said)
+
+
+# Conditions are asked on every entry that may have work: each is one plain function call, without generators.
+
+
+def _has_one(key: str) -> Condition:
+    def has(ctx: Context, _args: Any) -> bool:
+        meta = ctx._meta if ctx._meta is not None else ctx._values  # read without making ctx.meta's copy
+        return meta.get(key) is not None or ctx.locals.get(key) is not None
+
+    return has
+
+
+def _has_all(keys: tuple[str, ...]) -> Condition:
+    def has(ctx: Context, _args: Any) -> bool:
+        meta = ctx._meta if ctx._meta is not None else ctx._values
+        local = ctx.locals
+        for key in keys:
+            if meta.get(key) is None and local.get(key) is None:
+                return False
+        return True
+
+    return has
 
 
 def _followed(ctx: Context, _args: Any) -> bool:
     """Whether an entry after the current one has work (a later ``next`` condition errs towards yes)."""
-    return any(entry.when is None or entry.when(ctx, entry.args) for entry in ctx.chain[ctx.pos :])
+    chain = ctx.chain
+    for index in range(ctx.pos, len(chain)):
+        entry = chain[index]
+        if entry.when is None or entry.when(ctx, entry.args):
+            return True
+    return False
 
 
 def _narrows_trust(ctx: Context, args: Any) -> bool:
@@ -132,6 +164,13 @@ def _narrows_trust(ctx: Context, args: Any) -> bool:
         return True
     trust = ctx._trust if ctx._trust is not None else {"env": ctx._env, "files": ctx.tool.trusted}
     return any(trust.get(flag) and not spec.get(flag, default) for flag, default in TRUST_DEFAULTS.items())
+
+
+def _declares_defaults(_ctx: Context, args: Any) -> bool:
+    """Whether the entry's args, a JSON schema, declare a default for ``params`` to fill in (or are not a schema)."""
+    from .schema import declares_defaults  # jsonschema is not needed: only the schema's shape is read
+
+    return not isinstance(args, Mapping) or declares_defaults(args)
 
 
 def _has_directives(ctx: Context, _args: Any) -> bool:

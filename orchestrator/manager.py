@@ -577,7 +577,13 @@ class Manager:
                 merged = rerender(plan.raw, plan.base, levels[0], partial(scope, ctx, args=shown), tool.name)
             else:
                 merged = merge_levels(levels, partial(scope, ctx, args=shown) if render else None, tool.name, plan.base)
-            verdicts = self.planner.toolkeys(tool, merged, paths, checked)
+            planned = sort and not extra and level is None  # templates fill in values, never keys: the plan's order
+            if planned:
+                verdicts, ctx.chain, ctx._resolved = self.planner.templated_chain(
+                    tool, plan, merged, paths, checked, prune and not seed
+                )
+            else:
+                verdicts = self.planner.toolkeys(tool, merged, paths, checked)
             if caller is not None and guarded:
                 for key, middleware, _why in verdicts:
                     if middleware and key in guarded and key not in caller.tools:
@@ -589,9 +595,7 @@ class Manager:
                         )
             if not sort:
                 ctx.chain = unsorted_chain(merged, verdicts)
-            elif not extra and level is None:  # templates fill in values, never keys: the order is the plan's
-                ctx.chain, ctx._resolved = self.planner.templated_chain(tool, plan, merged, verdicts, paths, checked)
-            else:
+            elif not planned:
                 built = build_chain(tool, merged, verdicts, extra, plan.phases, origins)
                 ctx.chain = self.planner.conditioned(built, paths, checked)
             if sort and level is not None and level.annotations.get("$order") and merged.locked:

@@ -260,26 +260,42 @@ class Planner:
         tool: Tool,
         plan: Plan,
         merged: Merged,
-        verdicts: Verdicts,
         paths: tuple[SearchPath, ...],
         checked: set[str] | None,
-    ) -> tuple[list[Entry], Resolutions]:
-        """The sorted chain of a templated plan for this call's ``merged`` values, and its entries' resolutions.
+        prune: bool = False,
+    ) -> tuple[Verdicts, list[Entry], Resolutions]:
+        """A templated plan's verdicts, its sorted chain for this call's ``merged`` values, and entry resolutions.
 
-        Templates render metadata values, never keys or ``$order`` (an
-        annotation), so the order and each entry's ``when`` are the same on
-        every call: sorted (and its tool entries resolved, as a static
-        chain's) once per plan and verdicts, then each entry gets this call's
-        value (an untemplated value is the same object, so its entry is reused).
+        Templates render metadata values, never keys or annotations, so the
+        verdicts, the order and each entry's ``when`` are those of the plan
+        merged with its templates as written (``plan.raw``): worked out (and
+        the tool entries resolved, as a static chain's) once per plan; each
+        call then gives each entry its value (an untemplated value is the
+        same object, so its entry is reused).
+
+        With ``prune`` (a call whose caller seeded no locals) the leading
+        entries without work are left out, decided once per plan too: a
+        rendered value is never null, so what a condition sees of the
+        metadata is the same on every call, up to the first entry whose own
+        args hold a template (its condition may read them: it is asked on
+        each call, with the rest, by the caller's ``idle_prefix``).
         """
+        raw = plan.raw
 
-        def compute(deps: set[str]) -> tuple[tuple[Entry, ...], Resolutions]:
-            entries = tuple(self.conditioned(build_chain(tool, merged, verdicts, [], plan.phases, {}), paths, deps))
-            return entries, self._resolve_entries(entries, paths, deps)
+        def compute(deps: set[str]) -> tuple[Verdicts, tuple[Entry, ...], Resolutions, int]:
+            verdicts = self.toolkeys(tool, raw, paths, deps)
+            entries = tuple(self.conditioned(build_chain(tool, raw, verdicts, [], plan.phases, {}), paths, deps))
+            templated = {key for level in plan.rest for key in level.templates}
+            fixed = next((i for i, e in enumerate(entries) if e.name in templated), len(entries))
+            idle = idle_prefix(Start(tool, raw.values, plan.env, entries), entries[:fixed])
+            return verdicts, entries, self._resolve_entries(entries[idle:], paths, deps), idle
 
-        cached, resolved = self.registry.memo("templated-chains", (tool.uri, paths, verdicts), compute, checked)
+        verdicts, cached, resolved, idle = self.registry.memo("templated-chains", (tool.uri, paths), compute, checked)
         values = merged.values
-        return [e if e.args is values[e.name] else with_args(e, values[e.name]) for e in cached], resolved
+        chain = [
+            e if e.args is values[e.name] else with_args(e, values[e.name]) for e in cached[idle if prune else 0 :]
+        ]
+        return verdicts, chain, resolved
 
     def condition(self, name: str, paths: tuple[SearchPath, ...], checked: set[str] | None) -> Any:
         """The ``when`` of the middleware tool ``name`` as (predicate, description), or None (cached).

@@ -97,6 +97,11 @@ async def test_r_chain_12_trust_runs_only_when_its_args_narrow_the_targets_trust
 
 
 CHAIN_OF_TARGET = "async def main(ctx):\n    return [e.name for e in ctx.chain]\n"
+# Brackets the target's result, when the target's metadata or locals hold `flag`.
+MARK = (
+    "frontmatter = {'when': {'meta': 'flag'}}\n"
+    "async def main(ctx):\n    return '[' + str(await ctx.target.manager.next()) + ']'\n"
+)
 
 
 async def test_r_chain_12_the_plan_leaves_out_the_leading_entries_without_work(write, tools):
@@ -114,11 +119,7 @@ async def test_r_chain_12_the_plan_leaves_out_the_leading_entries_without_work(w
 
 async def test_r_chain_12_seeded_locals_count_when_the_plan_decides(write, tools):
     """A `meta` condition holds through the caller's locals: the entry is not left out for this call."""
-    write(
-        "tools/mark.py",
-        "frontmatter = {'when': {'meta': 'flag'}}\n"
-        "async def main(ctx):\n    return '[' + str(await ctx.target.manager.next()) + ']'\n",
-    )
+    write("tools/mark.py", MARK)
     write("tools/code.py", "frontmatter = {'metadata': {'mark': {}}}\nasync def main(ctx):\n    return 'py'\n")
     manager = Manager([tools])
     assert await manager.invoke("code") == "py"
@@ -134,14 +135,63 @@ async def test_r_chain_12_a_middleware_that_runs_first_still_wakes_later_entries
         "frontmatter = {'metadata': {'$order': {'flagger': {'before': ['mark']}}}}\n"
         "async def main(ctx):\n    ctx.target.meta['flag'] = True\n    return await ctx.target.manager.next()\n",
     )
-    write(
-        "tools/mark.py",
-        "frontmatter = {'when': {'meta': 'flag'}}\n"
-        "async def main(ctx):\n    return '[' + str(await ctx.target.manager.next()) + ']'\n",
-    )
+    write("tools/mark.py", MARK)
     write(
         "tools/code.py",
         "frontmatter = {'metadata': {'flagger': {}, 'mark': {}, '$order': {'flagger': {'before': ['mark']}}}}\n"
         "async def main(ctx):\n    return 'py'\n",
     )
     assert await Manager([tools]).invoke("code") == "[py]"
+
+
+async def test_r_chain_12_a_templated_tool_leaves_out_its_idle_leading_entries_on_every_call(write, tools):
+    """Templates render values, never keys or nulls: the idle prefix of a templated plan is the plan's."""
+    write(
+        "tools/mark.py",
+        "frontmatter = {'when': {'meta': 'flag'}}\n"
+        "async def main(ctx):\n    return ['mark', *await ctx.target.manager.next()]\n",
+    )
+    write(
+        "tools/code.py",
+        "frontmatter = {'metadata': {'label': '{{ args.who }}', 'mark': {}}}\n"
+        "async def main(ctx):\n    return [ctx.meta['label'], *(e.name for e in ctx.chain)]\n",
+    )
+    manager = Manager([tools])
+    for who in ("Ada", "Bob"):
+        ran = await manager.invoke("code", {"who": who})
+        assert ran[0] == who and "mark" not in ran and "trust" not in ran
+    seeded = await manager.invoke("code", {"who": "Cy", "$context": {"locals": {"flag": True}}})
+    assert seeded[0] == "mark" and seeded[1] == "Cy"  # the caller's locals wake it for this call
+    assert "mark" not in await manager.invoke("code", {"who": "Di"})
+    assert {e.name: e.needed for e in manager.explain("code", {"who": "Ed"}).chain}["mark"] is False
+
+
+async def test_r_chain_12_a_templated_key_a_condition_reads_holds_on_every_call(write, tools):
+    """A rendered value is never null, so a `meta` condition on a templated key holds whatever the args."""
+    write("tools/mark.py", MARK)
+    write(
+        "tools/code.py",
+        "frontmatter = {'metadata': {'flag': '{{ args.on }}', 'mark': {}}}\nasync def main(ctx):\n    return 'py'\n",
+    )
+    manager = Manager([tools])
+    assert await manager.invoke("code", {"on": ""}) == "[py]"
+    assert await manager.invoke("code", {"on": "yes"}) == "[py]"
+
+
+async def test_r_chain_12_params_runs_only_for_a_schema_that_declares_a_default(write, tools):
+    """`params` fills defaults in; a schema without one leaves args as they are, so the entry is left out."""
+    write("tools/plain.py", "frontmatter = {'metadata': {'params': {'type': 'object'}}}\n" + CHAIN_OF_TARGET)
+    write(
+        "tools/filled.py",
+        "frontmatter = {'metadata': {'params': {'type': 'object', 'properties': {'n': {'default': 3}}}}}\n"
+        "async def main(ctx):\n    return ctx.args\n",
+    )
+    events: list[Event] = []
+    manager = Manager([tools], on_event=events.append)
+    assert "params" not in await manager.invoke("plain", {})
+    assert "params" not in started(events)
+    assert await manager.invoke("filled", {}) == {"n": 3}
+    assert "params" in started(events)
+    shown = {e.name: e for e in manager.explain("plain", {}).chain}["params"]
+    assert shown.when == "args that declare a default" and shown.needed is False
+    assert {e.name: e.needed for e in manager.explain("filled", {}).chain}["params"] is True

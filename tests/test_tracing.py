@@ -22,7 +22,10 @@ from orchestrator import Manager, tracing
 pytestmark = pytest.mark.anyio
 
 WEATHER = """
-frontmatter = {"description": "Weather.", "metadata": {"params": {"type": "object"}}}
+frontmatter = {
+    "description": "Weather.",
+    "metadata": {"params": {"type": "object", "properties": {"units": {"type": "string", "default": "C"}}}},
+}
 async def main(ctx):
     if ctx.args.get("city") == "Atlantis":
         raise ValueError("no such city")

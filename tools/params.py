@@ -3,6 +3,7 @@
 from orchestrator.schema import fill_defaults
 
 frontmatter = {
+    "when": {"defaults": True},  # a schema without defaults leaves args as they are: nothing to do
     "description": "Fills schema defaults into args; validate-args checks them later.",
     "metadata": {"visibility": "hidden", "params": {"type": ["object", "boolean"]}},
 }
