@@ -143,3 +143,18 @@ async def test_once_the_watcher_is_live_a_steady_invoke_does_the_same_work_whate
         done[size] = min(calls)
         manager.registry.freshness.close()
     assert done[SMALL] == done[BIG]
+
+
+@pytest.mark.slow
+async def test_w3_times_the_page_beside_the_parts_it_cannot_do_without(tmp_path: Path) -> None:
+    """`make bench`'s W3 runs, and shows the page's invocations, renders and validation timed alone."""
+    from bench.invoke import tables
+
+    found, _ = await tables(tmp_path, quick=True, only=("W1", "W3"))
+    (w3,) = [table for table in found if table.title.startswith("W3")]
+    rows = {row.case: row for row in w3.rows}
+    page = rows["toolcascade: page.md (params, templated metadata, 2 directives)"]
+    floor = rows["  the parts together (W1 + the three above)"]
+    assert page.note == "5 invocations" and "  part: 4 more invocations at the per-entry cost" in rows
+    assert page.sample is not None and floor.sample is not None and floor.ratios["W1"] > 1
+    assert [target.text for target in w3.targets] == ["W3 ≤ 3x W1"]
