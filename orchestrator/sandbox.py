@@ -43,7 +43,7 @@ import jinja2
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.filters import make_attrgetter
-from jinja2.runtime import LoopContext, markup_join
+from jinja2.runtime import LoopContext, markup_join, new_context
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter
 from jinja2.utils import Namespace, generate_lorem_ipsum, missing
 from markupsafe import EscapeFormatter, Markup
@@ -716,8 +716,8 @@ class _Template(jinja2.Template):
         variables = args[0] if len(args) == 1 and not kwargs else dict(*args, **kwargs)
         limits = getattr(variables, "limits", DEFAULT_LIMITS)
         cap = limits.render_output
-        # jinja2 merges the template's globals (a ChainMap, slow to copy) into every render's context:
-        # merged here with a flat copy made once, the same context costs a third.
+        # jinja2 merges the template's globals (a ChainMap, slow to copy and to list) into every render's
+        # context: merged here with a flat copy made once, and that copy is the globals the context lists.
         flat = self._flat
         if flat is None:
             flat = self._flat = dict(self.globals)
@@ -725,7 +725,8 @@ class _Template(jinja2.Template):
         try:
             parts = []
             size = 0
-            for part in self.root_render_func(self.new_context({**flat, **variables}, shared=True)):
+            context = new_context(self.environment, self.name, self.blocks, {**flat, **variables}, True, flat, None)
+            for part in self.root_render_func(context):
                 size += len(part)
                 if size > cap:
                     raise Refused(f"template output exceeds {cap} characters (Limits.render_output)")
