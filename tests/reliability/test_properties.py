@@ -171,6 +171,12 @@ def run(backend: str, manager: Manager, ref: Any, args: Any = None, **options: A
         except OrchestratorError as exc:
             assert str(exc)  # a one-line message saying what to fix
             return exc
+        except Exception as exc:
+            # A tool's own code may fail on args its schema lets through (SPEC §9's shout multiplies by
+            # `times`): that error is the tool's, raised as it is, and names the tool's file and line.
+            notes = getattr(exc, "__notes__", [])
+            assert any(note.startswith("(tool ") and ".py:" in note for note in notes), exc
+            return exc
 
     return anyio.run(call, backend=backend)
 
