@@ -1,11 +1,12 @@
-"""The docs run: every shell and Python block in README.md and in each examples/*/README.md (issue 17).
+"""The docs run: every shell and Python block in README.md, docs/*.md and each examples/*/README.md (issue 17).
 
 The convention a README follows so this harness runs it (new example READMEs
 are found on their own: any ``examples/*/README.md``):
 
 Where a document runs
-    README.md runs in a temporary folder holding a copy of ``examples/``
-    (``cd examples/quickstart`` works); ``examples/NAME/README.md`` runs in a
+    README.md and docs/*.md run in a temporary folder holding a copy of
+    ``examples/``, as from the repository root (``cd examples/quickstart``
+    works); ``examples/NAME/README.md`` runs in a
     temporary copy of ``examples/NAME``. The document has one current folder,
     like a terminal session: a ``cd`` in a shell block carries over to the
     blocks after it (exported variables do not). Blocks run top to bottom;
@@ -64,7 +65,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCUMENTS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*/README.md"))]
+DOCUMENTS = [
+    "README.md",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")),
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*/README.md")),
+]
 SHELLS = {"sh", "bash", "shell"}
 FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
 NOT_RUN = re.compile(r"^<!--\s*not run:\s*(?P<reason>.*?)\s*-->$")
@@ -262,10 +267,10 @@ class Session:
 
 
 def workspace(document: str, tmp_path: Path) -> Path:
-    """A temporary copy of what the document runs in: examples/ for README.md, else the example's folder."""
+    """A temporary copy of what the document runs in: examples/ for README.md and docs/, else the example's folder."""
     source = ROOT / document
     ignore = shutil.ignore_patterns("__pycache__", ".docs-cwd")
-    if source.parent == ROOT:
+    if source.parent in (ROOT, ROOT / "docs"):  # both read as from the repository root
         shutil.copytree(ROOT / "examples", tmp_path / "examples", ignore=ignore)
         return tmp_path
     folder = tmp_path / source.parent.name
@@ -297,7 +302,7 @@ def test_document_blocks_run_and_print_what_they_show(document, tmp_path, capsys
     if skipped:
         with capsys.disabled():  # say what was not run, and why, in the test output
             print("".join(f"\n  not run: {reason}" for reason in skipped))
-    assert len(skipped) < len(runnable), f"{document}: every block is marked not run"
+    assert any(b.skip is None for b in runnable), f"{document}: every block is marked not run"
 
 
 def test_every_example_has_a_readme_and_something_to_run():
