@@ -32,9 +32,11 @@ what a condition sees is fixed: the merged metadata, the tool's kind and
 prompt, its trust, the caller's seeded locals. So the planner asks the
 leading entries once per plan (``idle_prefix``) and leaves those without
 work out of the chain it runs; ``show`` still lists them as not needed.
-From the first entry that has work (or declares no ``when``) on, since a
-middleware that runs may change what later entries see, each condition is
-checked just before its entry would run.
+Some facts never change at all: a tool's kind and its own prompt. An entry
+whose ``kind`` or ``directives`` the tool rules out is left out wherever it
+sits (``possible``). From the first entry that has work (or declares no
+``when``) on, since a middleware that runs may change what later entries
+see, each other condition is checked just before its entry would run.
 
 Your own middleware may declare ``when`` too.
 """
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
     from .registry import Tool
 
 Condition = Callable[["Context", Any], bool]
+Fixed = Callable[["Tool"], bool]  # the part of a condition only the target tool decides
 FIELDS = ("meta", "kind", "directives", "next", "trust", "defaults")
 TRUST_DEFAULTS = {"env": False, "files": True}
 
@@ -71,8 +74,13 @@ def _flag(value: Any, field: str, where: dict[str, Any]) -> bool:
     return value
 
 
-def condition(spec: Any, tool: str, path: Path | None = None) -> tuple[Condition, str] | None:
-    """The predicate and a description (``meta params``) of a middleware's ``when``, or None without one.
+def condition(spec: Any, tool: str, path: Path | None = None) -> tuple[Condition, str, Fixed | None] | None:
+    """The predicate, a description (``meta params``) and the tool-only part of a middleware's ``when``.
+
+    The third item, when the ``when`` has ``kind`` or ``directives``, says
+    whether the target tool itself allows any work (its kind, its own
+    prompt's directives: facts nothing changes at run time); None otherwise.
+    None in all, without a ``when``.
 
     Raises:
         ConfigurationError: a ``when`` that is not a mapping of the known conditions.
@@ -87,9 +95,11 @@ def condition(spec: Any, tool: str, path: Path | None = None) -> tuple[Condition
         raise ConfigurationError(f"unknown condition {unknown[0]!r} in when; known: {', '.join(FIELDS)}", **where)
     checks: list[Condition] = []
     said: list[str] = []
+    fixed: list[Fixed] = []
     if "kind" in spec:
         kinds = frozenset(_names(spec["kind"], "kind", where))
         checks.append(lambda ctx, _args: ctx.tool.kind in kinds)
+        fixed.append(lambda target: target.kind in kinds)
         said.append(f"kind {' or '.join(sorted(kinds))}")
     if "meta" in spec:
         keys = _names(spec["meta"], "meta", where)
@@ -98,6 +108,7 @@ def condition(spec: Any, tool: str, path: Path | None = None) -> tuple[Condition
         said.append(f"meta {', '.join(keys)}")
     if "directives" in spec and _flag(spec["directives"], "directives", where):
         checks.append(_has_directives)
+        fixed.append(_holds_directives)
         said.append("a directive in the prompt")
     if "next" in spec and _flag(spec["next"], "next", where):
         checks.append(_followed)
@@ -110,12 +121,13 @@ def condition(spec: Any, tool: str, path: Path | None = None) -> tuple[Condition
         said.append("args that declare a default")
     if not checks:
         return None
+    allows = (lambda target: all(check(target) for check in fixed)) if fixed else None
     if len(checks) == 1:
-        return checks[0], said[0]
+        return checks[0], said[0], allows
     if len(checks) == 2:  # the common pair (``kind`` and one more): no generator per ask
         first, second = checks
-        return (lambda ctx, args: first(ctx, args) and second(ctx, args)), ", ".join(said)
-    return (lambda ctx, args: all(check(ctx, args) for check in checks)), ", ".join(said)
+        return (lambda ctx, args: first(ctx, args) and second(ctx, args)), ", ".join(said), allows
+    return (lambda ctx, args: all(check(ctx, args) for check in checks)), ", ".join(said), allows
 
 
 # Conditions are asked on every entry that may have work: each is one plain function call, without generators.
@@ -174,13 +186,37 @@ def _declares_defaults(_ctx: Context, args: Any) -> bool:
 
 
 def _has_directives(ctx: Context, _args: Any) -> bool:
-    """Whether the target's prompt holds a directive (markdown-it is imported only for prompts with a colon)."""
-    prompt = ctx.tool.prompt
+    """Whether the target's prompt holds a directive."""
+    return _holds_directives(ctx.tool)
+
+
+def _holds_directives(tool: Tool) -> bool:
+    """Whether ``tool``'s own prompt holds a directive (markdown-it is imported only for prompts with a colon)."""
+    prompt = tool.prompt
     if not isinstance(prompt, str) or ":" not in prompt:
         return False
     from .directives import find_directives
 
     return bool(find_directives(prompt))
+
+
+def possible(entries: Sequence[Entry], tool: Tool, allows: Callable[[str], Fixed | None]) -> tuple[Entry, ...]:
+    """``entries`` without those whose ``when`` the tool itself rules out, wherever they sit in the chain.
+
+    ``allows(name)`` is the tool-only part of entry ``name``'s condition
+    (``condition``'s third item). A python tool never needs ``directives``
+    or ``agent-execute``; a markdown prompt without a directive never needs
+    ``directives``: nothing a middleware does at run time changes a tool's
+    kind or its own prompt, so such an entry cannot wake later.
+    """
+    kept = []
+    for entry in entries:
+        if entry.fn is None and entry.when is not None:
+            check = allows(entry.name)
+            if check is not None and not check(tool):
+                continue
+        kept.append(entry)
+    return tuple(kept)
 
 
 class Start:

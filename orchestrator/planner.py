@@ -16,7 +16,7 @@ from typing import Any
 
 from .authorities import DEFAULT_PHASES, Authorities
 from .cascade import Merged, Plan, merge_levels, static_keys, tool_levels
-from .conditions import Start, condition, idle_prefix
+from .conditions import Start, condition, idle_prefix, possible
 from .errors import ConfigurationError, OrchestratorError, ToolDefinitionError, ToolNotFoundError
 from .graph import reachable_components
 from .ordering import Entry, build_chain, with_args, with_when
@@ -241,7 +241,9 @@ class Planner:
         """Verdicts, the sorted chain and the part of it that runs, for a template-free plan without extras (cached).
 
         The part that runs leaves out the leading entries without work
-        (``conditions.idle_prefix``): decided once here, not on every call.
+        (``conditions.idle_prefix``) and, wherever they sit, those the tool
+        itself rules out (``conditions.possible``): decided once here, not
+        on every call.
         """
         merged = plan.static
         assert merged is not None  # only a template-free plan has a static chain
@@ -250,7 +252,7 @@ class Planner:
             verdicts = self.toolkeys(tool, merged, paths, deps)
             sorted_ = tuple(self.conditioned(build_chain(tool, merged, verdicts, [], plan.phases, {}), paths, deps))
             idle = idle_prefix(Start(tool, merged.values, plan.env, sorted_), sorted_)
-            runs = sorted_[idle:]
+            runs = possible(sorted_[idle:], tool, self._allows(paths, deps))
             return verdicts, sorted_, runs, self._resolve_entries(runs, paths, deps)
 
         return self.registry.memo("static-chains", (tool.uri, paths), compute, checked)
@@ -273,29 +275,32 @@ class Planner:
         call then gives each entry its value (an untemplated value is the
         same object, so its entry is reused).
 
-        With ``prune`` (a call whose caller seeded no locals) the leading
-        entries without work are left out, decided once per plan too: a
-        rendered value is never null, so what a condition sees of the
-        metadata is the same on every call, up to the first entry whose own
-        args hold a template (its condition may read them: it is asked on
+        With ``prune`` (a call whose caller seeded no locals) the entries
+        without work are left out as from a static chain, decided once per
+        plan too: a rendered value is never null, so what a condition sees of
+        the metadata is the same on every call, up to the first entry whose
+        own args hold a template (its condition may read them: it is asked on
         each call, with the rest, by the caller's ``idle_prefix``).
         """
         raw = plan.raw
 
-        def compute(deps: set[str]) -> tuple[Verdicts, tuple[Entry, ...], Resolutions, int]:
+        def compute(deps: set[str]) -> tuple[Verdicts, tuple[Entry, ...], tuple[Entry, ...], Resolutions]:
             verdicts = self.toolkeys(tool, raw, paths, deps)
             entries = tuple(self.conditioned(build_chain(tool, raw, verdicts, [], plan.phases, {}), paths, deps))
             templated = {key for level in plan.rest for key in level.templates}
             fixed = next((i for i, e in enumerate(entries) if e.name in templated), len(entries))
             idle = idle_prefix(Start(tool, raw.values, plan.env, entries), entries[:fixed])
-            return verdicts, entries, self._resolve_entries(entries[idle:], paths, deps), idle
+            runs = possible(entries[idle:], tool, self._allows(paths, deps))
+            return verdicts, entries, runs, self._resolve_entries(runs, paths, deps)
 
-        verdicts, cached, resolved, idle = self.registry.memo("templated-chains", (tool.uri, paths), compute, checked)
+        verdicts, entries, runs, resolved = self.registry.memo("templated-chains", (tool.uri, paths), compute, checked)
         values = merged.values
-        chain = [
-            e if e.args is values[e.name] else with_args(e, values[e.name]) for e in cached[idle if prune else 0 :]
-        ]
+        chain = [e if e.args is values[e.name] else with_args(e, values[e.name]) for e in (runs if prune else entries)]
         return verdicts, chain, resolved
+
+    def _allows(self, paths: tuple[SearchPath, ...], deps: set[str]) -> Callable[[str], Any]:
+        """The tool-only part of each middleware's ``when``, by name (``conditions.possible``)."""
+        return lambda name: (self.condition(name, paths, deps) or (None, None, None))[2]
 
     def condition(self, name: str, paths: tuple[SearchPath, ...], checked: set[str] | None) -> Any:
         """The ``when`` of the middleware tool ``name`` as (predicate, description), or None (cached).

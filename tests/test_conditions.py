@@ -195,3 +195,46 @@ async def test_r_chain_12_params_runs_only_for_a_schema_that_declares_a_default(
     shown = {e.name: e for e in manager.explain("plain", {}).chain}["params"]
     assert shown.when == "args that declare a default" and shown.needed is False
     assert {e.name: e.needed for e in manager.explain("filled", {}).chain}["params"] is True
+
+
+async def test_r_chain_12_entries_the_tool_itself_rules_out_are_left_out_wherever_they_sit(write, tools):
+    """A tool's kind and its own prompt never change at run time: such entries are out even after one with work."""
+    write(
+        "tools/checked.py",
+        "frontmatter = {'metadata': {'params': {'type': 'object'}, 'returns': {'type': 'array'}}}\n" + CHAIN_OF_TARGET,
+    )
+    write(
+        "tools/mark.py",
+        "frontmatter = {'when': {'kind': 'markdown'}}\n"
+        "async def main(ctx):\n    return '[' + str(await ctx.target.manager.next()) + ']'\n",
+    )
+    order = "  $order: {mark: {after: [validate-args]}}\n"
+    write("tools/page.md", "---\nmetadata:\n  params: {type: object}\n  mark: {}\n" + order + "---\nplain\n")
+    write("tools/code.py", "frontmatter = {'metadata': {'params': {'type': 'object'}, 'mark': {}}}\n" + CHAIN_OF_TARGET)
+    manager = Manager([tools])
+    ran = await manager.invoke("checked", {})
+    assert "directives" not in ran and "agent-execute" not in ran  # a python tool: never markdown
+    assert "validate-returns" in ran and "execute" in ran  # a `meta` condition may still wake at run time
+    assert "mark" not in await manager.invoke("code", {})
+    assert await manager.invoke("page", {}) == "[plain]"  # after validate-args, which has work: still runs
+    shown = {e.name: e for e in manager.explain("checked", {}).chain}
+    assert shown["directives"].needed is False and shown["agent-execute"].needed is False
+
+
+async def test_r_chain_12_a_markdown_prompt_without_a_directive_leaves_directives_out(write, tools):
+    write(
+        "tools/spy.py",
+        "async def main(ctx):\n"
+        "    ctx.target.locals['seen'] = [e.name for e in ctx.target.chain]\n"
+        "    return await ctx.target.manager.next()\n",
+    )
+    write("tools/shout.py", "def main(ctx):\n    return 'HEY'\n")
+    spy = "  spy: {}\n  $order: {spy: {after: [validate-args]}}\n"
+    write(
+        "tools/plain.md", "---\nmetadata:\n  params: {type: object}\n" + spy + "---\nno directive {{ locals.seen }}\n"
+    )
+    write("tools/loud.md", "---\nmetadata:\n  params: {type: object}\n" + spy + "---\n:shout[x] {{ locals.seen }}\n")
+    manager = Manager([tools])
+    assert "directives" not in await manager.invoke("plain", {})
+    loud = await manager.invoke("loud", {})
+    assert loud.startswith("HEY") and "directives" in loud
