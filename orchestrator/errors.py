@@ -199,6 +199,19 @@ class ApproverError(InvocationError):
         super().__init__(message, **where)
 
 
+class SessionLostError(InvocationError):
+    """Raised when another run took a session over from this run (its lease lapsed): the write is refused, the run stops.
+
+    ``session`` names the session. Nothing of the refused write was stored;
+    the session holds what the other run wrote. Run again to continue from
+    there, or use another session id.
+    """
+
+    def __init__(self, message: str, *, session: str, **where: Any) -> None:
+        self.session = session
+        super().__init__(message, **where)
+
+
 class Interrupted(OrchestratorError):
     """Raised when a run suspends for a decision: ``manager.resume(token, decision)`` continues it.
 
