@@ -3,7 +3,8 @@
 One frozen value per manager (``Manager(limits=Limits(...))``); the defaults
 are documented in the README's security model. Loading bounds apply to every
 tool and authority file, rendering bounds to every template render (metadata,
-prompts, directive labels), thread bounds to sync user code.
+prompts, directive labels), thread bounds to sync user code, the answer bound
+to every model answer read over HTTP.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ class Limits:
     threads running sync tool bodies at once. ``ref_length``: characters in a
     tool ref. ``stat_interval``: seconds between two stats of a tool file no
     file notification covers (see ``orchestrator.freshness``).
+    ``model_answer``: bytes of one model answer as the server sends it
+    (a streamed answer's events included), counted while it is read: past
+    it the request stops with a ``ModelError`` (``orchestrator.agent.answer``).
     """
 
     yaml_nodes: int = 100_000
@@ -39,6 +43,7 @@ class Limits:
     threads: int = 40
     ref_length: int = 1_024
     stat_interval: float = 0.1
+    model_answer: int = 32_000_000
 
 
 DEFAULT_LIMITS = Limits()
