@@ -154,41 +154,54 @@ def _check_python_keys(value: Any, path: Path, limits: Limits) -> None:
     Raises:
         ToolDefinitionError: a key that is not a string, a cycle, too deep, or over ``limits``.
     """
-    stack: list[tuple[Any, str, int] | int] = [(value, "frontmatter", 1)]
-    inside: set[int] = set()  # the containers on the current path
+    # Depth first with one iterator per open container: a list of 200,000 values is refused at its
+    # 100,001st without anything built for the rest. A frame is [container id, its items, the key being
+    # walked], so the current value's place is the frames' keys, spelled out only for a message.
     nodes = size = 0
-    while stack:
-        item = stack.pop()
-        if not isinstance(item, tuple):  # leaving a container
-            inside.discard(item)
-            continue
-        current, where, depth = item
+    inside: set[int] = set()  # the containers on the current path
+    frames: list[list[Any]] = []
+    current = value
+    while True:
         nodes += 1
         if isinstance(current, str):
             size += len(current)
         if nodes > limits.yaml_nodes or size > limits.yaml_bytes:
             what = f"{limits.yaml_nodes} values" if nodes > limits.yaml_nodes else f"{limits.yaml_bytes} characters"
             raise ToolDefinitionError(
-                f"frontmatter has more than {what} (at {where}); shorten it or raise Limits.yaml_nodes/yaml_bytes",
+                f"frontmatter has more than {what} (at {_spell(frames)}); "
+                "shorten it or raise Limits.yaml_nodes/yaml_bytes",
                 path=path,
             )
-        if not isinstance(current, Mapping | list):
-            continue
-        if id(current) in inside:
-            raise ToolDefinitionError(f"{where} contains itself; metadata must be a tree", path=path)
-        if depth > limits.yaml_depth:
-            raise ToolDefinitionError(f"{where} nests more than {limits.yaml_depth} levels deep; flatten it", path=path)
-        inside.add(id(current))
-        stack.append(id(current))
-        children: list[tuple[Any, str, int]] = []
-        if isinstance(current, Mapping):
-            for key, child in current.items():
-                if not isinstance(key, str):
-                    raise ToolDefinitionError(f"key {key!r} in {where} is not a string", path=path)
-                children.append((child, f"{where}[{key!r}]", depth + 1))
+        if isinstance(current, Mapping | list):
+            if id(current) in inside:
+                raise ToolDefinitionError(f"{_spell(frames)} contains itself; metadata must be a tree", path=path)
+            if len(frames) >= limits.yaml_depth:
+                raise ToolDefinitionError(
+                    f"{_spell(frames)} nests more than {limits.yaml_depth} levels deep; flatten it", path=path
+                )
+            if isinstance(current, Mapping):
+                for key in current:
+                    if not isinstance(key, str):
+                        raise ToolDefinitionError(f"key {key!r} in {_spell(frames)} is not a string", path=path)
+            inside.add(id(current))
+            frames.append(
+                [id(current), iter(current.items() if isinstance(current, Mapping) else enumerate(current)), None]
+            )
+        while frames:  # the next value: the top frame's next item, or close the frame
+            frame = frames[-1]
+            step = next(frame[1], None)
+            if step is not None:
+                frame[2], current = step
+                break
+            frames.pop()
+            inside.discard(frame[0])
         else:
-            children = [(child, f"{where}[{index}]", depth + 1) for index, child in enumerate(current)]
-        stack.extend(reversed(children))  # first key first, so the first problem is the one reported
+            return
+
+
+def _spell(frames: list[list[Any]]) -> str:
+    """Where the walk is, for a message: ``frontmatter['metadata']['many'][3]``."""
+    return "frontmatter" + "".join(f"[{frame[2]!r}]" for frame in frames)
 
 
 def tool_from_frontmatter(

@@ -231,8 +231,9 @@ async def test_bad_approval_settings_name_the_tool_and_key(write, tools, tmp_pat
 async def test_an_approval_value_of_the_wrong_type_fails_its_params(write, tools, tmp_path):
     write("tools/bad.md", "---\nmetadata: {approval: 'yes'}\n---\nx\n")
     manager = Manager([tools], approver=lambda r: "approve", sessions=tmp_path / "s.db")
-    with pytest.raises(ArgsValidationError, match="'yes' is not of type 'object', 'boolean'.*tool 'approval'"):
+    with pytest.raises(ArgsValidationError) as error:
         await manager.invoke("bad")
+    assert error.value.tool == "approval" and [pointer for pointer, _ in error.value.errors] == [""]
 
 
 # -- batches ---------------------------------------------------------------------------
@@ -378,7 +379,7 @@ def test_terminal_approves_on_y(mail_tools, tmp_path):
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
 def test_terminal_reasks_on_bad_input_and_edits_validated_json(mail_tools, tmp_path):
     shown = on_terminal(mail_tools, tmp_path, [b"what", b"e", b"{not json", b"e", b'{"to": 5}', b"e", b'{"to": "eve"}'])
-    assert "please answer y, n or e" in shown and "not JSON" in shown and "is not of type 'string'" in shown
+    assert "please answer y, n or e" in shown and "not JSON" in shown and "/to: " in shown
     assert "RESULT sent to eve (cc nobody)" in shown
 
 

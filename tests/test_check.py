@@ -217,17 +217,26 @@ def test_check_cli_reports_every_problem_as_path_line_message_and_exits_1(tmp_pa
     assert out.returncode == 1
     assert "Traceback" not in out.stderr
     tools = "tools" + os.sep
-    assert out.stdout.splitlines() == [
-        f"{tools}badyaml.md:5: invalid YAML in frontmatter: did not find expected ',' or '}}'",
+    # Where a line quotes PyYAML or jinja2, only our part of it is compared: their wording is theirs.
+    quoting = {0: "invalid YAML in frontmatter: ", 4: "template syntax error in metadata key 'who': ",
+               6: "template syntax error in the prompt: "}  # fmt: skip
+    expected = [
+        f"{tools}badyaml.md:5: ",
         f"{tools}loop.md:5: $order constraints form a cycle: log -> cwd -> log (tool 'loop')",
         f"{tools}ruled.md:2: unknown authority 'nowhere'; looked in {tmp_path / 'authorities'}, "
         f"{Manager().authorities.builtin} (tool 'ruled')",
         f"{tools}tpl.md:2: warning: unknown frontmatter key 'metdata' is ignored; did you mean 'metadata'?",
-        f"{tools}tpl.md:4: template syntax error in metadata key 'who': unexpected end of template, "
-        "expected 'end of print statement'.",
+        f"{tools}tpl.md:4: ",
         f"{tools}tpl.md:5: warning: metadata key 'paramz' is not a tool; did you mean 'params'?",
-        f"{tools}tpl.md:8: template syntax error in the prompt: Expected an expression, got 'end of statement block'",
+        f"{tools}tpl.md:8: ",
     ]
+    found = out.stdout.splitlines()
+    assert len(found) == len(expected)
+    for index, (line, want) in enumerate(zip(found, expected, strict=True)):
+        if index in quoting:
+            assert line.startswith(want + quoting[index]) and len(line) > len(want + quoting[index]), line
+        else:
+            assert line == want
     assert out.stderr == "checked 5 tools in tools: 5 errors, 2 warnings\n"
 
 
@@ -296,7 +305,7 @@ def test_check_reports_middleware_args_that_fail_the_middlewares_params(manager,
     assert found[0].startswith("tools/data.md:3: 'cache' runs the middleware built-in cache.py with args that fail")
     assert found[0].endswith("if 'cache' is meant as data, list it in $static")
     assert found[1].startswith("tools/data.md:4: 'retry' runs the middleware built-in retry.py")
-    assert "/attempts: 'many' is not of type 'integer'" in found[1]
+    assert "/attempts: " in found[1]
 
 
 def test_run_time_warns_once_per_plan_about_stray_order_names(tools, write, caplog):

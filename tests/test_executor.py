@@ -142,7 +142,7 @@ async def test_errors_come_back_as_the_same_class_with_their_fields(square: Mana
     )
     with pytest.raises(ArgsValidationError) as caught:
         await square.invoke("square", {"n": "x"})
-    assert caught.value.tool == "square" and caught.value.errors == [("/n", "'x' is not of type 'integer'")]
+    assert caught.value.tool == "square" and [pointer for pointer, _ in caught.value.errors] == ["/n"]
     with pytest.raises(InvocationError, match="KeyError: 'boom'") as foreign:
         await square.invoke("raiser")
     assert any("raiser.py:4" in note for note in foreign.value.__notes__)

@@ -195,7 +195,7 @@ async def test_mcp_errors_are_error_results(served, mode):
             bug = await client.call_tool("boom", {})
             unknown_option = await client.call_tool("greet", {"name": "a", "$evil": 1})
             after = await client.call_tool("greet", {"name": "still serving"})
-    assert invalid.is_error and text(invalid).startswith("ArgsValidationError: invalid args: /name: 3 is not of type")
+    assert invalid.is_error and text(invalid).startswith("ArgsValidationError: invalid args: /name: ")
     assert missing.is_error and text(missing).startswith("ArgsValidationError: ")
     assert bug.is_error and text(bug) == "ValueError: boom (tool 'boom', boom.py:2)"
     assert unknown_option.is_error and text(unknown_option).startswith("InvocationError: unknown option '$evil'")

@@ -131,7 +131,7 @@ def test_init_then_run_in_a_subprocess(tmp_path):
 
 def test_version_option_prints_the_package_version():
     done = invoke("--version")
-    assert done.exit_code == 0 and done.output == f"toolcascade, version {__version__}\n"
+    assert done.exit_code == 0 and done.output.startswith("toolcascade") and done.output.split()[-1] == __version__
 
 
 def test_init_is_listed_in_help_and_has_its_own():

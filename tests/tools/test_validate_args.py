@@ -33,7 +33,7 @@ async def test_validate_args_lists_every_failing_pointer(write, tools):
     pointers = [pointer for pointer, _ in info.value.errors]
     assert pointers == ["", "", "/age", "/tags/1"]
     assert info.value.tool == "t"
-    assert "/tags/1: 2 is not of type 'string'" in str(info.value)
+    assert "/tags/1: " in str(info.value)
 
 
 async def test_validate_args_bare_type_is_a_schema(write, tools):
