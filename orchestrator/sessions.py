@@ -14,9 +14,29 @@ Two runs on one session are serialised, never interleaved: a run holds the
 session's *lease* from loading to its last save. Another run (in this
 process, another thread or another process) waits for it, up to ``wait``
 seconds (default ``LEASE_WAIT``), then fails with an ``InvocationError``
-naming the session. A lease lasts ``LEASE_SECONDS`` past its last save, and
-a lease whose process is gone (same host) is taken over at once, so a crash
-never locks a session for good.
+naming the session. The lease cannot be lost silently:
+
+- while a run holds it, a heartbeat task renews it every third of
+  ``LEASE_SECONDS``, however long the run waits (a slow tool, a person
+  deciding an approval); it lapses only when the holder stops renewing it (a
+  crash, a frozen process), and another run may then take it over;
+- the lease's owner id is a fencing token: every ``append`` / ``replace``
+  with ``lease=`` checks, in the write's own transaction, that the lease is
+  still that owner's. A run that lost it gets ``SessionLostError`` and
+  nothing of its write is stored; its heartbeat also finds out and cancels
+  the run, which stops with ``SessionLostError`` wherever it was waiting;
+- a write with ``lease=None`` (a program writing a session by hand) is
+  refused with ``InvocationError`` while another run holds the session, and
+  allowed when nobody does.
+
+A lease whose process is gone (same host) is taken over at once, and any
+other lapses ``LEASE_SECONDS`` after its last renewal, so a crash never
+locks a session for good. A crash mid-run leaves the session as its last
+save did: the run's question and each tool round that ended (an assistant
+message's tool calls are saved in one transaction with their results), never
+a call without its result, and no answer. The round in flight is lost, but
+the tools it called may have run: their effects stay. The next run on the
+session continues from there.
 
 ``SQLiteStore`` is the default: one file (stdlib ``sqlite3``, WAL mode, a
 busy timeout), every blocking call in a worker thread. ``MemoryStore`` keeps
@@ -31,6 +51,7 @@ conversation (the ``compact`` middleware) or start a new session.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import socket
@@ -46,9 +67,10 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import anyio
 import anyio.to_thread
 
-from .errors import ConfigurationError, InvocationError
+from .errors import ConfigurationError, InvocationError, SessionLostError
 
 T = TypeVar("T")
+log = logging.getLogger("orchestrator.sessions")
 
 ENVIRONMENT = "TOOLCASCADE_SESSIONS"
 MAX_MESSAGES = 10_000
@@ -95,12 +117,17 @@ class Store(Protocol):
     async def append(
         self, session: str, messages: Sequence[Mapping[str, Any]], *, agent: str | None = None, lease: str | None = None
     ) -> None:
-        """Add messages at the end of the session (creating it); renews ``lease`` when it holds the session."""
+        """Add messages at the end of the session (creating it), renewing ``lease``.
+
+        Raises:
+            SessionLostError: ``lease`` no longer holds the session; nothing was written.
+            InvocationError: no ``lease``, and another run holds the session.
+        """
 
     async def replace(
         self, session: str, messages: Sequence[Mapping[str, Any]], *, agent: str | None = None, lease: str | None = None
     ) -> None:
-        """Make ``messages`` the session's whole conversation (a compacted one)."""
+        """Make ``messages`` the session's whole conversation (a compacted one); fenced as ``append`` is."""
 
     async def sessions(self) -> list[SessionInfo]:
         """Every session, most recently updated first."""
@@ -113,6 +140,9 @@ class Store(Protocol):
 
     async def acquire(self, session: str, owner: str) -> bool:
         """Take the session's lease for ``owner`` when it is free, expired or its process is gone."""
+
+    async def renew(self, session: str, owner: str) -> bool:
+        """Extend ``owner``'s lease by ``LEASE_SECONDS``; False when ``owner`` no longer holds it."""
 
     async def release(self, session: str, owner: str) -> None:
         """Give the lease back (only when ``owner`` holds it)."""
@@ -170,12 +200,16 @@ def new_session_id() -> str:
 
 @asynccontextmanager
 async def holding(store: Store, session: str, *, wait: float | None = None) -> AsyncIterator[str]:
-    """Hold ``session``'s lease for the block (yielding the owner id); waits up to ``wait`` seconds for it.
+    """Hold ``session``'s lease for the block (yielding the owner id, the writes' ``lease=``); waits up to ``wait`` s.
 
-    ``wait`` defaults to ``LEASE_WAIT`` (read at each call, so a program may change it).
+    ``wait`` defaults to ``LEASE_WAIT`` (read at each call, so a program may
+    change it). A heartbeat renews the lease every third of ``LEASE_SECONDS``
+    until the block ends; when it finds the lease taken over, it cancels the
+    block.
 
     Raises:
         InvocationError: another run still holds the session after ``wait`` seconds.
+        SessionLostError: another run took the session over while the block ran; the block was stopped.
     """
     wait = LEASE_WAIT if wait is None else wait
     owner = f"{_HOST}:{os.getpid()}:{secrets.token_hex(6)}"
@@ -190,11 +224,71 @@ async def holding(store: Store, session: str, *, wait: float | None = None) -> A
             )
         await anyio.sleep(pause)
         pause = min(pause * 2, 0.2)
+    beat = _Heartbeat(store, session, owner)
+    failure: Exception | None = None
+    finished = False
     try:
-        yield owner
+        async with anyio.create_task_group() as group:
+            group.start_soon(beat.run, group.cancel_scope)
+            try:
+                yield owner
+                finished = True
+            except Exception as exc:  # kept out of the task group, which would wrap it in an ExceptionGroup
+                failure = exc
+            finally:
+                group.cancel_scope.cancel()
+        if beat.lost and not finished:
+            raise lost(session) from failure
+        if failure is not None:
+            raise failure
     finally:
         with anyio.CancelScope(shield=True):  # a cancelled run still frees its session
             await store.release(session, owner)
+
+
+class _Heartbeat:
+    """Renews a held lease every third of ``LEASE_SECONDS``; cancels the holder when the lease is gone."""
+
+    def __init__(self, store: Store, session: str, owner: str) -> None:
+        self.store = store
+        self.session = session
+        self.owner = owner
+        self.every = LEASE_SECONDS / 3
+        self.lost = False
+
+    async def run(self, holder: anyio.CancelScope) -> None:
+        while True:
+            await anyio.sleep(self.every)
+            try:
+                kept = await self.store.renew(self.session, self.owner)
+            except Exception as exc:  # a busy store: the next beat tries again; writes stay fenced meanwhile
+                log.warning("session %r: cannot renew the lease (%s); trying again", self.session, exc)
+                continue
+            if not kept:
+                self.lost = True
+                holder.cancel()
+                return
+
+
+def lost(session: str, agent: str | None = None) -> SessionLostError:
+    """The error of a run whose lease on ``session`` another run took over."""
+    return SessionLostError(
+        f"session {session!r} was taken over by another run after this run's lease lapsed; this run stops "
+        "and nothing more of it is saved: run again to continue from what the session holds now, "
+        "or use another session id",
+        session=session,
+        tool=agent,
+        key="session",
+    )
+
+
+def busy(session: str) -> InvocationError:
+    """The error of a write without a lease on a session another run holds."""
+    return InvocationError(
+        f"session {session!r} is in use by another run: write with the lease of holding(store, session), "
+        "or when that run ends",
+        key="session",
+    )
 
 
 # -- shared checks ---------------------------------------------------------------
@@ -297,6 +391,11 @@ class MemoryStore:
     def _write(self, session: str, bodies: list[str], agent: str | None, lease: str | None, *, keep: bool) -> None:
         now = time.time()
         with self._lock:
+            held = self._leases.get(session)
+            if lease is not None and (held is None or held[0] != lease):
+                raise lost(session, agent)
+            if lease is None and held is not None and held[1] > time.monotonic():
+                raise busy(session)
             info, old = self._sessions.get(session, (SessionInfo(session, agent, now, now, 0, 0), []))
             kept = [*old, *bodies] if keep else bodies
             size = sum(len(b.encode()) for b in kept)
@@ -305,8 +404,7 @@ class MemoryStore:
                 SessionInfo(session, agent or info.agent, info.created, now, len(kept), size),
                 kept,
             )
-            held = self._leases.get(session)
-            if lease is not None and held is not None and held[0] == lease:
+            if lease is not None:
                 self._leases[session] = (lease, time.monotonic() + LEASE_SECONDS)
 
     async def sessions(self) -> list[SessionInfo]:
@@ -327,6 +425,14 @@ class MemoryStore:
         with self._lock:
             held = self._leases.get(session)
             if held is not None and held[1] > time.monotonic():
+                return False
+            self._leases[session] = (owner, time.monotonic() + LEASE_SECONDS)
+            return True
+
+    async def renew(self, session: str, owner: str) -> bool:
+        with self._lock:
+            held = self._leases.get(session)
+            if held is None or held[0] != owner:
                 return False
             self._leases[session] = (owner, time.monotonic() + LEASE_SECONDS)
             return True
@@ -493,6 +599,11 @@ class SQLiteStore:
         now = time.time()
         db.execute("BEGIN IMMEDIATE")
         try:
+            held = db.execute("SELECT owner, expires FROM leases WHERE session = ?", (session,)).fetchone()
+            if lease is not None and (held is None or held[0] != lease):
+                raise lost(session, agent)  # the fencing check: in this transaction, so no takeover slips between
+            if lease is None and held is not None and held[1] > now and _alive(held[0]):
+                raise busy(session)
             row = db.execute("SELECT count, bytes FROM sessions WHERE id = ?", (session,)).fetchone()
             count, size = (int(row[0]), int(row[1])) if row and keep else (0, 0)
             added = sum(len(b.encode()) for b in bodies)
@@ -510,10 +621,7 @@ class SQLiteStore:
                 (session, agent, now, now, count + len(bodies), size + added),
             )
             if lease is not None:
-                db.execute(
-                    "UPDATE leases SET expires = ? WHERE session = ? AND owner = ?",
-                    (now + LEASE_SECONDS, session, lease),
-                )
+                db.execute("UPDATE leases SET expires = ? WHERE session = ?", (now + LEASE_SECONDS, session))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -559,6 +667,13 @@ class SQLiteStore:
             finally:
                 db.execute("COMMIT")
             return True
+
+        return await self._run(work)
+
+    async def renew(self, session: str, owner: str) -> bool:
+        def work(db: sqlite3.Connection) -> bool:
+            sql = "UPDATE leases SET expires = ? WHERE session = ? AND owner = ?"
+            return db.execute(sql, (time.time() + LEASE_SECONDS, session, owner)).rowcount > 0
 
         return await self._run(work)
 
