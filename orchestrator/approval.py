@@ -1,9 +1,11 @@
 """Human approval of tool calls: decisions, approvers, and the ``approval`` middleware's work.
 
 A ``Decision`` allows a held call, denies it (the model hears ``reason``),
-or edits its arguments. ``deciding(decision)`` hands one decision to the
-``approval`` middleware of the calls run inside it: a resumed run uses it
-instead of asking again, once.
+or edits its arguments (only them: ``$`` keys in an edit are refused).
+``deciding(decision)`` hands a decision to the ``approval`` middleware of
+the calls run inside it: a resumed run uses it instead of asking again,
+once, and only for a call with the kind, tool and canonical args of the
+request it is bound to (``same_call``); another call is asked about anew.
 
 The ``approval`` middleware (``tools/approval.py``) asks, in order:
 
@@ -32,7 +34,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 import anyio
@@ -61,11 +63,27 @@ Approver = Callable[[dict[str, Any]], Any]
 
 @dataclass(frozen=True)
 class Decision:
-    """What an approver decided about one held call (or one batch of calls)."""
+    """What an approver decided about one held call (or one batch of calls).
+
+    ``request`` (set by ``resume``) binds it to the call it was asked about
+    (``same_call``); None: the first call held. ``earlier``: the run's
+    decisions before it, each bound to its call, that a replay meets again.
+
+    Raises:
+        ConfigurationError: an edit whose args carry a ``$`` key.
+    """
 
     action: Literal["approve", "deny", "edit"]
     args: Mapping[str, Any] | None = None  # edit: the arguments the call runs with instead
     reason: str | None = None  # deny: what the model (or the caller) is told
+    request: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    earlier: tuple[Decision, ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.args is not None:
+            object.__setattr__(self, "args", dict(self.args))  # the approver's mapping may change later
+            if self.action == "edit":
+                only_arguments(self.args)
 
     @classmethod
     def of(cls, value: Any) -> Decision:
@@ -101,28 +119,94 @@ class Decision:
         }
 
 
-# The decision a resumed run carries for its held call; taken (set to None) by the first use.
-_decided: contextvars.ContextVar[list[Decision] | None] = contextvars.ContextVar("toolcascade_decided", default=None)
+def only_arguments(args: Mapping[str, Any]) -> None:
+    """Refuse an edit's ``$`` keys: invoke options cannot take effect mid-chain, nor pass on as arguments.
+
+    Raises:
+        ConfigurationError: the first ``$`` key, named.
+    """
+    for key in args:
+        if isinstance(key, str) and key.startswith("$"):
+            raise ConfigurationError(
+                f"an edit decision changes the call's arguments only: {key!r} is an invoke option, not an "
+                "argument; remove it from the edited args",
+                key=key,
+            )
+
+
+def canonical(args: Any) -> str:
+    """``args`` as canonical text: sorted-keys JSON of its plain values (what binds a decision to a call)."""
+    return json.dumps(plain(args), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def same_call(asked: Mapping[str, Any], held: Mapping[str, Any]) -> bool:
+    """True when ``held`` is the call ``asked`` was about: the same kind, tool and canonical args."""
+    return (
+        asked.get("kind") == held.get("kind")
+        and asked.get("tool") == held.get("tool")
+        and canonical(asked.get("args")) == canonical(held.get("args"))
+    )
+
+
+def called(request: Mapping[str, Any]) -> dict[str, Any]:
+    """What binds a decision: the request's kind, tool and args."""
+    return {"kind": request.get("kind"), "tool": request.get("tool"), "args": request.get("args")}
+
+
+class _Ledger:
+    """The decisions a resumed run carries, each for one call (see ``same_call``), each used once."""
+
+    def __init__(self, decisions: list[Decision]) -> None:
+        self.decisions = decisions
+        self.used = [False] * len(decisions)
+
+    def take(self, request: Mapping[str, Any] | None) -> Decision | None:
+        for index, decision in enumerate(self.decisions):
+            if not self.used[index] and (
+                request is None or not decision.request or same_call(decision.request, request)
+            ):
+                self.used[index] = True
+                return decision
+        return None
+
+    def unmatched(self) -> Mapping[str, Any] | None:
+        """The request of the last bound decision no call has taken (the call it was for changed)."""
+        left = [d.request for d, used in zip(self.decisions, self.used, strict=True) if not used and d.request]
+        return left[-1] if left else None
+
+    def taken(self) -> list[dict[str, Any]]:
+        """The bound decisions calls took, as JSON: a run replayed from its start meets those calls again."""
+        return [
+            {"request": called(d.request), "decision": d.to_json()}
+            for d, used in zip(self.decisions, self.used, strict=True)
+            if used and d.request is not None
+        ]
+
+
+# The decisions a resumed run carries for its held calls; each taken once by the call it was made for.
+_decided: contextvars.ContextVar[_Ledger | None] = contextvars.ContextVar("toolcascade_decided", default=None)
 # The approver of the request being served (the CLI's terminal, the MCP client), if any.
 _asking: contextvars.ContextVar[Approver | None] = contextvars.ContextVar("toolcascade_asking", default=None)
 
 
 @contextmanager
 def deciding(decision: Decision) -> Iterator[None]:
-    """Run the block with ``decision`` waiting for the first call the approval middleware would hold."""
-    token = _decided.set([decision])
+    """Run the block with ``decision`` (and its ``earlier`` ones) waiting for the calls they were made for."""
+    token = _decided.set(_Ledger([*decision.earlier, decision]))
     try:
         yield
     finally:
         _decided.reset(token)
 
 
-def take_decision() -> Decision | None:
-    """The decision ``deciding`` set, once: later callers get None (the held call runs exactly once)."""
-    box = _decided.get()
-    if not box:
-        return None
-    return box.pop()
+def take_decision(request: Mapping[str, Any] | None = None) -> Decision | None:
+    """The decision ``deciding`` set for the call ``request`` describes, once (later callers get None).
+
+    Without a request, the next decision left, whatever call it was made for:
+    middleware that holds calls should pass the request it asks about.
+    """
+    ledger = _decided.get()
+    return ledger.take(request) if ledger is not None else None
 
 
 @contextmanager
@@ -200,6 +284,7 @@ async def hold(ctx: Context) -> Any:
     if params is not None:  # a call that would fail anyway is not worth a human's time
         check(params, target.args, ArgsValidationError, target.tool.name)
     request = _request(target, "call", target.tool.name, target.args, found.reason)
+    request["description"] = target.tool.description  # what the person is shown about the tool
     if params is not None:
         request["params"] = plain(params)  # so an approver can check the arguments it edits
     decision = await decide(target, request)
@@ -256,7 +341,7 @@ async def _hold_batch(target: Context, found: Settings) -> Any:
     request = _request(target, "batch", BATCH, {"calls": held}, found.reason)
     request["calls"] = request["args"]["calls"]
     decision = await decide(target, request)
-    each = _each(decision, [str(call.get("id")) for call in held])
+    each = per_call(decision, [str(call.get("id")) for call in held])
     result = await target.manager.next()
     if not isinstance(result, list):
         return result
@@ -273,7 +358,7 @@ async def _hold_batch(target: Context, found: Settings) -> Any:
     return decided
 
 
-def _each(decision: Decision, ids: list[str]) -> dict[str, Decision]:
+def per_call(decision: Decision, ids: list[str]) -> dict[str, Decision]:
     """The decision on each held call of a batch: the batch's own, or, for an edit, one per call id.
 
     A call an edit decision leaves out is denied: a batch is never approved by omission.
@@ -312,14 +397,21 @@ async def decide(target: Context, request: dict[str, Any]) -> Decision:
         ApproverError: the approver failed or answered garbage.
     """
     manager = target._manager
-    decision = take_decision()
+    ledger = _decided.get()
+    decision = ledger.take(request) if ledger is not None else None
     by = "resumed run"
     if decision is None:
+        was = ledger.unmatched() if ledger is not None else None
+        if was is not None:  # a resumed run's decision was for another call: this one is asked about anew
+            request["changed"] = {"tool": was.get("tool"), "args": was.get("args")}
         approver = _asking.get() or manager.approver
         if approver is None:
             what = "this batch of calls" if request["kind"] == "batch" else f"a call of {request['tool']!r}"
+            why = " (the call changed since the decision was asked for, which was not used)" if was else ""
+            if ledger is not None and ledger.taken():
+                request["decided"] = ledger.taken()  # interrupts.suspend keeps these for the replay
             raise ApprovalRequired(
-                f"{what} needs approval and no approver is set; resume the run with a decision",
+                f"{what} needs approval{why} and no approver is set; resume the run with a decision",
                 request=request,
                 tool=request["tool"],
                 key="approval",
@@ -432,8 +524,14 @@ class Terminal:
         batch = request.get("kind") == "batch"
         who = f" (asked by {request['agent']})" if request.get("agent") else ""
         say(f"\napproval needed: {'a batch of calls' if batch else request['tool']}{who}\n")
+        if request.get("description"):
+            say(f"  what it does: {request['description']}\n")
         if request.get("reason"):
             say(f"  why: {request['reason']}\n")
+        changed = request.get("changed")
+        if isinstance(changed, Mapping):
+            before = json.dumps(changed.get("args"), ensure_ascii=False, sort_keys=True)[:MAX_SHOWN]
+            say(f"  the call changed since the last question, which was about: {changed.get('tool')} {before}\n")
         calls = request.get("calls") if batch else [{"tool": request["tool"], "arguments": request.get("args")}]
         for call in calls or []:
             shown = json.dumps(call.get("arguments"), ensure_ascii=False, sort_keys=True)
@@ -478,7 +576,11 @@ class Terminal:
             except ArgsValidationError as exc:
                 say(f"{exc.detail}\n")
                 return None
-        return Decision("edit", args=args)
+        try:
+            return Decision("edit", args=args)
+        except ConfigurationError as exc:  # a `$` key: options cannot be edited
+            say(f"{exc.detail}\n")
+            return None
 
 
 def terminal(input: TextIO | None = None, output: TextIO | None = None) -> Terminal:

@@ -19,11 +19,22 @@ invokes the same ref with the same args and options again, its
 one, so holding a call never resets a limit:
 
 - ``invoke``: the whole call runs again inside ``approval.deciding(decision)``,
-  so the approval middleware uses the decision for the call it holds;
+  so the approval middleware uses the decision for the call it was made for;
 - ``agent``: the loop continues from the saved messages (the model is not
   asked again for the held turn): finished results are reused, and only the
   held call runs inside ``deciding``; the turn's other held calls ask again
   (and may suspend the run again, with a new token).
+
+A decision is bound to the request the person saw (``request`` in the
+state: kind, tool, args, reason, description): it applies only to a held
+call with the same kind, tool and canonical args (``approval.same_call``).
+When the replayed run holds a different call (its input changed: a file, a
+clock, a model's answer), that call is held again: a new token, and an
+``Interrupted`` saying the call changed; the dangerous call never runs on a
+decision made about another. A run replayed from its start meets the calls
+decided before again: the state keeps those decisions (``decided``), each
+bound to its call and used once per replay, so a run that holds several
+calls moves forward one decision at a time.
 
 A nested agent (one a model or a python tool called) does not save a state
 of its own: the turn of the agent above it holds the call, and the resumed
@@ -40,12 +51,13 @@ import json
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .agent.loop import RESUMING
-from .approval import Decision, deciding
+from .approval import Decision, called, deciding, per_call
 from .context import carried
-from .errors import ApprovalRequired, Interrupted, InvocationError
+from .errors import ApprovalRequired, ApproverError, ConfigurationError, Interrupted, InvocationError
 from .tool import Tool
 
 log = logging.getLogger("orchestrator")
@@ -101,8 +113,10 @@ async def suspend(
         _check_json(name, f"option {option!r}", value, exc)
         saved[option] = value
     _check_json(name, "args", args, exc)
-    request = exc.request if isinstance(exc.request, dict) else {}
+    request = dict(exc.request) if isinstance(exc.request, dict) else {}
+    decided = request.pop("decided", [])  # the decisions the replay meets again (approval.decide)
     _check_json(name, "approval request", request, exc)
+    _check_json(name, "decisions", decided, exc)
     state: dict[str, Any] = {
         "version": VERSION,
         "kind": "agent" if isinstance(exc, Suspension) else "invoke",
@@ -110,6 +124,7 @@ async def suspend(
         "args": args,
         "options": saved,
         "request": request,
+        "decided": decided,
         "created": time.time(),
     }
     kept: dict[str, Any] = {}
@@ -127,22 +142,41 @@ async def suspend(
     await manager.sessions.suspend(token, state)
     held = request.get("tool") or exc.tool or name
     return Interrupted(
-        f"{name!r} is waiting for a decision on {held!r}; continue with manager.resume({token!r}, 'approve') "
-        f"or: toolcascade resume {token} --approve (or --deny)",
+        f"{name!r} is waiting for a decision on {held!r}{_changed(request)}; continue with "
+        f"manager.resume({token!r}, 'approve') or: toolcascade resume {token} --approve (or --deny)",
         token=token,
         request=request,
         tool=name,
     )
 
 
+def _changed(request: Mapping[str, Any]) -> str:
+    """What an ``Interrupted`` says when the held call is not the one the last decision was about."""
+    was = request.get("changed")
+    if not isinstance(was, Mapping):
+        return ""
+
+    def shown(args: Any) -> str:
+        text = json.dumps(args, ensure_ascii=False, sort_keys=True)
+        return text if len(text) <= 300 else text[:300] + "..."
+
+    return (
+        f": the call changed since the decision was asked for (it was {was.get('tool')} {shown(was.get('args'))}, "
+        f"it is now {request.get('tool')} {shown(request.get('args'))}), so that decision was not used"
+    )
+
+
 async def resume(manager: Manager, token: str, decision: Any = "approve", *, ref: str | None = None) -> Any:
     """Continue the run saved under ``token`` with ``decision``; its result.
 
-    The decision is checked before the token is used, so a bad decision does
-    not spend it; nor does a ``ref`` other than the one the run was invoked as.
+    The decision is checked before the token is used, so a bad decision (a
+    batch's per-call ones too) does not spend it; nor does a ``ref`` other
+    than the one the run was invoked as. The decision is bound to the saved
+    request: it applies to that call only (see the module's docstring).
 
     Raises:
-        ConfigurationError: a decision that is not approve, deny or edit.
+        ConfigurationError: a decision that is not approve, deny or edit, or an edit with ``$`` keys.
+        ApproverError: a batch edit whose per-call decisions cannot be read.
         InvocationError: an unknown token, one already used, or a saved state this version cannot read.
         Interrupted: the continued run waits for another decision (a new token).
         OrchestratorError: any error of the continued run.
@@ -166,6 +200,20 @@ async def resume(manager: Manager, token: str, decision: Any = "approve", *, ref
             tool=ref,
             key="token",
         )
+    request = state.get("request")
+    try:
+        before = _earlier(state.get("decided") or [])
+    except ConfigurationError:
+        before = None
+    if not isinstance(request, dict) or before is None:
+        raise InvocationError(f"the suspended run {token[:12]!r} was saved by another version of toolcascade")
+    if request.get("kind") == "batch":
+        try:  # a batch edit's per-call decisions are read now, so a bad one does not spend the token either
+            per_call(chosen, [str(call.get("id")) for call in request.get("calls") or [] if isinstance(call, Mapping)])
+        except ApproverError:
+            await manager.sessions.suspend(token, state)
+            raise
+    chosen = replace(chosen, request=request, earlier=before)  # it applies to the call the person saw only
     options = dict(state.get("options") or {})
     run_state = state.get("run-state")
     carrying = carried.set([dict(run_state)] if isinstance(run_state, dict) and run_state else None)
@@ -179,6 +227,23 @@ async def resume(manager: Manager, token: str, decision: Any = "approve", *, ref
         return await manager.invoke(state["ref"], state.get("args"), context=context, **options)
     finally:
         carried.reset(carrying)
+
+
+def _earlier(decided: Any) -> tuple[Decision, ...]:
+    """The decisions a suspended run saved as ``decided`` (``[{request, decision}]``), each bound to its call.
+
+    Raises:
+        ConfigurationError: anything else.
+    """
+    if not isinstance(decided, list):
+        raise ConfigurationError(f"decided must be a list, not {type(decided).__name__}")
+    found = []
+    for entry in decided:
+        if not (isinstance(entry, Mapping) and isinstance(entry.get("request"), Mapping)):
+            raise ConfigurationError("each decided entry must be {request: {...}, decision: {...}}")
+        read = Decision.of(entry.get("decision"))
+        found.append(Decision(read.action, read.args, read.reason, called(entry["request"])))
+    return tuple(found)
 
 
 def _unresumed(context: Mapping[str, Any]) -> dict[str, Any]:
