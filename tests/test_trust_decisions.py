@@ -14,14 +14,18 @@ import io
 import json
 from pathlib import Path
 
+import anyio
 import pytest
 import yaml
 from click.testing import CliRunner
+from mcp import Client
+from mcp.types import ElicitResult
 
 from orchestrator import ConfigurationError, InvocationError, Manager
 from orchestrator.approval import ApprovalDenied, ApproverError, Decision, terminal
 from orchestrator.cli import cli
 from orchestrator.errors import Interrupted
+from orchestrator.mcp import build_server
 from orchestrator.sessions import MemoryStore
 
 pytestmark = pytest.mark.anyio
@@ -338,3 +342,26 @@ def test_cli_resume_of_a_changed_call_holds_again_and_a_dollar_edit_is_refused(p
     code, out, err = run("resume", new, "--approve", *where)
     assert code == 0, err
     assert "DROPPED production-db" in out and dropped(project) == [{"db": "production-db"}]
+
+
+# -- MCP: a 2026-era client answers on its retry, which resumes the run -------------------------
+
+
+async def test_mcp_retry_answering_about_a_call_whose_input_changed_is_asked_again(project, tmp_path):
+    targets(project, "staging-scratch-db")
+    asked: list[str] = []
+
+    async def person(context, params) -> ElicitResult:
+        asked.append(params.message)
+        if len(asked) == 1:  # the input changes while the person reads the question
+            targets(project, "production-db")
+            return ElicitResult(action="accept", content={"approve": True})
+        return ElicitResult(action="accept", content={"approve": False, "reason": "not production"})
+
+    manager = Manager([project], sessions=tmp_path / "sessions.db")
+    with anyio.fail_after(20):
+        async with Client(build_server(manager), mode="auto", elicitation_callback=person) as client:
+            result = await client.call_tool("cleanup", {})
+    assert "staging-scratch-db" in asked[0] and "production-db" in asked[1]  # asked again, about what runs now
+    assert result.is_error and "not production" in result.content[0].text
+    assert dropped(project) == []

@@ -5,11 +5,13 @@ For an agent's calls: `tool-pipeline: {approval: {tools: [delete-file, send-mail
 (only the listed tools ask; without `tools`, every call does). Once per turn
 for all parallel calls: `batch-pipeline: {approval: {tools: [...]}}`.
 
-Who decides, in order: a resumed run's decision, the approver of the
-request (the terminal in `toolcascade run`, the MCP client through
-elicitation in `toolcascade serve`), `Manager(approver=...)`; with nobody to
-ask the run suspends (`Interrupted`, `manager.resume(token, decision)`).
-A denial is an error the model hears, with the approver's reason.
+Who decides, in order: a resumed run's decision (only for the call it was
+asked about: the same tool and args; another call is asked about anew), the
+approver of the request (the terminal in `toolcascade run`, the MCP client
+through elicitation in `toolcascade serve`), `Manager(approver=...)`; with
+nobody to ask the run suspends (`Interrupted`, `manager.resume(token,
+decision)`). A denial is an error the model hears, with the approver's
+reason. An edit changes the arguments only: `$` keys in it are refused.
 See orchestrator/approval.py.
 """
 
