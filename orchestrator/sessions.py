@@ -17,9 +17,10 @@ seconds (default ``LEASE_WAIT``), then fails with an ``InvocationError``
 naming the session. The lease cannot be lost silently:
 
 - while a run holds it, a heartbeat task renews it every third of
-  ``LEASE_SECONDS``, however long the run waits (a slow tool, a person
-  deciding an approval); it lapses only when the holder stops renewing it (a
-  crash, a frozen process), and another run may then take it over;
+  ``LEASE_SECONDS``, however long the run waits (a slow tool, an approver
+  waiting for a person); it lapses only when the holder stops renewing it (a
+  crash, a frozen process, a store it cannot reach), and another run may then
+  take it over;
 - the lease's owner id is a fencing token: every ``append`` / ``replace``
   with ``lease=`` checks, in the write's own transaction, that the lease is
   still that owner's. A run that lost it gets ``SessionLostError`` and
@@ -238,7 +239,7 @@ async def holding(store: Store, session: str, *, wait: float | None = None) -> A
             finally:
                 group.cancel_scope.cancel()
         if beat.lost and not finished:
-            raise lost(session) from failure
+            raise _lost(session) from failure
         if failure is not None:
             raise failure
     finally:
@@ -270,7 +271,7 @@ class _Heartbeat:
                 return
 
 
-def lost(session: str, agent: str | None = None) -> SessionLostError:
+def _lost(session: str, agent: str | None = None) -> SessionLostError:
     """The error of a run whose lease on ``session`` another run took over."""
     return SessionLostError(
         f"session {session!r} was taken over by another run after this run's lease lapsed; this run stops "
@@ -282,7 +283,7 @@ def lost(session: str, agent: str | None = None) -> SessionLostError:
     )
 
 
-def busy(session: str) -> InvocationError:
+def _busy(session: str) -> InvocationError:
     """The error of a write without a lease on a session another run holds."""
     return InvocationError(
         f"session {session!r} is in use by another run: write with the lease of holding(store, session), "
@@ -393,9 +394,9 @@ class MemoryStore:
         with self._lock:
             held = self._leases.get(session)
             if lease is not None and (held is None or held[0] != lease):
-                raise lost(session, agent)
+                raise _lost(session, agent)
             if lease is None and held is not None and held[1] > time.monotonic():
-                raise busy(session)
+                raise _busy(session)
             info, old = self._sessions.get(session, (SessionInfo(session, agent, now, now, 0, 0), []))
             kept = [*old, *bodies] if keep else bodies
             size = sum(len(b.encode()) for b in kept)
@@ -601,9 +602,9 @@ class SQLiteStore:
         try:
             held = db.execute("SELECT owner, expires FROM leases WHERE session = ?", (session,)).fetchone()
             if lease is not None and (held is None or held[0] != lease):
-                raise lost(session, agent)  # the fencing check: in this transaction, so no takeover slips between
+                raise _lost(session, agent)  # the fencing check: in this transaction, so no takeover slips between
             if lease is None and held is not None and held[1] > now and _alive(held[0]):
-                raise busy(session)
+                raise _busy(session)
             row = db.execute("SELECT count, bytes FROM sessions WHERE id = ?", (session,)).fetchone()
             count, size = (int(row[0]), int(row[1])) if row and keep else (0, 0)
             added = sum(len(b.encode()) for b in bodies)

@@ -145,6 +145,30 @@ async def test_a_holder_whose_lease_is_taken_over_is_stopped_with_the_error(kind
     assert not await second.acquire("s", "elsewhere:1:third")  # the new owner keeps its lease
 
 
+class Flaky(MemoryStore):
+    """A store whose first renewals fail, as a busy SQLite file would."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def renew(self, session: str, owner: str) -> bool:
+        if self.failures:
+            self.failures -= 1
+            raise InvocationError("the session store is busy; try again")
+        return await super().renew(session, owner)
+
+
+async def test_a_renewal_that_fails_is_tried_again_at_the_next_beat(short_lease, caplog):
+    store = Flaky(failures=1)
+    with anyio.fail_after(20):
+        async with holding(store, "s") as lease:
+            await anyio.sleep(LEASE * 3)  # one beat fails, the next ones renew in time
+            assert not await store.acquire("s", "elsewhere:1:second")
+            await store.append("s", [USER], lease=lease)
+    assert store.failures == 0 and "cannot renew the lease" in caplog.text
+
+
 async def test_holding_passes_the_blocks_own_errors_and_cancellation_through(kind, tmp_path, short_lease):
     store, other = two_stores(kind, tmp_path)
     with pytest.raises(KeyError):  # as itself, not in an ExceptionGroup
