@@ -5,6 +5,11 @@ merged without args, chains built and sorted, and template strings compiled.
 Every problem is collected, so one broken file never hides another. Warnings
 point at likely typos: unknown frontmatter keys, and metadata keys that miss a
 tool name by one edit (they silently become data instead of middleware).
+
+Folders that tools add through ``paths:`` metadata and that the program does
+not trust are read too: a tool there whose model's endpoint or key a file
+from such a folder chose is reported at that file's line (an agent refuses
+it at run time, ``orchestrator.agent.model.authorize_model``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
+from .agent.model import KEYLESS, route_line, route_setter, untrusted_roots
 from .authorities import FOLDER_FILE, load_authority
 from .cascade import make_level
 from .errors import OrchestratorError, ValidationError
@@ -90,11 +96,13 @@ def _check(manager: Manager, run: Snapshot) -> list[Problem]:
     user_paths = manager.paths[:-1]
     names = frozenset(ref for ref, _path, _sp in manager.registry.discover(manager.paths, parse=True))
     near = NearNames(names)
+    reached: dict[Path, tuple[SearchPath, ...]] = {}
     for ref, path, _sp in manager.registry.discover(user_paths, parse=True):
         try:
-            _check_tool(manager, ref, path, names, near, report, run)
+            _check_tool(manager, ref, path, names, near, report, run, reached)
         except Exception as exc:  # a shape no step expected: still one problem, never a crash
             report.error(exc, path)
+    _check_reached(manager, reached, report, run)
     for sp, ref, winner, loser, kind in manager.registry.clashes(user_paths):
         if kind == "name":
             report.add(
@@ -235,6 +243,7 @@ def _check_tool(
     near: NearNames,
     report: _Report,
     run: Snapshot,
+    reached: dict[Path, tuple[SearchPath, ...]],
 ) -> None:
     try:
         tool = manager.registry.find(ref, manager.paths, run)
@@ -261,6 +270,58 @@ def _check_tool(
     _check_schemas(tool, plan, merged, report)
     _check_names(manager, tool, plan, names, report, run)
     _check_middleware_args(manager, tool, plan, verdicts, report, run)
+    for folder in _added_folders(tool, plan):
+        reached.setdefault(folder, ())
+
+
+def _added_folders(tool: Tool, plan: Plan) -> list[Path]:
+    """The folders a tool's (untemplated) ``paths`` metadata adds, resolved as the ``paths`` middleware does."""
+    value = plan.raw.values.get("paths")
+    if tool.path is None or value is None or has_templates(value):
+        return []
+    found = []
+    for name in [value] if isinstance(value, str) else value if isinstance(value, list) else []:
+        try:
+            folder = (tool.path.parent / name).resolve()
+            if folder.is_dir():
+                found.append(folder)
+        except (OSError, TypeError, ValueError):
+            continue  # not a folder: the paths middleware reports it when the tool runs
+    return found
+
+
+def _check_reached(
+    manager: Manager, reached: dict[Path, tuple[SearchPath, ...]], report: _Report, run: Snapshot
+) -> None:
+    """Tools in untrusted folders added by ``paths:``: a model whose endpoint or key an untrusted file chose.
+
+    ``reached`` maps each folder to the untrusted search paths in front of it
+    (a folder that a tool of an untrusted folder adds in turn).
+    """
+    queue = list(reached.items())
+    seen: set[Path] = set()
+    while queue:
+        folder, before = queue.pop(0)
+        sp = manager.search_path(folder)
+        if sp.trusted or folder in seen:
+            continue
+        seen.add(folder)
+        paths = (sp, *before, *manager.paths)
+        for ref, _path, _sp in manager.registry.discover((sp,), parse=True):
+            try:
+                tool = manager.registry.find(ref, paths, run)
+                plan = manager.planner.plan(tool, paths, run)
+            except Exception:  # noqa: S112 - its own problems show when it is used; only routes are checked here
+                continue
+            model = plan.raw.values.get("model")
+            provider = model.partition(":")[0] if isinstance(model, str) else None
+            if isinstance(model, Mapping):
+                provider = model.get("provider")
+            found = route_setter(plan.levels, tool, paths, untrusted_roots(tool, paths)) if model else None
+            if found is not None and provider not in KEYLESS:
+                level, message = found
+                report.add(level.path, route_line(level), message)
+            queue.extend((added, (sp, *before)) for added in _added_folders(tool, plan))
 
 
 def _name_line(path: Path) -> int | None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import ConfigurationError, ModelError
-from .model import label, timeouts
+from .model import check_route, label, timeouts
 
 
 def sdk_client(sdk: str, factory: str, spec: Mapping[str, Any], env: str, default_url: str) -> tuple[Any, str, str]:
@@ -23,11 +23,15 @@ def sdk_client(sdk: str, factory: str, spec: Mapping[str, Any], env: str, defaul
 
     The client never retries (``retry`` is the only retry) and has the
     spec's timeouts; base URL and key come from the spec, else ``{env}_BASE_URL``
-    and ``{env}_API_KEY``.
+    and ``{env}_API_KEY``. A spec's own base URL and key variable count only
+    when trusted configuration granted them (``model.check_route``): the
+    default key goes only to the default endpoint.
 
     Raises:
+        SecurityError: the spec's base-url or api-key-env is not granted.
         ConfigurationError: the SDK is not installed, or no key (see ``api_key``).
     """
+    check_route(spec)
     try:
         module = importlib.import_module(sdk)
     except ImportError as exc:

@@ -73,7 +73,7 @@ from ..options import extract_options
 from ..prompt import render_prompt
 from ..schema import object_schema, validator_for
 from ..tool import wire_name
-from .model import Deltas, label, parse_model
+from .model import Deltas, authorize_model, label, parse_model
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -123,7 +123,7 @@ class Agent:
         spec = model_spec(ctx)
         if spec is None:
             raise ConfigurationError("agent-execute needs a model", tool=ctx.tool.name, key="model")
-        self.spec = spec
+        self.spec = authorize_model(spec, ctx, self.manager)  # who chose its endpoint and key (issue 24)
         self.max_iterations = _setting(ctx, "max-iterations", 40, int)
         self.max_errors = _setting(ctx, "max-consecutive-errors", 3, int)
         choice = _setting(ctx, "tool-choice", "auto", str)

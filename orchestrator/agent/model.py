@@ -8,6 +8,8 @@ bare word ``scripted``, or a mapping of ``FIELDS``:
 - ``base-url``, ``api-key-env``: where to send requests and the environment
   variable holding the key. A variable named here that is unset is a
   ``ConfigurationError`` naming it: no placeholder key is ever sent for it.
+  Only trusted configuration chooses them (see "Who chooses where a key
+  goes" below).
 - ``timeout``: seconds one request may take from connecting to the last
   streamed byte (default ``DEFAULT_TIMEOUT``, 120 s; connecting alone is
   bounded by ``CONNECT_TIMEOUT``, 10 s). A request past it fails with a
@@ -45,16 +47,45 @@ and ``toolcascade_echo.py``::
                     "usage": {}, "model": request["model"]["name"]}
 
 Then ``model: echo:any`` answers with the last message. Built-in names win.
+
+Who chooses where a key goes. A spec's *route* is its ``provider``,
+``base-url`` and ``api-key-env``: which key is sent, and where. Files from
+folders the program does not trust (reached through ``paths:`` metadata)
+never choose it. ``authorize_model`` runs when an agent fixes its model: it
+finds which level of the tool's cascade set each route field and refuses
+(``SecurityError`` naming the tool, file, line and key) a route that a level
+from an untrusted folder set, unless the provider is ``scripted`` (no key, no
+network); otherwise it grants the spec (``grant_model``). The grant is an
+HMAC of the route under a key made once per process, kept in the spec's
+``grant`` field: it cannot be forged, and it holds only for the route it was
+made for. Providers honour ``base-url`` and ``api-key-env`` only in a granted
+spec (``check_route``), wherever the request was built (a model's own call to
+``model-call``, ``fallback``, ``compact``): an ungranted spec gets the
+provider's default key (``OPENAI_API_KEY``) sent only to its default endpoint
+(``OPENAI_BASE_URL``, or the provider's own API), both chosen by the program's
+environment. A program that builds a spec with ``base-url`` in code and sends
+it through ``model-call`` itself grants it with ``grant_model``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import hashlib
+import hmac
+import json
+import secrets
+from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import ConfigurationError, ModelError
+from ..errors import ConfigurationError, ModelError, SecurityError
+
+if TYPE_CHECKING:
+    from ..cascade import Level
+    from ..context import Context
+    from ..manager import Manager
+    from ..registry import SearchPath
+    from ..tool import Tool
 
 FIELDS = (
     "provider",
@@ -67,6 +98,12 @@ FIELDS = (
     "script",
     "file",
 )
+GRANT = "grant"
+"""The field holding a spec's grant (``grant_model``): set by toolcascade, never by a file."""
+ROUTE = ("provider", "base-url", "api-key-env")
+"""The fields that choose which key is sent, and where: only trusted configuration sets them."""
+KEYLESS = frozenset({"scripted"})
+"""Providers that send no key anywhere: any file may choose them."""
 ENTRY_POINTS = "toolcascade.providers"
 DEFAULT_TIMEOUT = 120.0
 """Seconds one model request may take, streaming included, unless the spec sets ``timeout``."""
@@ -135,7 +172,7 @@ def parse_model(value: Any, *, tool: str | None = None, folder: Path | None = No
         provider, _, name = value.partition(":")
         spec: dict[str, Any] = {"provider": provider, "name": name or None}
     elif isinstance(value, Mapping):
-        unknown = set(value) - set(FIELDS)
+        unknown = set(value) - set(FIELDS) - {GRANT}
         if unknown:
             raise ConfigurationError(
                 f"unknown model field(s) {', '.join(sorted(unknown))}; fields: {', '.join(FIELDS)}", **where
@@ -300,3 +337,155 @@ def check_response(request: Mapping[str, Any], response: Mapping[str, Any], tool
             retryable=True,
             tool=tool,
         )
+
+
+# -- who chooses where a key goes -------------------------------------------------
+
+_SECRET = secrets.token_bytes(32)  # made once per process: a grant never outlives it
+
+
+def _seal(spec: Mapping[str, Any]) -> str:
+    route = json.dumps([spec.get(field) for field in ROUTE], sort_keys=True, default=str)
+    return hmac.new(_SECRET, route.encode(), hashlib.sha256).hexdigest()
+
+
+def grant_model(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``spec`` granted its route: trusted code vouches for its provider, base-url and api-key-env.
+
+    Agents grant their model themselves (``authorize_model``); a program that
+    sends a spec it built in code through ``model-call`` grants it here.
+    """
+    return {**spec, GRANT: _seal(spec)}
+
+
+def granted(spec: Mapping[str, Any]) -> bool:
+    """Whether ``spec`` carries a grant made for its very route (its name, options, timeout may differ)."""
+    grant = spec.get(GRANT)
+    return isinstance(grant, str) and hmac.compare_digest(grant, _seal(spec))
+
+
+def check_route(spec: Mapping[str, Any]) -> None:
+    """Refuse a spec whose ``base-url`` or ``api-key-env`` trusted configuration did not grant.
+
+    Called where a provider picks its key and endpoint, so it holds however
+    the request was built.
+
+    Raises:
+        SecurityError: naming the model and the fields.
+    """
+    chosen = [field for field in ("base-url", "api-key-env") if spec.get(field)]
+    if chosen and not granted(spec):
+        raise SecurityError(
+            f"model {label(spec)}: {' and '.join(chosen)} not granted: only an agent's own model, set by trusted "
+            "configuration, chooses where a key is sent; a request built elsewhere (a model's call to model-call, "
+            "fallback, compact) uses the provider's default endpoint and key. Set the endpoint in the agent's model, "
+            "or grant a spec built in program code with orchestrator.agent.model.grant_model",
+            key="model",
+        )
+
+
+def authorize_model(spec: dict[str, Any], ctx: Context, manager: Manager) -> dict[str, Any]:
+    """``spec`` granted (``grant_model``), unless a file from an untrusted folder chose its route.
+
+    Asked once per agent run, where the agent fixes its model: the tool's
+    cascade plan (cached) tells which level set each route field. A spec the
+    program put in ``ctx.locals`` is judged by the same levels.
+
+    Raises:
+        SecurityError: a level from an untrusted folder set the provider, base-url or api-key-env
+            of a model that sends a key (naming the tool, that level's file and line, and the key).
+    """
+    if spec.get("provider") in KEYLESS:
+        return spec
+    tool = ctx.tool
+    roots = untrusted_roots(tool, ctx.paths)
+    if roots or not tool.trusted:
+        plan = manager.planner.plan(tool, ctx.paths, ctx.run.checked)
+        found = route_setter(plan.levels, tool, ctx.paths, roots)
+        if found is not None:
+            level, message = found
+            raise SecurityError(message, tool=tool.name, path=level.path, line=route_line(level), key="model")
+    return grant_model(spec)
+
+
+def untrusted_roots(tool: Tool, paths: Sequence[SearchPath]) -> tuple[Path, ...]:
+    """The roots of the search paths (and of ``tool``) that the program does not trust."""
+    roots = dict.fromkeys(sp.root for sp in paths if not sp.trusted)
+    if not tool.trusted and tool.root is not None:
+        roots[tool.root] = None
+    return tuple(roots)
+
+
+def route_setter(
+    levels: Sequence[Level], tool: Tool, paths: Sequence[SearchPath], roots: Sequence[Path]
+) -> tuple[Level, str] | None:
+    """The untrusted level that set a route field of ``model`` last, with the message saying so, or None.
+
+    Follows the cascade's rules for ``model`` (R-CAS-5, R-CAS-6): a mapping
+    merged onto a mapping sets the fields it holds; anything else (a
+    ``provider:name`` string, a ``replace`` policy, the first value) sets
+    them all, absent ones included; ``$remove`` clears them.
+    """
+    trusted_siblings = {sp.root.parent / "authorities" for sp in paths if sp.trusted}
+    owners: dict[str, Level] = {}
+    policy = "default"
+    onto_mapping = False
+    for level in levels:
+        policy = (level.annotations.get("$merge") or {}).get("model", policy)
+        removed = level.annotations.get("$remove")
+        if removed == "model" or isinstance(removed, list) and "model" in removed:
+            owners, onto_mapping = {}, False
+        if "model" not in level.data:
+            continue
+        value = level.data["model"]
+        if isinstance(value, Mapping) and onto_mapping and policy in ("default", "deep"):
+            owners.update((field, level) for field in ROUTE if field in value)
+        else:
+            owners = dict.fromkeys(ROUTE, level)
+        onto_mapping = isinstance(value, Mapping)
+    for field in ROUTE:
+        owner = owners.get(field)
+        if owner is not None and _untrusted(owner, tool, roots, trusted_siblings):
+            return owner, _route_message(owner, owner.data["model"])
+    return None
+
+
+def route_line(level: Level) -> int | None:
+    """The line of the level's route field (``model.base-url``, as adapters record it), else of ``model``."""
+    for field in ROUTE:
+        line = level.lines.get(f"model.{field}")
+        if line is not None:
+            return line
+    return level.lines.get("model")
+
+
+def _untrusted(level: Level, tool: Tool, roots: Sequence[Path], trusted_siblings: set[Path]) -> bool:
+    """Whether a level's file lies in a folder the program does not trust (or its ``authorities/`` sibling)."""
+    if level.kind == "tool":
+        return not tool.trusted
+    if level.path is None:
+        return False  # a registered function's metadata or overrides: the program's own
+    for root in roots:
+        siblings = root.parent / "authorities"
+        if level.path.is_relative_to(root) or (
+            level.path.is_relative_to(siblings) and siblings not in trusted_siblings
+        ):
+            return True
+    return False
+
+
+def _route_message(level: Level, value: Any) -> str:
+    who = "this tool" if level.kind == "tool" else f"{level.kind} {level.name!r}"
+    chosen = [f for f in ("base-url", "api-key-env") if isinstance(value, Mapping) and f in value]
+    if chosen:
+        what = f"{who} sets model {' and '.join(chosen)}"
+        why = "such a file cannot choose where a key is sent"
+    else:
+        provider = value.partition(":")[0] if isinstance(value, str) else (value or {}).get("provider")
+        what = f"{who} chooses the model provider {provider!r}"
+        why = "such a file gets no default key either"
+    return (
+        f"{what}, but it is a file from a folder the program does not trust: {why}. Set the model in trusted "
+        "configuration (an authority or tool in a trusted folder, or the program's overrides), mark the folder "
+        "trusted (Manager(trusted_paths=[...])), or use provider scripted"
+    )

@@ -31,9 +31,12 @@ messages. The adapter maps it onto our tool:
   provider (Azure through its ``/openai/v1`` endpoint); a type naming one of
   our providers (``anthropic``, ``scripted``, a plugin) is used as it is.
   ``name``/``azure_deployment`` is the model's name, ``api_key:
-  ${env:VAR}`` becomes ``api-key-env: VAR``; ``${env:...}`` references are
-  never resolved at load time (a ``${env:VAR:default}`` name takes its
-  default, reported). ``parameters`` (or ``options``): ``max_tokens`` is our
+  ${env:VAR}`` (or ``${ENV:VAR}``) becomes ``api-key-env: VAR``;
+  ``${env:...}`` references are never resolved at load time (a
+  ``${env:VAR:default}`` name takes its default, reported). Like any file
+  from a folder the program does not trust, such a prompty cannot choose
+  its endpoint or key: its agent refuses to run (``SecurityError``, see
+  ``orchestrator.agent.model``) and ``check`` reports it. ``parameters`` (or ``options``): ``max_tokens`` is our
   ``max-tokens``, the rest go to the provider as ``options``.
 - ``authors``, ``tags``, ``version``, ``metadata`` and other fields are kept as
   data under ``format-fields``.
@@ -90,7 +93,7 @@ MAX_DEPTH = 100
 """Sections and lists a mustache template may nest (chevron renders nesting by recursion)."""
 
 _MARKER = re.compile(r"^[ \t]*(#?)[ \t]*([A-Za-z]+)[ \t]*(\[[^\]\n]*\])?[ \t]*:[ \t]*$")
-_ENV = re.compile(r"^\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::(.*))?\}$", re.DOTALL)
+_ENV = re.compile(r"^\$\{(?i:env):([A-Za-z_][A-Za-z0-9_]*)(?::(.*))?\}$", re.DOTALL)
 _FILE = re.compile(r"^\$\{file:(.+)\}$")
 _SLUG = re.compile(r"^[A-Za-z0-9_.:-]+$")
 _TEMPLATE_ROLE = re.compile(r"^[ \t]*\{\{[^}]*\}\}[ \t]*:[ \t]*$", re.MULTILINE)
