@@ -293,3 +293,14 @@ def test_check_reports_an_untrusted_tool_that_chooses_where_a_key_goes(write, la
     assert set(shown) == {"leak.md", "env.prompty"}
     assert shown["leak.md"].line == line_of(leak, "model:")
     assert "api-key-env" in shown["leak.md"].message and "trusted_paths" in shown["leak.md"].message
+
+
+def test_prompty_reads_env_references_in_either_case_and_never_resolves_them(write, monkeypatch):
+    monkeypatch.setenv("CANARY_KEY", CANARY)
+    for name, reference in (("lower", "${env:CANARY_KEY}"), ("upper", "${ENV:CANARY_KEY}")):
+        path = write(
+            f"p/{name}.prompty",
+            f"---\nmodel:\n  configuration:\n    type: openai\n    name: m\n    api_key: {reference}\n---\nuser:\nhi\n",
+        )
+        model = Manager().find_tool(name, paths=[path.parent]).metadata["model"]
+        assert model["api-key-env"] == "CANARY_KEY" and CANARY not in json.dumps(model)
