@@ -20,6 +20,7 @@ import yaml
 
 from .errors import ToolDefinitionError
 from .limits import DEFAULT_LIMITS, Limits
+from .mistakes import explain
 
 try:
     from yaml import CSafeLoader as SafeLoader
@@ -66,16 +67,12 @@ def parse_yaml(
     try:
         node = composer.document()
         data = loader.construct_document(node) if node is not None else None
+    except yaml.reader.ReaderError as exc:  # a control character: no mark, a position
+        line = first_line + text.count("\n", 0, exc.position)
+        raise ToolDefinitionError(f"invalid YAML in {what}: {exc}", path=path, line=line) from exc
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        if mark is not None:
-            line = first_line + mark.line
-        elif isinstance(exc, yaml.reader.ReaderError):  # a control character: no mark, a position
-            line = first_line + text.count("\n", 0, exc.position)
-        else:
-            line = first_line
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ToolDefinitionError(f"invalid YAML in {what}: {problem}", path=path, line=line) from exc
+        found = explain(exc, text, first_line)
+        raise ToolDefinitionError(f"invalid YAML in {what}: {found.message}", path=path, line=found.line) from exc
     except (ValueError, OverflowError) as exc:  # scalars YAML resolves but Python refuses: dates, 5000-digit ints
         line = first_line + (loader.node.start_mark.line if loader.node is not None else 0)
         raise ToolDefinitionError(

@@ -59,7 +59,7 @@ def test_check_reports_bad_yaml_with_its_line(manager, write):
     write("tools/bad.md", "---\ndescription: x\nmetadata:\n  params: {type: object\n---\nhi\n")
     [problem] = check(manager)
     assert problem.path == os.path.join("tools", "bad.md")
-    assert problem.line == 5
+    assert problem.line == 4  # the unclosed '{', not where the parser gave up
     assert problem.message.startswith("invalid YAML in frontmatter")
     assert problem.severity == "error"
 
@@ -218,10 +218,10 @@ def test_check_cli_reports_every_problem_as_path_line_message_and_exits_1(tmp_pa
     assert "Traceback" not in out.stderr
     tools = "tools" + os.sep
     # Where a line quotes PyYAML or jinja2, only our part of it is compared: their wording is theirs.
-    quoting = {0: "invalid YAML in frontmatter: ", 4: "template syntax error in metadata key 'who': ",
-               6: "template syntax error in the prompt: "}  # fmt: skip
+    quoting = {4: "template syntax error in metadata key 'who': ", 6: "template syntax error in the prompt: "}
     expected = [
-        f"{tools}badyaml.md:5: ",
+        f"{tools}badyaml.md:4: invalid YAML in frontmatter: the bracket {{ opened here is never closed: "
+        "add the closing } on this line (or quote the whole value)",
         f"{tools}loop.md:5: $order constraints form a cycle: log -> cwd -> log (tool 'loop')",
         f"{tools}ruled.md:2: unknown authority 'nowhere'; looked in {tmp_path / 'authorities'}, "
         f"{Manager().authorities.builtin} (tool 'ruled')",

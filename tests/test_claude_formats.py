@@ -254,7 +254,7 @@ async def test_mcp_lists_and_calls_claude_tools(project, scripted):
 @pytest.mark.parametrize(
     ("rel", "text", "line", "match"),
     [
-        (".claude/agents/bad.md", "---\nname: bad\ntools: [Read\n---\nx\n", 4, "invalid YAML"),
+        (".claude/agents/bad.md", "---\nname: bad\ntools: [Read\n---\nx\n", 3, "invalid YAML"),  # the unclosed [
         (".claude/agents/bad.md", "---\nname: bad\ntools: 5\n---\nx\n", 3, "'tools' must be a comma-separated"),
         (".claude/agents/bad.md", "---\nname: [a, b]\n---\nx\n", 2, "'name' must be text"),
         (".claude/agents/bad.md", "---\nname: bad\ndescription: {a: 1}\n---\nx\n", 3, "'description' must be text"),

@@ -300,7 +300,7 @@ def test_cli_list_shows_a_broken_tool_with_its_error(project, write):
     assert out.returncode == 0, out.stderr
     broken = next(line for line in out.stdout.splitlines() if line.startswith("broken"))
     assert broken.split()[1] == "error"
-    assert "broken.md:3: invalid YAML" in broken
+    assert "broken.md:2: invalid YAML" in broken  # the unclosed [
     assert "greet" in out.stdout  # one bad file hides nothing else
 
 

@@ -137,7 +137,7 @@ async def test_copilot_host_tools_are_never_offered_to_the_model(project, write)
 @pytest.mark.parametrize(
     ("text", "line", "match"),
     [
-        ("---\ndescription: [unclosed\n---\nhi\n", 3, "invalid YAML"),
+        ("---\ndescription: [unclosed\n---\nhi\n", 2, "invalid YAML"),  # the unclosed [
         ("---\ntools: {a: 1}\n---\nhi\n", 2, "tools"),
         ("---\nmodel: [gpt-4o]\n---\nhi\n", 2, "'model' must be text"),
         ("---\nmode: {ask: true}\n---\nhi\n", 2, "'mode' must be text"),
