@@ -283,6 +283,29 @@ def _lost(session: str, agent: str | None = None) -> SessionLostError:
     )
 
 
+async def check_unchanged(store: Store, session: str, count: int, *, agent: str | None = None) -> None:
+    """Raise unless ``session`` still holds the ``count`` messages a run saved before it suspended.
+
+    A suspended run holds no lease while it waits for a decision; another run
+    may write the session meanwhile. The resumed run calls this once it holds
+    the lease again, before it saves anything.
+
+    Raises:
+        SessionLostError: the session holds another number of messages: another run wrote it.
+    """
+    info = await store.info(session)
+    found = info.messages if info is not None else 0
+    if found != count:
+        raise SessionLostError(
+            f"session {session!r} was written by another run while this run waited for a decision "
+            f"(it holds {found} messages, not {count}); this run stops and saves nothing: run again to "
+            "continue from what the session holds now, or use another session id",
+            session=session,
+            tool=agent,
+            key="session",
+        )
+
+
 def _busy(session: str) -> InvocationError:
     """The error of a write without a lease on a session another run holds."""
     return InvocationError(

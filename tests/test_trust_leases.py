@@ -23,7 +23,7 @@ import yaml
 
 from orchestrator import InvocationError, Manager, sessions
 from orchestrator.errors import SessionLostError
-from orchestrator.sessions import MemoryStore, SQLiteStore, Store, holding
+from orchestrator.sessions import MemoryStore, SQLiteStore, Store, check_unchanged, holding
 
 pytestmark = pytest.mark.anyio
 
@@ -116,6 +116,20 @@ async def test_a_write_without_a_lease_is_refused_only_while_another_run_holds_t
     await anyio.sleep(LEASE * 2)  # the holder stopped renewing: its lease lapsed
     await store.append("s", [{"role": "user", "content": "by hand"}])
     assert len(await store.messages("s")) == 2
+
+
+async def test_a_resumed_run_finds_out_that_another_run_wrote_its_session_meanwhile(kind, tmp_path):
+    store, other = two_stores(kind, tmp_path)
+    await store.append("s", [USER, {"role": "assistant", "content": "saved before the pause"}])
+    async with holding(store, "s"):
+        await check_unchanged(store, "s", 2, agent="chat")  # nobody wrote while it waited: it may go on
+    await check_unchanged(store, "new", 0)  # a session nothing was saved to yet
+    async with holding(other, "s") as lease:  # another run while the first waits for a person
+        await other.append("s", [{"role": "user", "content": "theirs"}], lease=lease)
+    async with holding(store, "s"):
+        with pytest.raises(SessionLostError, match="written by another run while this run waited") as caught:
+            await check_unchanged(store, "s", 2, agent="chat")
+    assert caught.value.session == "s" and caught.value.tool == "chat"
 
 
 async def test_a_dead_processes_lease_is_taken_over_and_its_writes_are_fenced(tmp_path):
