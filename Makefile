@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The demo needs the package alone: no test servers, no Ray (seconds, not the test extra's minutes).
+DEMO_STAMP := $(VENV)/.installed-core
 
 .PHONY: demo test bench bench-instructions clean
 
@@ -12,9 +14,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+$(DEMO_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(DEMO_STAMP)
+
 # The quick start end to end (from code, then the command line), what `show` explains, then the offline agent.
 # Quiet recipes: each step echoes the command a reader would type in examples/quickstart.
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	@echo "--- examples/quickstart: python main.py"
 	@cd examples/quickstart && $(abspath $(BIN))/python main.py
 	@echo
@@ -26,6 +33,10 @@ demo: $(STAMP)
 	@echo
 	@echo "--- examples/agent: python main.py (a markdown agent on the offline scripted model)"
 	@cd examples/agent && $(abspath $(BIN))/python main.py
+	@echo
+	@echo "--- toolcascade is installed in $(VENV). To type it as plain \`toolcascade\`:"
+	@echo "    source $(VENV)/bin/activate      (this shell), or"
+	@echo "    pip install -e $(CURDIR)          (your own environment)"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

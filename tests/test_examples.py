@@ -52,7 +52,7 @@ def test_make_demo_runs_the_quickstart_then_shows_greet_then_the_agent(tmp_path)
     stamp.touch()
     os.utime(stamp, ((ROOT / "pyproject.toml").stat().st_mtime + 1,) * 2)
     done = subprocess.run(
-        ["make", "--no-print-directory", "demo", f"BIN={Path(sys.executable).parent}", f"STAMP={stamp}"],
+        ["make", "--no-print-directory", "demo", f"BIN={Path(sys.executable).parent}", f"DEMO_STAMP={stamp}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -66,3 +66,4 @@ def test_make_demo_runs_the_quickstart_then_shows_greet_then_the_agent(tmp_path)
     assert out.index(quickstart) < out.index("tool         greet (markdown)") < out.index("chain (run order)")
     assert out.index("chain (run order)") < out.index(agent)
     assert "HELLO, ADA!!!\n\n--- examples/quickstart: toolcascade show greet" in out  # the CLI run, before show
+    assert out.index(agent) < out.index("bin/activate")  # last: how to get toolcascade on PATH
