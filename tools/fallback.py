@@ -1,6 +1,9 @@
 """fallback: when a model request fails, ask the next model in the list.
 
 On an agent: `model-pipeline: {fallback: {models: ["openai:gpt-4o-mini", scripted]}}`.
+Every model fault is a ModelError, whether retryable or not: an error status,
+a timeout, an answer out of shape (an HTML page, `null`, a broken stream
+chunk) or past `Limits.model_answer`; each one moves on to the next model.
 """
 
 from orchestrator.agent import parse_model

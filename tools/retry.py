@@ -8,6 +8,9 @@ It retries only what can succeed on a second try: an error whose type is in
 `on` (ModelError and InvocationTimeout by default), unless the error says it
 is not retryable (`retryable = False`: a model's HTTP 400, 401, 403, 404,
 422, a truncated answer). Connection failures, timeouts, 429 and 5xx are.
+So is an answer that is not JSON (a gateway's HTML page with status 200, a
+body or stream chunk cut off); JSON of the wrong shape, server-sent events
+to an unstreamed request and an answer past `Limits.model_answer` are not.
 When the server asked to wait (Retry-After, on the error as `retry_after`),
 the wait is at least that long. Every wait is capped at `max-delay` seconds.
 The errors retried and the waits are in the target's nonlocals (`retries`,

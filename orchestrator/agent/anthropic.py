@@ -24,7 +24,10 @@ The mapping, both ways:
   tokens and output tokens as completion tokens.
 
 Requests stream (``options: {stream: false}`` sends one unstreamed request);
-``options`` go into the request body as they are (``temperature``,
+either way the answer's bytes are read and checked by ``answer.Answer``
+(within ``Limits.model_answer``, every field's type checked, anything else
+a ``ModelError`` naming the URL, the status and an excerpt). ``options`` go
+into the request body as they are (``temperature``,
 ``top_k``, ``metadata`` ...). The client never retries (``max_retries=0``):
 ``retry`` on the model pipeline is the only retry. Extended thinking is not
 supported: thinking blocks are not sent back on the next turn.
@@ -34,13 +37,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import anyio
 
-from ..errors import ModelError
-from .http import read_events, request_options, sdk_client, sdk_error, timed_out, transport_error
-from .model import Delta, label, max_tokens, normal_usage, timeouts
+from .answer import Answer, BadAnswer, decode, field, mapping, server_error
+from .http import request_options, sdk_client, sdk_error, timed_out, transport_error
+from .model import Delta, max_tokens, normal_usage, timeouts
 
 DEFAULT_URL = "https://api.anthropic.com"
 RESERVED = {
@@ -52,6 +56,8 @@ RESERVED = {
     "max_tokens": "set max-tokens in the model spec",
 }
 FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+ERRORS_TO_RETRY = ("overloaded_error", "api_error", "rate_limit_error")
+"""Error types an Anthropic server reports for its own trouble, in a stream or a 200 answer: another try may work."""
 CHOICES = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
 JSON_ANSWER = "Answer with only a JSON value matching this JSON schema, and no other text:\n"
 
@@ -72,7 +78,8 @@ class AnthropicProvider:
 
         Raises:
             ConfigurationError: a bad setting (key, options).
-            ModelError: the server failed, timed out or answered out of shape (see ``sdk_error``).
+            ModelError: the server failed, timed out or answered out of shape (see ``sdk_error``
+                and ``answer``).
         """
         import anthropic
 
@@ -86,12 +93,14 @@ class AnthropicProvider:
         async with client:  # closed outside the timeout's scope, so a cancelled stream still frees its connection
             with anyio.move_on_after(total):
                 try:
-                    if not stream:
-                        return _answer(await client.messages.create(**body), spec)
-                    events = _Events(spec, on_delta)
-                    async with client.messages.with_streaming_response.create(**body, stream=True) as raw:
-                        await read_events(raw.http_response, events.feed)
-                    return events.answer()
+                    if stream:
+                        body["stream"] = True
+                    async with client.messages.with_streaming_response.create(**body) as raw:
+                        answer = Answer(spec, raw.http_response)
+                        if not stream:
+                            return await answer.json(partial(_message, spec))
+                        events = _Events(spec, on_delta)
+                        return await answer.events(events.feed, events.answer)
                 except Exception as exc:
                     if isinstance(exc, anthropic.AnthropicError) or transport_error(exc):
                         raise sdk_error(exc, spec, url, key_env) from exc
@@ -164,7 +173,7 @@ def _input(call: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class _Events:
-    """Assembles a streamed message from its events (never raising while the stream is read)."""
+    """Assembles a streamed message from its events, checking each field's type."""
 
     def __init__(self, spec: Mapping[str, Any], on_delta: Delta | None) -> None:
         self.spec = spec
@@ -176,63 +185,69 @@ class _Events:
         self.completion: int | None = None
         self.model = spec["name"]
         self.started = False
-        self.error: tuple[str, bool] | None = None
 
     def feed(self, event: str | None, data: str) -> None:
-        """Take one event: ``message_start``, ``content_block_*``, ``message_delta``, ``error`` ..."""
-        if self.error is not None:
-            return
+        """Take one event: ``message_start``, ``content_block_*``, ``message_delta``, ``error`` ...
+
+        Raises:
+            BadAnswer: the event is not JSON, of the wrong shape, or an error the server sent.
+        """
         try:
-            payload = json.loads(data)
-        except json.JSONDecodeError:
-            self.error = (f"sent an event that is not JSON: {data[:200]!r}", True)
-            return
-        if not isinstance(payload, dict):
-            return
-        kind = payload.get("type") or event
+            self._event(event, decode(data))
+        except BadAnswer as bad:
+            raise bad.showing(data) from None
+
+    def _event(self, event: str | None, value: Any) -> None:
+        payload = mapping(value, "an event")
+        kind = field(payload, "type", str) or event
         if kind == "error":
-            error = payload.get("error") or {}
+            error = payload.get("error")
             # overloaded_error and api_error are the server's trouble: another try may work
-            retry = error.get("type") in ("overloaded_error", "api_error", "rate_limit_error")
-            self.error = (f"{error.get('type', 'error')}: {error.get('message', data)}", retry)
-        elif kind == "message_start":
+            retry = not isinstance(error, dict) or error.get("type") in ERRORS_TO_RETRY
+            name = error.get("type", "error") if isinstance(error, dict) else "error"
+            raise BadAnswer(f"failed while streaming: {name}: {server_error(error)}", retryable=retry)
+        if kind == "message_start":
             self.started = True
-            message = payload.get("message") or {}
-            self.model = message.get("model") or self.model
-            usage = message.get("usage") or {}
+            message = field(payload, "message", dict) or {}
+            self.model = field(message, "model", str) or self.model
+            usage = field(message, "usage", dict) or {}
             self.prompt = _prompt_tokens(usage.get)
             self.completion = usage.get("output_tokens")
         elif kind == "content_block_start":
-            self._start(payload.get("index", len(self.blocks)), payload.get("content_block") or {})
+            index = field(payload, "index", int)
+            self._start(len(self.blocks) if index is None else index, field(payload, "content_block", dict) or {})
         elif kind == "content_block_delta":
-            self._delta(payload.get("index", 0), payload.get("delta") or {})
+            self._delta(field(payload, "index", int) or 0, field(payload, "delta", dict) or {})
         elif kind == "message_delta":
-            self.stop = (payload.get("delta") or {}).get("stop_reason") or self.stop
-            usage = payload.get("usage") or {}
+            self.stop = field(field(payload, "delta", dict) or {}, "stop_reason", str) or self.stop
+            usage = field(payload, "usage", dict) or {}
             if isinstance(usage.get("output_tokens"), int):
                 self.completion = usage["output_tokens"]  # cumulative: the last one counts
 
-    def _start(self, index: int, block: Mapping[str, Any]) -> None:
-        if block.get("type") == "tool_use":
-            self.blocks[index] = {"type": "tool_use", "id": block.get("id"), "name": block.get("name"), "json": []}
+    def _start(self, index: int, block: dict[str, Any]) -> None:
+        kind = field(block, "type", str)
+        if kind == "tool_use":
+            name = field(block, "name", str, required=True)
+            self.blocks[index] = {"type": "tool_use", "id": field(block, "id", str), "name": name, "json": []}
             if self.on_delta is not None:
-                self.on_delta({"call": block.get("name"), "arguments": "", "index": self.calls})
+                self.on_delta({"call": name, "arguments": "", "index": self.calls})
             self.blocks[index]["call"] = self.calls
             self.calls += 1
-        elif block.get("type") == "text":
-            self.blocks[index] = {"type": "text", "text": [block.get("text") or ""]}
+        elif kind == "text":
+            self.blocks[index] = {"type": "text", "text": [field(block, "text", str) or ""]}
 
-    def _delta(self, index: int, delta: Mapping[str, Any]) -> None:
+    def _delta(self, index: int, delta: dict[str, Any]) -> None:
         block = self.blocks.get(index)
         if block is None:
             return  # a block this provider does not map (thinking)
-        if delta.get("type") == "text_delta" and block["type"] == "text":
-            text = delta.get("text") or ""
+        kind = field(delta, "type", str)
+        if kind == "text_delta" and block["type"] == "text":
+            text = field(delta, "text", str) or ""
             block["text"].append(text)
             if self.on_delta is not None and text:
                 self.on_delta({"text": text})
-        elif delta.get("type") == "input_json_delta" and block["type"] == "tool_use":
-            fragment = delta.get("partial_json") or ""
+        elif kind == "input_json_delta" and block["type"] == "tool_use":
+            fragment = field(delta, "partial_json", str) or ""
             block["json"].append(fragment)
             if self.on_delta is not None and fragment:
                 self.on_delta({"call": block["name"], "arguments": fragment, "index": block["call"]})
@@ -241,13 +256,10 @@ class _Events:
         """The assembled response.
 
         Raises:
-            ModelError: the stream carried an error (retryable when the server was overloaded), bad JSON, or no message.
+            BadAnswer: the stream held no message.
         """
-        where = f"model {label(self.spec)}"
-        if self.error is not None:
-            raise ModelError(f"{where} failed while streaming: {self.error[0]}", retryable=self.error[1])
         if not self.started:
-            raise ModelError(f"{where} answered with a stream holding no message", retryable=True)
+            raise BadAnswer("the stream holds no message", retryable=True)
         ordered = [self.blocks[i] for i in sorted(self.blocks)]
         texts = ["".join(b["text"]) for b in ordered if b["type"] == "text"]
         calls = []
@@ -268,22 +280,34 @@ class _Events:
         }
 
 
-def _answer(message: Any, spec: Mapping[str, Any]) -> dict[str, Any]:
-    """An unstreamed ``Message`` as our response mapping."""
-    texts = [block.text for block in message.content if block.type == "text"]
-    calls = [
-        {"id": block.id, "name": block.name, "arguments": block.input}
-        for block in message.content
-        if block.type == "tool_use"
-    ]
-    usage = message.usage
-    prompt = _prompt_tokens(lambda key: getattr(usage, key, None))
+def _message(spec: Mapping[str, Any], value: Any) -> dict[str, Any]:
+    """An unstreamed message (its JSON value) as our response mapping.
+
+    Raises:
+        BadAnswer: an error object, or any field of the wrong type.
+    """
+    if isinstance(value, dict) and (value.get("type") == "error" or value.get("error")):
+        error = value.get("error")
+        retry = not isinstance(error, dict) or error.get("type") in ERRORS_TO_RETRY
+        raise BadAnswer(f"the server answered with an error: {server_error(error)}", retryable=retry)
+    body = mapping(value, "the answer")
+    texts, calls = [], []
+    for item in field(body, "content", list, required=True):
+        block = mapping(item, "a content block")
+        kind = field(block, "type", str, required=True)
+        if kind == "text":
+            texts.append(field(block, "text", str, required=True))
+        elif kind == "tool_use":
+            name = field(block, "name", str, required=True)
+            calls.append({"id": field(block, "id", str), "name": name, "arguments": field(block, "input", dict) or {}})
+    usage = field(body, "usage", dict) or {}
+    stop = field(body, "stop_reason", str)
     return {
         "content": "".join(texts) if texts else None,
         "tool_calls": calls,
-        "finish_reason": FINISH.get(message.stop_reason or "", message.stop_reason),
-        "usage": normal_usage(prompt, usage.output_tokens),
-        "model": message.model or spec["name"],
+        "finish_reason": FINISH.get(stop or "", stop),
+        "usage": normal_usage(_prompt_tokens(usage.get), usage.get("output_tokens")),
+        "model": field(body, "model", str) or spec["name"],
     }
 
 

@@ -7,11 +7,14 @@ use). Base URL and key come from the spec (``base-url``, ``api-key-env``) or
 
 Requests stream (``stream: true`` with ``stream_options: {include_usage:
 true}``); the answer is assembled from the chunks while each piece goes to
-the delta callback. The chunks are read from the HTTP response to its end
-(``read_events``) rather than through the SDK's stream iterator, which stops
-at ``[DONE]`` and leaves its inner async generators unclosed (trio warns
-about every one). ``options: {stream: false}`` sends one unstreamed request
-instead, for servers that stream tool calls badly. The client never retries
+the delta callback. ``options: {stream: false}`` sends one unstreamed request
+instead, for servers that stream tool calls badly. Either way the SDK sends
+the request and maps error statuses (``sdk_error``), and the answer's bytes
+are read and checked by ``answer.Answer`` rather than by the SDK's stream
+iterator and models: within ``Limits.model_answer`` bytes, every field's
+type checked, anything else a ``ModelError`` naming the URL, the status and
+an excerpt (the SDK's iterator also stops at ``[DONE]`` and leaves its
+inner async generators unclosed, which trio warns about). The client never retries
 (``max_retries=0``): ``retry`` on the model pipeline is the only retry, so a
 failing request is sent exactly as often as it says.
 
@@ -25,13 +28,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import anyio
 
-from ..errors import ModelError
-from .http import read_events, request_options, sdk_client, sdk_error, timed_out, transport_error
-from .model import Delta, label, max_tokens, normal_usage, timeouts
+from .answer import Answer, BadAnswer, decode, field, mapping, server_error
+from .http import request_options, sdk_client, sdk_error, timed_out, transport_error
+from .model import Delta, max_tokens, normal_usage, timeouts
 
 DEFAULT_URL = "https://api.openai.com/v1"
 RESERVED = {
@@ -64,7 +68,8 @@ class OpenAIProvider:
 
         Raises:
             ConfigurationError: a bad setting (key, options).
-            ModelError: the server failed, timed out or answered out of shape (see ``sdk_error``).
+            ModelError: the server failed, timed out or answered out of shape (see ``sdk_error``
+                and ``answer``).
         """
         import openai
 
@@ -74,15 +79,19 @@ class OpenAIProvider:
         body = _body(request, spec, url != DEFAULT_URL)
         if options:
             body["extra_body"] = options  # sent as they are: a server's own parameters too (top_k ...)
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
         total, _connect = timeouts(spec)
         async with client:  # closed outside the timeout's scope, so a cancelled stream still frees its connection
             with anyio.move_on_after(total):
                 try:
-                    if not stream:
-                        return _answer(await client.chat.completions.create(**body), spec)
-                    body["stream"] = True
-                    body["stream_options"] = {"include_usage": True}
-                    return await _streamed(client, body, spec, on_delta)
+                    async with client.chat.completions.with_streaming_response.create(**body) as raw:
+                        answer = Answer(spec, raw.http_response)
+                        if not stream:
+                            return await answer.json(partial(_completion, spec))
+                        chunks = _Chunks(spec, on_delta)
+                        return await answer.events(chunks.feed, chunks.answer)
                 except Exception as exc:
                     if isinstance(exc, openai.OpenAIError) or transport_error(exc):
                         raise sdk_error(exc, spec, url, key_env) from exc
@@ -121,22 +130,8 @@ def _body(request: Mapping[str, Any], spec: Mapping[str, Any], compatible: bool)
     return body
 
 
-async def _streamed(
-    client: Any, body: dict[str, Any], spec: Mapping[str, Any], on_delta: Delta | None
-) -> dict[str, Any]:
-    """Send a streamed request and assemble its answer from the chunks, handing each piece to ``on_delta``.
-
-    Raises:
-        ModelError: the stream carried an error, bad JSON, or nothing at all.
-    """
-    chunks = _Chunks(spec, on_delta)
-    async with client.chat.completions.with_streaming_response.create(**body) as raw:
-        await read_events(raw.http_response, chunks.feed)
-    return chunks.answer()
-
-
 class _Chunks:
-    """Assembles a streamed chat completion from its ``data:`` events (never raising while the stream is read)."""
+    """Assembles a streamed chat completion from its ``data:`` events, checking each field's type."""
 
     def __init__(self, spec: Mapping[str, Any], on_delta: Delta | None) -> None:
         self.spec = spec
@@ -144,55 +139,58 @@ class _Chunks:
         self.text: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
         self.finish: str | None = None
-        self.usage: Any = None
+        self.usage: dict[str, Any] = {}
         self.model = spec["name"]
         self.received = False
-        self.error: str | None = None
 
     def feed(self, _event: str | None, data: str) -> None:
-        """Take one event's data: a JSON chunk, an error, or ``[DONE]``."""
-        if data.strip() == "[DONE]" or self.error is not None:
+        """Take one event's data: a JSON chunk, an error, or ``[DONE]``.
+
+        Raises:
+            BadAnswer: the chunk is not JSON, of the wrong shape, or an error the server sent.
+        """
+        if data.strip() == "[DONE]":
             return
         try:
-            chunk = json.loads(data)
-        except json.JSONDecodeError:
-            self.error = f"sent a stream chunk that is not JSON: {data[:200]!r}"
-            return
-        if not isinstance(chunk, dict):
-            return
+            self._chunk(decode(data))
+        except BadAnswer as bad:
+            raise bad.showing(data) from None
+
+    def _chunk(self, value: Any) -> None:
+        chunk = mapping(value, "a stream chunk")
         if chunk.get("error"):
-            error = chunk["error"]
-            self.error = str(error.get("message") if isinstance(error, dict) else error)
-            return
+            raise BadAnswer(f"failed while streaming: {server_error(chunk['error'])}", retryable=True)
         self.received = True
-        self.model = chunk.get("model") or self.model
-        if isinstance(chunk.get("usage"), dict):
-            self.usage = chunk["usage"]
-        for choice in chunk.get("choices") or []:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+        self.model = field(chunk, "model", str) or self.model
+        self.usage = field(chunk, "usage", dict) or self.usage
+        for choice in field(chunk, "choices", list) or []:
+            choice = mapping(choice, "a choice")
+            if field(choice, "index", int) not in (None, 0):
                 continue
-            self.finish = choice.get("finish_reason") or self.finish
-            delta = choice.get("delta") or {}
-            if delta.get("content"):
-                self.text.append(delta["content"])
+            self.finish = field(choice, "finish_reason", str) or self.finish
+            delta = field(choice, "delta", dict) or {}
+            content = field(delta, "content", str)
+            if content:
+                self.text.append(content)
                 if self.on_delta is not None:
-                    self.on_delta({"text": delta["content"]})
-            for part in delta.get("tool_calls") or []:
-                self._call(part)
+                    self.on_delta({"text": content})
+            for part in field(delta, "tool_calls", list) or []:
+                self._call(mapping(part, "a tool call"))
 
     def _call(self, part: dict[str, Any]) -> None:
         """One tool-call fragment: the first names the call, the rest carry pieces of its arguments."""
-        index = part.get("index", 0)
+        index = field(part, "index", int) or 0
         call = self.calls.get(index)
         fresh = call is None
         if call is None:
             call = self.calls[index] = {"id": None, "name": "", "arguments": []}
-        function = part.get("function") or {}
-        if part.get("id") and not call["id"]:
-            call["id"] = part["id"]
-        if function.get("name") and not call["name"]:
-            call["name"] = function["name"]  # some servers repeat the name on every fragment
-        fragment = function.get("arguments") or ""
+        function = field(part, "function", dict) or {}
+        ident, name = field(part, "id", str), field(function, "name", str)
+        if ident and not call["id"]:
+            call["id"] = ident
+        if name and not call["name"]:
+            call["name"] = name  # some servers repeat the name on every fragment
+        fragment = field(function, "arguments", str) or ""
         call["arguments"].append(fragment)
         if self.on_delta is not None and (fragment or fresh):
             self.on_delta({"call": call["name"], "arguments": fragment, "index": index})
@@ -201,14 +199,11 @@ class _Chunks:
         """The assembled response.
 
         Raises:
-            ModelError: the stream carried an error, bad JSON, or no chunk.
+            BadAnswer: the stream held no chunk.
         """
-        where = f"model {label(self.spec)}"
-        if self.error is not None:
-            raise ModelError(f"{where} failed while streaming: {self.error}", retryable=True)
         if not self.received:
-            raise ModelError(f"{where} answered with an empty stream", retryable=True)
-        usage = self.usage or {}
+            raise BadAnswer("the stream holds no chunk", retryable=True)
+        usage = self.usage
         return {
             "content": "".join(self.text) if self.text else None,
             "tool_calls": [
@@ -225,26 +220,39 @@ class _Chunks:
         }
 
 
-def _answer(response: Any, spec: Mapping[str, Any]) -> dict[str, Any]:
-    """An unstreamed chat completion as our response mapping.
+def _completion(spec: Mapping[str, Any], value: Any) -> dict[str, Any]:
+    """An unstreamed chat completion (its JSON value) as our response mapping.
 
     Raises:
-        ModelError: the answer holds no choices.
+        BadAnswer: an error object, no choices (retryable), or any field of the wrong type.
     """
-    if not response.choices:
-        raise ModelError(f"model {label(spec)} answered with no choices")
-    choice = response.choices[0]
-    message = choice.message
-    calls = [
-        {"id": call.id, "name": call.function.name, "arguments": _arguments(call.function.arguments or "")}
-        for call in message.tool_calls or []
-    ]
+    if isinstance(value, dict) and value.get("error"):
+        raise BadAnswer(f"the server answered with an error: {server_error(value['error'])}", retryable=True)
+    body = mapping(value, "the answer")
+    choices = field(body, "choices", list, required=True)
+    if not choices:
+        raise BadAnswer("the answer holds no choices", retryable=True)
+    choice = mapping(choices[0], "choices[0]")
+    message = field(choice, "message", dict, required=True)
+    calls = []
+    for index, item in enumerate(field(message, "tool_calls", list) or []):
+        call = mapping(item, "a tool call")
+        function = field(call, "function", dict, required=True)
+        arguments = field(function, "arguments", str, dict) or ""
+        calls.append(
+            {
+                "id": field(call, "id", str) or f"call_{index}",
+                "name": field(function, "name", str, required=True),
+                "arguments": arguments if isinstance(arguments, dict) else _arguments(arguments),
+            }
+        )
+    usage = field(body, "usage", dict)
     return {
-        "content": message.content,
+        "content": field(message, "content", str),
         "tool_calls": calls,
-        "finish_reason": choice.finish_reason,
-        "usage": _usage(response.usage),
-        "model": response.model or spec["name"],
+        "finish_reason": field(choice, "finish_reason", str),
+        "usage": normal_usage(usage.get("prompt_tokens"), usage.get("completion_tokens")) if usage else {},
+        "model": field(body, "model", str) or spec["name"],
     }
 
 
@@ -254,13 +262,6 @@ def _arguments(raw: str) -> Any:
         return json.loads(raw or "{}")
     except json.JSONDecodeError:
         return raw
-
-
-def _usage(usage: Any) -> dict[str, int]:
-    """Token counts from the API's usage object (zeros when the server sent none)."""
-    if usage is None:
-        return {}  # unknown, not zero: the server sent no counts
-    return normal_usage(getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None))
 
 
 def _wire(message: Mapping[str, Any]) -> dict[str, Any]:
