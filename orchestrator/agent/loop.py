@@ -36,6 +36,12 @@ the built-in ``tool-batch`` tool (``{"calls": [{id, tool, arguments}]}``,
 ``batch-pipeline`` as its overrides); its result says which calls run, with
 which arguments, and which are denied (the model gets an error result).
 
+Bounds: a turn runs at most ``max-tool-calls`` (64) of the model's calls,
+the first ones in its order; each call past it gets an error result saying
+so and is not run (nor shown to the batch hook), so the model hears why and
+the conversation keeps a result for every call. A model answer is read
+within the manager's ``Limits.model_answer`` bytes (``answer.bounded``).
+
 Interrupts: a call that raises ``ApprovalRequired`` is held while the turn's
 other calls finish; then the top-level agent raises a ``Suspension`` carrying
 its state, which ``Manager.invoke`` saves (``orchestrator.interrupts``). A
@@ -73,6 +79,7 @@ from ..options import extract_options
 from ..prompt import render_prompt
 from ..schema import object_schema, validator_for
 from ..tool import wire_name
+from .answer import bounded
 from .model import Deltas, authorize_model, label, parse_model
 
 if TYPE_CHECKING:
@@ -87,6 +94,8 @@ ROLES = ("system", "user", "assistant", "tool")
 PRIOR_ROLES = ("system", "user", "assistant")
 RESUMING = "resume"
 """``ctx.locals`` key of a resumed run: ``{state, decision}`` (set by ``orchestrator.interrupts`` only)."""
+MAX_TOOL_CALLS = 64
+"""Tool calls one turn may run unless the agent's ``max-tool-calls`` says otherwise."""
 ANSWER_NOW = "Give your final answer now: only JSON matching the requested schema, no other text and no tool calls."
 
 
@@ -126,6 +135,13 @@ class Agent:
         self.spec = authorize_model(spec, ctx, self.manager)  # who chose its endpoint and key (issue 24)
         self.max_iterations = _setting(ctx, "max-iterations", 40, int)
         self.max_errors = _setting(ctx, "max-consecutive-errors", 3, int)
+        self.max_calls = _setting(ctx, "max-tool-calls", MAX_TOOL_CALLS, int)
+        if self.max_calls < 1:
+            raise ConfigurationError(
+                f"max-tool-calls must be a whole number above 0, not {self.max_calls}",
+                tool=ctx.tool.name,
+                key="max-tool-calls",
+            )
         choice = _setting(ctx, "tool-choice", "auto", str)
         self.choice = choice
         self.allowed = self._allowed()
@@ -348,7 +364,8 @@ class Agent:
         """
         calls = turn["calls"]
         if turn["runs"] is None:
-            runs = self._runs(calls)
+            self._refuse_extra(turn)
+            runs = self._runs(calls[: self.max_calls])
             if self.batch_pipeline:
                 try:
                     with _deciding(decision if turn["held"] == "batch" else None):
@@ -383,6 +400,19 @@ class Agent:
             turn["held"] = waiting[0][0]
             raise self._suspension(waiting[0][1], turn) from waiting[0][1]
         return [(bool(o[0]), o[1], str(o[2])) for o in outcomes]
+
+    def _refuse_extra(self, turn: dict[str, Any]) -> None:
+        """Give the calls past ``max-tool-calls`` an error result: they are not run (nor shown to the batch hook)."""
+        calls = turn["calls"]
+        if len(calls) <= self.max_calls:
+            return
+        log.warning("%s: the model asked for %d tool calls in one turn", self.ctx.tool.name, len(calls))
+        text = (
+            f"error: not run: this turn asked for {len(calls)} tool calls and max-tool-calls is {self.max_calls}; "
+            f"only the first {self.max_calls} ran: call the others in a later turn"
+        )
+        for index in range(self.max_calls, len(calls)):
+            turn["outcomes"][index] = [False, None, text]
 
     def _runs(self, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The turn's calls as the batch hook sees them: ``{id, tool (our ref), arguments}``."""
@@ -532,12 +562,13 @@ class Agent:
         if manager.events:  # nothing streams to nobody: no delta is built
             deltas = Deltas(lambda kind, data: manager.emit(kind, ctx, iteration, **self._named(data)))
         try:
-            response = await ctx.manager.invoke(
-                "model-call",
-                request,
-                overrides=self.model_pipeline,
-                context={"locals": {"stream": deltas, "conversation": conversation}},
-            )
+            with bounded(manager.limits.model_answer):
+                response = await ctx.manager.invoke(
+                    "model-call",
+                    request,
+                    overrides=self.model_pipeline,
+                    context={"locals": {"stream": deltas, "conversation": conversation}},
+                )
         except BaseException as exc:
             if deltas is not None:
                 deltas.discard(f"{type(exc).__name__}: {exc}")
