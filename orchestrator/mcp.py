@@ -13,7 +13,8 @@ wrapped as the one required property ``value`` and unwrapped on call; no
 ``params`` is ``{"type": "object"}`` with the arguments passed as they are.
 
 **Callers are untrusted.** Every call passes ``Caller("MCP callers", served
-refs)`` to the engine, which applies the rules of ``orchestrator.callers`` to
+tools)`` to the engine (a served tool is one listed, or called, and still
+servable now), which applies the rules of ``orchestrator.callers`` to
 the ``$`` options in the arguments (``$overrides`` only with
 ``--allow-overrides``); ``$timeout`` is capped by ``max_timeout``, which also
 applies when the caller gives none; ``ctx.envelope`` is always the server's
@@ -25,10 +26,24 @@ it closes; or a 2026-era ``subscriptions/listen`` stream) the tool set is
 polled every ``poll_interval`` seconds and ``notifications/tools/list_changed``
 is sent when names, descriptions or schemas change.
 
-**Calls under load.** Listing stats and describes every tool, which costs more
-than a call; so calls and watchers share the latest listing while it is under
-half a poll interval old, and a call re-checks only the tool it names: a tool
-hidden or broken since is looked up afresh, as is a name the listing lacks.
+**Calls under load.** Listing stats and describes every tool, which costs far
+more than a call (tens of seconds for 100,000 files), so a call never waits
+for one when it can do without: a name the latest listing has (however old)
+re-checks only its own tool (a tool hidden or broken since is not served, one
+edited since is served as it is now, and the listing is updated to match); a
+name the listing lacks is looked up as the ref it reads as (``__`` as ``/``)
+and served when that tool is servable. Only a name neither finds lists the
+tools again. Watchers and such calls share a listing while it is younger
+than half a poll interval, or than ``LISTING_SHARE`` times what it took, so
+listings take at most about a fifth of the server's time however large the
+catalogue. A listing still runs on the event loop: the registry is not safe
+to use from a second thread while calls use it.
+
+**Errors name no server paths.** An error result names a file in a served
+folder by its path relative to that folder (``team/broken.md:3``), a
+built-in's as ``built-in tools/...``, and any other absolute path of the
+server (the session store, the cache folder, a file a tool read) as
+``<server path>``; the server's log keeps the full text.
 
 **Approval.** A call whose pipeline holds for approval (the ``approval``
 middleware) asks the MCP client's user through form elicitation: approve
@@ -48,13 +63,16 @@ and ``serve`` only: importing this module stays cheap.
 from __future__ import annotations
 
 import functools
+import heapq
 import json
 import logging
 import math
+import os
+import re
 import secrets
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Container, Mapping
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -78,6 +96,7 @@ from .errors import (
 from .events import Event
 from .manager import Manager
 from .options import extract_options
+from .registry import builtin_folder
 from .schema import object_schema
 from .tool import wire_name
 
@@ -94,6 +113,10 @@ log = logging.getLogger("orchestrator.mcp")
 POLL_INTERVAL = 1.0
 MAX_NAME = 128  # SEP-986
 ASKS = 3  # elicitations per held call before a still-unreadable answer denies it
+LISTING_SHARE = 4  # a listing is reused for at least this many times what it took
+SHOWN_NAMES = 20  # served names an unknown-tool error lists
+SERVER_PATH = "<server path>"  # what an error result says instead of a path outside the served folders
+_PATH = re.compile(r"(?<![\w.~/:-])(?:file://)?/[^\s'\"`,;:()\[\]{}<>|]+")
 APPROVAL = "approval"  # the key of the elicitation in an input_required result
 
 
@@ -116,8 +139,12 @@ def envelope(ctx: Context) -> dict[str, Any]:
     """The caller identity and transport data a call's ``ctx.envelope`` carries.
 
     ``client`` is the ``clientInfo`` the client sent (at ``initialize``, or in a
-    2026-era request's ``_meta``); ``session`` the HTTP ``Mcp-Session-Id``, or
-    an id per stdio connection; ``None`` when unknown.
+    2026-era request's ``_meta``): a claim, not an identity. ``session`` is
+    the identity: the HTTP ``Mcp-Session-Id``, or an id per stdio (or
+    in-process) connection; ``None`` over stateless HTTP, where nothing tells
+    one caller from another (the ``cache`` tool keeps nothing for such a
+    caller unless told ``shared: true``). ``request_id`` names the request,
+    not the caller: every client's first call has the same one.
     """
     client = None
     params = ctx.session.client_params
@@ -158,12 +185,15 @@ class Service:
         self.poll_interval = poll_interval
         self._reported: set[tuple[str, str]] = set()
         self._latest: tuple[float, dict[str, Listing]] | None = None  # (when, what) of the last listing
+        self._cost = 0.0  # seconds the last listing took
+        self.paths = ServedPaths(manager)
         self._keys: tuple[dict[str, Listing], list[tuple[str, str | None, str]]] | None = None
 
     # -- listing ---------------------------------------------------------------
 
     def listing(self) -> dict[str, Listing]:
         """Every servable tool by MCP name, listed afresh; problems are logged once each."""
+        started = time.monotonic()
         served: dict[str, Listing] = {}
         for info in self.manager.list_tools():
             if info.error is not None:
@@ -182,39 +212,74 @@ class Service:
                 self._report(info.ref, f"not served: {exc}")
                 continue
             served[name] = Listing(info.ref, name, info.description, schema, wrapped)
-        self._latest = (time.monotonic(), served)
+        now = time.monotonic()
+        self._cost = now - started
+        self._latest = (now, served)
         return served
 
     def recent(self) -> dict[str, Listing]:
-        """The latest listing while it is under half a poll interval old, else a fresh one."""
+        """The latest listing while it is fresh enough to share (see the module docstring), else a new one."""
         latest = self._latest
-        if latest is not None and time.monotonic() - latest[0] < self.poll_interval / 2:
+        shared_for = max(self.poll_interval / 2, LISTING_SHARE * self._cost)
+        if latest is not None and time.monotonic() - latest[0] < shared_for:
             return latest[1]
         return self.listing()
 
     def resolve(self, name: str) -> tuple[Listing | None, dict[str, Listing]]:
-        """The served tool a call to ``name`` runs (None: not served), and the listing it was found in.
+        """The served tool a call to ``name`` runs (None: not served), and the latest listing.
 
-        A recent listing is trusted for the other tools; the one called is
-        described afresh, and everything is listed again when it is no longer
-        served as listed, or when the recent listing does not have it.
+        A name the latest listing has re-checks its own tool only; one it
+        lacks is looked up as a ref; only a name neither finds lists again
+        (or reuses a listing fresh enough to share).
         """
         latest = self._latest
-        if latest is not None and time.monotonic() - latest[0] < self.poll_interval / 2:
-            listing = latest[1].get(name)
-            if listing is not None and self._unchanged(listing):
-                return listing, latest[1]
-        served = self.listing()
+        if latest is not None and name in latest[1]:
+            listing, served = self._recheck(latest[1][name], latest)
+            if listing is not None:
+                return listing, served
+            latest = self._latest  # not served as listed: another ref may read as the name now
+        found = self._direct(name)
+        if found is not None:
+            return found, latest[1] if latest is not None else {}
+        served = self.recent()
         return served.get(name), served
 
-    def _unchanged(self, listing: Listing) -> bool:
-        """Whether ``listing``'s tool would be listed just so now (not hidden, same description and schema)."""
+    def servable(self, ref: str) -> Listing | None:
+        """How ``ref`` would be listed now, or None when it is not served (missing, broken, hidden, unnamable)."""
         try:
-            info = self.manager.describe(listing.ref)
+            info = self.manager.describe(ref)
             schema, wrapped = object_schema(info.params)
         except (OrchestratorError, ValueError):
-            return False
-        return not info.hidden and Listing(listing.ref, listing.name, info.description, schema, wrapped) == listing
+            return None
+        name = wire_name(ref)
+        if info.hidden or len(name) > MAX_NAME:
+            return None
+        return Listing(ref, name, info.description, schema, wrapped)
+
+    def _recheck(
+        self, listed: Listing, latest: tuple[float, dict[str, Listing]]
+    ) -> tuple[Listing | None, dict[str, Listing]]:
+        """``listed`` as it is now; a change since is written into a copy of the latest listing (watchers see it)."""
+        now = self.servable(listed.ref)
+        if now == listed:
+            return listed, latest[1]
+        served = dict(latest[1])
+        if now is None:
+            del served[listed.name]
+        else:
+            served[listed.name] = now
+        if self._latest is latest:
+            self._latest = (latest[0], served)
+        return now, served
+
+    def _direct(self, name: str) -> Listing | None:
+        """The servable tool whose ref ``name`` reads as (``__`` as ``/``, or the name itself), when exactly one is."""
+        found = [
+            listing
+            for ref in {name.replace("__", "/"), name}
+            if (listing := self.servable(ref)) is not None and listing.name == name
+        ]
+        return found[0] if len(found) == 1 else None
 
     def _report(self, ref: str, message: str) -> None:
         if (ref, message) not in self._reported:  # the watcher lists every second: say it once
@@ -236,30 +301,38 @@ class Service:
     ) -> types.CallToolResult | types.InputRequiredResult:
         listing, served = self.resolve(params.name)
         if listing is None:  # an isError result, as for any other failure, so the model can read it
-            return failure(ToolNotFoundError(params.name, reason=f"this server serves {', '.join(sorted(served))}"))
+            return self.failure(ToolNotFoundError(params.name, reason=f"this server serves {served_names(served)}"))
         try:
             if params.request_state is not None:  # a 2026-era retry answering an approval
                 return await self.resumed(ctx, listing, params)
             caller = Caller(
-                "MCP callers",
-                frozenset(item.ref for item in served.values()),
-                self.allow_overrides,
-                sessions=self.allow_sessions,
+                "MCP callers", Served(self, served, listing.ref), self.allow_overrides, sessions=self.allow_sessions
             )
             args, options = self.options(listing, params.arguments or {}, envelope(ctx), caller)
             with approval.asking(self.approver(ctx, listing.ref)):
                 result = await self.reporting(ctx, self.manager.invoke(listing.ref, args, caller=caller, **options))
         except Interrupted as exc:  # held with nobody to ask now: a 2026-era client answers on its retry
             if ctx.session.can_send_request:  # a handshake-era client cannot retry with an answer
-                return failure(exc)
+                return self.failure(exc, listing.ref)
             return held(exc.token, exc.request)
         except OrchestratorError as exc:
-            return failure(exc)
+            return self.failure(exc, listing.ref)
         except Exception as exc:  # a tool's own bug: report it in one line, keep serving
             log.warning("tool %r failed: %s", listing.ref, describe(exc))
             log.debug("traceback of the failure", exc_info=exc)
-            return failure(exc)
+            return self.failure(exc)
         return success(result)
+
+    def failure(self, exc: Exception, ref: str | None = None) -> types.CallToolResult:
+        """The error result for ``exc``, its paths named as the client may see them; the log keeps them in full.
+
+        ``ref``: log the full text when paths were hidden (a tool's own bug is logged already, without it).
+        """
+        full = describe(exc)
+        shown = self.paths.shown(full)
+        if ref is not None and shown != full:
+            log.warning("call of %r failed: %s", ref, full)
+        return failure(shown)
 
     def approver(self, ctx: Context, ref: str) -> approval.Approver | None:
         """Who decides the calls this request holds: the client's user, or a denial saying why not.
@@ -426,6 +499,36 @@ class Service:
             finally:
                 tg.cancel_scope.cancel()
         return result
+
+
+class Served(Container[str]):
+    """The tools an MCP caller may call and name as middleware: the one it called, and those listed and still servable.
+
+    Membership is checked when asked (a tool hidden since the listing is no
+    longer in), in O(1) whatever the number of tools.
+    """
+
+    __slots__ = ("service", "served", "called")
+
+    def __init__(self, service: Service, served: Mapping[str, Listing], called: str) -> None:
+        self.service = service
+        self.served = served
+        self.called = called
+
+    def __contains__(self, ref: object) -> bool:
+        if ref == self.called:
+            return True
+        if not isinstance(ref, str):
+            return False
+        listed = self.served.get(wire_name(ref))
+        return listed is not None and listed.ref == ref and self.service.servable(ref) is not None
+
+
+def served_names(served: Mapping[str, Listing]) -> str:
+    """The names an unknown-tool error lists: the first ``SHOWN_NAMES`` in order, and how many more."""
+    first = heapq.nsmallest(SHOWN_NAMES, served)
+    more = len(served) - len(first)
+    return ", ".join(first) + (f" and {more} more" if more else "") if first else "no tools"
 
 
 _progress: ContextVar[MemoryObjectSendStream[Event] | None] = ContextVar("toolcascade_mcp_progress", default=None)
@@ -611,11 +714,50 @@ def success(result: Any) -> types.CallToolResult:
     return CallToolResult(content=[TextContent(text=text)], structured_content=structured)
 
 
-def failure(exc: Exception) -> types.CallToolResult:
-    """An ``isError`` result: ``"<ErrorType>: <message>"`` on one line."""
+def failure(text: str) -> types.CallToolResult:
+    """An ``isError`` result: ``text``, the error described on one line (``"<ErrorType>: <message>"``)."""
     from mcp.types import CallToolResult, TextContent
 
-    return CallToolResult(content=[TextContent(text=describe(exc))], is_error=True)
+    return CallToolResult(content=[TextContent(text=text)], is_error=True)
+
+
+class ServedPaths:
+    """How error texts sent to MCP clients name the server's files (see the module docstring).
+
+    Served folders and the built-ins are replaced by what they are (longest
+    first, so a folder inside another is named from the inner one); then any
+    other absolute path under one of the file system's top-level entries is
+    ``SERVER_PATH``. A JSON pointer (``/name``) is not such a path and stays.
+    """
+
+    __slots__ = ("names", "known", "top")
+
+    def __init__(self, manager: Manager) -> None:
+        builtins = {str(builtin_folder(kind).resolve()): f"built-in {kind}" for kind in ("tools", "authorities")}
+        roots = {sp.folder: builtins.get(sp.folder) for sp in manager.paths} | builtins
+        self.names: dict[str, str | None] = roots  # None: a served folder (its files are named relative to it)
+        ordered = sorted(roots, key=len, reverse=True)
+        self.known = re.compile(rf"(?:file://)?({'|'.join(map(re.escape, ordered))})(/|(?![\w.-]))")
+        try:
+            self.top = frozenset(os.listdir("/"))
+        except OSError:
+            self.top = frozenset()
+
+    def shown(self, text: str) -> str:
+        """``text`` with the server's paths named relative to the served folders, or hidden."""
+        return _PATH.sub(self._hidden, self.known.sub(self._relative, text))
+
+    def _relative(self, match: re.Match[str]) -> str:
+        root, slash = match.group(1), match.group(2)
+        name = self.names[root]
+        if name is None:  # a served folder: its files relative to it, itself by its own name
+            return "" if slash else os.path.basename(root)
+        return name + slash
+
+    def _hidden(self, match: re.Match[str]) -> str:
+        found = match.group(0)
+        parts = found.removeprefix("file://").strip("/").split("/")
+        return SERVER_PATH if len(parts) >= 2 and parts[0] in self.top else found
 
 
 @asynccontextmanager
