@@ -238,7 +238,7 @@ async def holding(store: Store, session: str, *, wait: float | None = None) -> A
                 failure = exc
             finally:
                 group.cancel_scope.cancel()
-        if beat.lost and not finished:
+        if beat.lost and not finished and not isinstance(failure, SessionLostError):  # stopped by the heartbeat
             raise _lost(session) from failure
         if failure is not None:
             raise failure
