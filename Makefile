@@ -34,9 +34,8 @@ demo: $(DEMO_STAMP)
 	@echo "--- examples/agent: python main.py (a markdown agent on the offline scripted model)"
 	@cd examples/agent && $(abspath $(BIN))/python main.py
 	@echo
-	@echo "--- toolcascade is installed in $(VENV). To type it as plain \`toolcascade\`:"
-	@echo "    source $(VENV)/bin/activate      (this shell), or"
-	@echo "    pip install -e $(CURDIR)          (your own environment)"
+	@echo "--- toolcascade is installed in $(VENV): run it as $(VENV)/bin/toolcascade, or as plain toolcascade"
+	@echo "    in this shell after: . $(VENV)/bin/activate"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -33,6 +33,7 @@ DOCUMENTED = {
     "OrderCycleError",
     "ReturnsValidationError",
     "SecurityError",
+    "SessionLostError",
     "Tool",
     "ToolDefinitionError",
     "ToolInfo",
