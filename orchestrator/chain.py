@@ -29,18 +29,31 @@ loop. Contextvars are copied into the thread. Each manager has
 
 When the caller is cancelled (``$timeout``, ``--max-timeout``, a cancelled
 task group) while sync code runs, the caller stops waiting at once and gets
-``InvocationTimeout`` / its cancellation on time; Python cannot stop a
-thread, so it runs to its end in the background, its result (or error) is
-dropped, and it keeps its thread slot until it really ends, so abandoned
-threads still count against ``limits.threads``.
+``InvocationTimeout`` / its cancellation on time, and the engine raises
+``Abandoned`` in the thread (CPython's ``PyThreadState_SetAsyncExc``): Python
+code stops at its next instruction, so a ``while True: pass`` ends within
+milliseconds instead of holding the GIL, and with it the event loop, for
+good. When the caller has a deadline, a thread of its own (``_Deadlines``)
+also stops the code then: the loop, starved of the GIL by spinning threads,
+may see the deadline pass late. Code inside one C call (``time.sleep``, a blocking read, a regex)
+stops once that call returns; code that swallows ``BaseException`` runs on.
+Until a thread really ends its result (or error) is dropped and it keeps its
+thread slot. Such **stuck** threads are bounded: once ``STUCK_THREADS`` of
+a manager's (at most ``limits.threads``) are stuck on a loop, a new sync
+call fails at once (within ``STOP_SECONDS`` of the latest being told to
+stop) with ``InvocationError`` naming the stuck tools, instead of queueing
+behind them; async code and markdown prompts run on as before.
 """
 
 from __future__ import annotations
 
+import heapq
 import inspect
 import logging
+import math
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
@@ -63,6 +76,24 @@ log = logging.getLogger("orchestrator")
 def _awaitable(value: Any) -> bool:
     """inspect.isawaitable without its slow ABC check for the common plain values."""
     return type(value) is CoroutineType or (value is not None and hasattr(type(value), "__await__"))
+
+
+STUCK_THREADS = 4
+"""Abandoned sync calls still running, per manager and loop, past which new sync calls are refused.
+
+Small on purpose: every thread still running Python code takes the GIL in
+turn with the event loop's, so each one adds to the loop's latency.
+"""
+STOP_SECONDS = 0.5
+"""How long a sync call over the stuck limit waits, after the latest thread was told to stop, for one to end."""
+
+
+class Abandoned(BaseException):
+    """Raised inside sync code whose caller stopped waiting (a timeout, a cancellation), to stop it.
+
+    A ``BaseException``, like ``KeyboardInterrupt``, so ``except Exception``
+    in a tool does not swallow it; nobody sees where it ends up.
+    """
 
 
 SKIPPED: Any = type("Skipped", (), {"__repr__": lambda self: "SKIPPED"})()
@@ -310,10 +341,24 @@ def _is_async(fn: Callable[..., Any]) -> bool:
 _PENDING, _RUNNING, _ABANDONED, _DONE = range(4)
 
 
+def _interrupt(thread: int, exc: type[BaseException] | None) -> bool:
+    """Raise ``exc`` in ``thread`` at its next Python instruction; None takes back one not raised yet.
+
+    False where the interpreter has no ``PyThreadState_SetAsyncExc`` (not CPython).
+    """
+    import ctypes  # only on the rare path: a caller gave up while its sync code ran
+
+    try:
+        set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    except AttributeError:
+        return False
+    return bool(set_async_exc(ctypes.c_ulong(thread), ctypes.py_object(exc) if exc is not None else None))
+
+
 class _Threads:
     """One manager's worker-thread slots on one event loop (an anyio CapacityLimiter belongs to one loop)."""
 
-    __slots__ = ("slots", "passage", "loop")
+    __slots__ = ("slots", "passage", "loop", "stuck", "stuck_limit", "stopped_at", "ended")
 
     def __init__(self, count: int, loop: Any) -> None:
         # ``slots`` is the bound: a slot is held until the thread really ends.
@@ -323,6 +368,34 @@ class _Threads:
         self.slots = anyio.CapacityLimiter(count)
         self.passage = anyio.CapacityLimiter(count)
         self.loop = weakref.ref(loop)  # weak: the loop keys the cache holding this
+        self.stuck: set[_Slot] = set()  # abandoned and still running; only the loop changes it
+        self.stuck_limit = min(STUCK_THREADS, count)
+        self.stopped_at = 0.0  # loop time the latest thread became stuck
+        self.ended: anyio.Event | None = None  # set when a stuck thread ends, for calls waiting on one
+
+    async def admit(self, name: str) -> None:
+        """Over the stuck limit: let threads told to stop just now end, then refuse ``name`` if still over.
+
+        Raises:
+            InvocationError: ``stuck_limit`` threads are still stuck.
+        """
+        with anyio.move_on_after(self.stopped_at + STOP_SECONDS - anyio.current_time()):
+            while len(self.stuck) >= self.stuck_limit:
+                if self.ended is None:
+                    self.ended = anyio.Event()
+                await self.ended.wait()
+        if len(self.stuck) >= self.stuck_limit:
+            raise self.refusal(name)
+
+    def refusal(self, name: str) -> InvocationError:
+        """The error for a new sync call of ``name`` while ``stuck_limit`` threads are stuck."""
+        tools = ", ".join(repr(tool) for tool in sorted({slot.name for slot in self.stuck}))
+        return InvocationError(
+            f"every worker thread sync code may keep is stuck: {len(self.stuck)} sync calls of {tools} run on "
+            "after their callers stopped waiting, and resist being stopped; sync calls are refused until one "
+            "ends (async tools and prompts still run). Make those tools return (or raise), or restart the process",
+            tool=name,
+        )
 
     def release_soon(self, slot: _Slot) -> None:
         """From a worker thread: give ``slot`` back on the loop (nothing to give once the loop has ended)."""
@@ -332,21 +405,31 @@ class _Threads:
         # An asyncio loop (call_soon_threadsafe) or a trio token (run_sync_soon), told apart without asyncio.
         soon = getattr(loop, "call_soon_threadsafe", None) or loop.run_sync_soon
         try:
-            soon(self.slots.release_on_behalf_of, slot)
+            soon(self.release, slot)
         except RuntimeError:  # the asyncio loop closed, or the trio run finished (RunFinishedError)
             pass
+
+    def release(self, slot: _Slot) -> None:
+        """On the loop: ``slot``'s thread has ended."""
+        self.stuck.discard(slot)
+        self.slots.release_on_behalf_of(slot)
+        if self.ended is not None:
+            self.ended.set()
+            self.ended = None
 
 
 class _Slot:
     """One sync call's claim on a thread slot, from before its thread starts until that thread ends."""
 
-    __slots__ = ("threads", "name", "state", "lock")
+    __slots__ = ("threads", "name", "state", "lock", "thread", "stopping")
 
     def __init__(self, threads: _Threads, name: str) -> None:
         self.threads = threads
         self.name = name
         self.state = _PENDING
         self.lock = threading.Lock()  # the loop and the worker thread both move ``state``
+        self.thread = 0  # the worker thread's ident, once running
+        self.stopping = False  # Abandoned was sent to it
 
     def run(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any]:
         """In the worker thread: ``(fn(*args),)`` unless the caller already gave up.
@@ -358,6 +441,7 @@ class _Slot:
             if self.state != _PENDING:
                 return (None,)
             self.state = _RUNNING
+            self.thread = threading.get_ident()
         value: Any = None
         error: BaseException | None = None
         try:
@@ -367,25 +451,85 @@ class _Slot:
             error = exc
             raise
         finally:
-            with self.lock:
-                abandoned = self.state == _ABANDONED
-                self.state = _DONE
+            # ``leave`` sends Abandoned only under the lock while fn runs: once this block holds the lock and
+            # has taken back one not raised yet, none can reach this worker thread's next job.
+            while True:
+                try:
+                    with self.lock:
+                        if self.stopping:
+                            _interrupt(self.thread, None)
+                        abandoned = self.state == _ABANDONED
+                        self.state = _DONE
+                    break
+                except Abandoned:  # raised here, after fn: the caller is gone either way
+                    continue
             if abandoned:  # the caller stopped waiting: nobody sees the outcome, so this thread frees the slot
-                if error is not None:
+                if error is not None and not isinstance(error, Abandoned):
                     log.debug("%s: sync code failed after its caller stopped waiting", self.name, exc_info=error)
                 elif type(value) is CoroutineType:
                     value.close()  # nobody will await it
                 self.threads.release_soon(self)
 
+    def expire(self) -> None:
+        """From the deadline thread: the caller's deadline has passed; stop the thread if fn still runs."""
+        with self.lock:
+            if self.state == _RUNNING and not self.stopping:
+                self.stopping = _interrupt(self.thread, Abandoned)
+
     def leave(self) -> None:
-        """On the loop, once the caller stops waiting: free the slot, or leave that to a thread still running."""
+        """On the loop, once the caller stops waiting: free the slot, or stop the thread still running.
+
+        A thread still running is stuck until it ends, which then frees the slot.
+        """
         with self.lock:
             if self.state == _RUNNING:
                 self.state = _ABANDONED
+                if not self.stopping:  # one request to stop, whoever sends it: the deadline thread may have
+                    self.stopping = _interrupt(self.thread, Abandoned)
+                self.threads.stuck.add(self)
+                self.threads.stopped_at = anyio.current_time()
                 return
             self.state = _DONE  # finished, or never started: run() will not call fn now
         self.threads.slots.release_on_behalf_of(self)
 
+
+class _Deadlines:
+    """Stops sync code at its caller's deadline from a thread of its own.
+
+    The loop's own timeout comes late when the very code it should stop
+    starves it of the GIL (each of the loop's many GIL hand-overs waits for
+    every spinning thread's turn); this thread needs one. A slot that ended
+    first stays queued until its deadline, where ``expire`` finds it done.
+    """
+
+    def __init__(self) -> None:
+        self.due: list[tuple[float, int, _Slot]] = []  # a heap of (time.monotonic() deadline, tie-break, slot)
+        self.changed = threading.Condition(threading.Lock())
+        self.wake = math.inf  # when the thread wakes next, so a later deadline does not wake it
+        self.thread: threading.Thread | None = None
+
+    def add(self, seconds: float, slot: _Slot) -> None:
+        """Stop ``slot``'s thread ``seconds`` from now if its fn still runs then."""
+        when = time.monotonic() + seconds
+        with self.changed:
+            heapq.heappush(self.due, (when, id(slot), slot))
+            if self.thread is None:
+                self.thread = threading.Thread(target=self.run, name="toolcascade-deadlines", daemon=True)
+                self.thread.start()
+            elif when < self.wake:
+                self.changed.notify()
+
+    def run(self) -> None:
+        with self.changed:
+            while True:
+                now = time.monotonic()
+                while self.due and self.due[0][0] <= now:
+                    heapq.heappop(self.due)[2].expire()
+                self.wake = self.due[0][0] if self.due else math.inf
+                self.changed.wait(self.wake - now if self.due else None)
+
+
+_DEADLINES = _Deadlines()
 
 _POOLS: weakref.WeakKeyDictionary[Any, weakref.WeakKeyDictionary[Manager, _Threads]] = weakref.WeakKeyDictionary()
 
@@ -419,13 +563,23 @@ async def _in_thread(ctx: Context, fn: Callable[..., Any], *args: Any) -> Any:
     """Call sync ``fn(*args)`` in one of the manager's worker threads, keeping the loop free.
 
     Raises:
-        BaseException: whatever ``fn`` raises; the caller's cancellation at once (the thread runs on, abandoned).
+        InvocationError: ``STUCK_THREADS`` of the manager's threads on this loop are stuck.
+        BaseException: whatever ``fn`` raises; the caller's cancellation at once (the thread is told to stop,
+            at the deadline by the deadline thread when the caller has one).
     """
     threads = _threads(ctx._manager)
+    if len(threads.stuck) >= threads.stuck_limit:
+        await threads.admit(ctx.tool.name)
     slot = _Slot(threads, ctx.tool.name)
     await threads.slots.acquire_on_behalf_of(slot)
     try:
-        box = await anyio.to_thread.run_sync(slot.run, fn, args, abandon_on_cancel=True, limiter=threads.passage)
+        left = anyio.current_effective_deadline() - anyio.current_time()
+        if left != math.inf:
+            _DEADLINES.add(left, slot)
+        try:
+            box = await anyio.to_thread.run_sync(slot.run, fn, args, abandon_on_cancel=True, limiter=threads.passage)
+        except Abandoned:  # stopped at the deadline before the loop saw it pass: its cancellation is on its way
+            await anyio.sleep_forever()
     finally:
         slot.leave()
     return box[0]

@@ -519,6 +519,15 @@ def check_(paths: Sequence[Path]) -> None:
     metavar="SECONDS",
     help="Cap on the $timeout a caller may ask for; also the timeout of calls that set none.",
 )
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="After SIGTERM or Ctrl-C, how long calls in flight may take to finish before the process ends anyway "
+    "(exit status 128 + the signal's number).",
+)
 @debug_option
 def serve(
     paths: Sequence[Path],
@@ -527,6 +536,7 @@ def serve(
     allow_sessions: bool,
     stateful: bool,
     max_timeout: float,
+    grace: float,
     debug: bool,
 ) -> None:
     """Serve the non-hidden tools over MCP (stdio by default), params as input schemas.
@@ -559,7 +569,7 @@ def serve(
         where = ", ".join(str(f.resolve()) for f in folders) or f"no folder: there is no ./tools in {Path.cwd()}"
         click.echo(f"warning: serving no tools (looked in {where}); pass --path /abs/path/to/tools", err=True)
     try:
-        with reporting(debug):
+        with reporting(debug), ending_within(grace):
             serve_mcp(
                 manager,
                 http=http,
@@ -570,6 +580,56 @@ def serve(
             )
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a server is stopped
+
+
+@contextmanager
+def ending_within(grace: float) -> Iterator[None]:
+    """Once SIGTERM or SIGINT arrives, end the process ``grace`` seconds later if it is still running.
+
+    The server's own shutdown waits for the calls in flight, and the
+    interpreter's exit for every worker thread; sync code stuck in a thread
+    (a tool that never returns) would keep both waiting for good, and no
+    thread can be killed. So a watchdog thread ends the process with
+    ``os._exit(128 + signal)``. It learns of the signal through
+    ``signal.set_wakeup_fd``, written by the C-level handler whichever Python
+    handler (uvicorn's) runs, so the normal shutdown still gets its chance.
+    """
+    import os
+    import signal
+    import socket
+    import threading
+    import time
+
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    try:
+        previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    except ValueError:  # not the main thread (an embedding program): its own signals, its own exit
+        reader.close()
+        writer.close()
+        yield
+        return
+    ending = (int(signal.SIGTERM), int(signal.SIGINT))
+
+    def watch() -> None:
+        with reader:
+            while True:
+                received = reader.recv(64)
+                if not received:  # the server ended without a signal
+                    return
+                signals = [number for number in received if number in ending]
+                if signals:
+                    break
+        time.sleep(grace)
+        os.write(2, f"toolcascade serve: still running {grace:g} s after signal {signals[0]}; exiting\n".encode())
+        os._exit(128 + signals[0])
+
+    threading.Thread(target=watch, name="toolcascade-exit-watchdog", daemon=True).start()
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(previous)
+        writer.close()  # the watchdog returns, unless a signal already started its count
 
 
 def main() -> None:
