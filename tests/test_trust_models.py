@@ -342,7 +342,7 @@ async def test_a_turn_runs_at_most_max_tool_calls_and_the_model_hears_about_the_
     sent: list[Any] = []
     manager.events.listeners.append(lambda e: sent.append(e.data) if e.kind == "model.request" else None)
     assert await manager.invoke("greedy") == "done"
-    assert ran == [{"n": i} for i in range(5)]  # the first five, in the model's order
+    assert sorted(args["n"] for args in ran) == [0, 1, 2, 3, 4]  # the model's first five (they run at once)
     assert sent[1]["messages"] == 2 + 50  # every call has its result: 5 values, 45 errors
 
 
