@@ -20,7 +20,9 @@ the ``$`` options in the arguments (``$overrides`` only with
 applies when the caller gives none; ``ctx.envelope`` is always the server's
 (see ``envelope``): a caller's ``$context.envelope`` is refused.
 
-**The list follows the files.** Every ``tools/list`` lists afresh. While a
+**The list follows the files.** Every ``tools/list`` lists afresh, unless
+the last listing is younger than ``LISTING_SHARE`` times what it took (so
+clients listing in a loop cannot keep the server listing). While a
 client listens (a handshake session, from ``notifications/initialized`` until
 it closes; or a 2026-era ``subscriptions/listen`` stream) the tool set is
 polled every ``poll_interval`` seconds and ``notifications/tools/list_changed``
@@ -289,9 +291,12 @@ class Service:
     async def list_tools(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         import mcp.types as types
 
-        tools = [
-            types.Tool(name=t.name, description=t.description, input_schema=t.schema) for t in self.listing().values()
-        ]
+        latest = self._latest
+        if latest is not None and time.monotonic() - latest[0] < LISTING_SHARE * self._cost:
+            served = latest[1]
+        else:
+            served = self.listing()
+        tools = [types.Tool(name=t.name, description=t.description, input_schema=t.schema) for t in served.values()]
         return types.ListToolsResult(tools=tools)
 
     # -- calls -----------------------------------------------------------------

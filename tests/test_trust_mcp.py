@@ -165,3 +165,14 @@ async def test_a_tool_hidden_since_the_listing_is_no_middleware_for_callers(writ
             refused = await client.call_tool("greet", {"$middleware": {"wrap": {}}})
     assert text(wrapped) == "Hi"
     assert refused.is_error and text(refused).startswith("SecurityError: $middleware from MCP callers may add")
+
+
+async def test_clients_listing_in_a_loop_share_one_slow_listing(write, tools):
+    write("tools/greet.md", "---\ndescription: Greets.\n---\nHi\n")
+    manager = Manager([tools])
+    listings = slow_listings(manager)
+    with anyio.fail_after(LIMIT):
+        async with Client(build_server(manager), mode="auto") as client:
+            names = [{tool.name for tool in (await client.list_tools()).tools} for _ in range(3)]
+    assert names == [{"greet"}] * 3
+    assert len(listings) == 1  # reused for a few times what it took: the server is not kept listing
