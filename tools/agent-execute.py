@@ -4,6 +4,9 @@ It hands the tool's body to the agent loop and continues the chain, so the
 loop runs where the body would (at `execute`, inside error handlers), and
 post-execute middleware such as validate-returns checks the answer. Python
 tools and markdown tools without a model pass through.
+
+It is `$locked` in the default authority: without it the tool would return
+its rendered prompt, which is the model's to read, not the caller's.
 """
 
 frontmatter = {
