@@ -30,6 +30,10 @@ class Limits:
     ``model_answer``: bytes of one model answer as the server sends it
     (a streamed answer's events included), counted while it is read: past
     it the request stops with a ``ModelError`` (``orchestrator.agent.answer``).
+    ``folder_files``: files and folders one search path may hold, its
+    subfolders' included: a listing (or a lookup scanning one folder) that
+    counts more stops with a ``FolderLimitError`` naming the folder
+    (``orchestrator.registry``).
     """
 
     yaml_nodes: int = 100_000
@@ -44,6 +48,7 @@ class Limits:
     ref_length: int = 1_024
     stat_interval: float = 0.1
     model_answer: int = 32_000_000
+    folder_files: int = 100_000
 
 
 DEFAULT_LIMITS = Limits()
