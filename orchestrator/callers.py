@@ -62,11 +62,18 @@ ENGINE_SETTINGS = frozenset(
         "batch-pipeline",
         "trust",
         "visibility",
+        "max-iterations",
+        "max-consecutive-errors",
+        "max-tool-calls",
     }
 )
-"""Metadata keys that choose models, endpoints, secrets, offered tools or trust: never from an untrusted caller."""
-GUARDS = frozenset({"approval", "call-limit", "circuit-breaker"})
-"""Middleware that guards calls for the program: an untrusted caller may not remove it with ``$middleware``."""
+"""Metadata keys that choose models, endpoints, secrets, offered tools, trust or the agent loop's bounds:
+never from an untrusted caller."""
+GUARDS = frozenset({"approval", "call-limit", "circuit-breaker", "agent-execute", "model"})
+"""Middleware that guards calls for the program: an untrusted caller may not remove it with ``$middleware``.
+
+``agent-execute`` and ``model`` keep an agent an agent: without them a caller would get its hidden rendered
+prompt back instead of the model's answer."""
 
 
 @dataclass(frozen=True, slots=True)

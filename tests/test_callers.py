@@ -32,6 +32,10 @@ def test_callers_may_remove_and_use_their_own_tools():
         ({"context": {"locals": {"allowed-tools": ["x"]}}}, r"locals.allowed-tools is read by the engine"),
         ({"context": {"locals": {"prompt": "x"}}}, r"locals.prompt is read by the engine"),
         ({"context": {"locals": {"middleware": {"weather": {}}}}}, r"pass extra middleware as \$middleware"),
+        ({"overrides": {"max-tool-calls": 5000}}, r"may not set 'max-tool-calls': it is an engine setting"),
+        ({"overrides": {"max-iterations": 10**6}}, r"may not set 'max-iterations': it is an engine setting"),
+        ({"middleware": {"agent-execute": {"remove": True}}}, r"may not remove 'agent-execute'"),
+        ({"middleware": {"model": {"remove": True}}}, r"may not remove 'model'"),
         (
             {"middleware": {"paths": {"args": "/"}}},
             r"\$middleware from x may add or override only tools it can call, not 'paths'",
