@@ -12,7 +12,7 @@ import anyio
 import pytest
 import yaml
 
-from orchestrator import ConfigurationError, InvocationError, Manager
+from orchestrator import ConfigurationError, InvocationError, Manager, SessionLostError
 from orchestrator.errors import Interrupted
 from orchestrator.sessions import MemoryStore, SQLiteStore
 
@@ -143,6 +143,23 @@ async def test_a_suspended_conversation_is_saved_once_resumed(write, project):
     assert await manager.resume(caught.value.token) == "sent"
     roles = [m["role"] for m in await manager.sessions.messages("m")]
     assert roles == ["user", "assistant", "tool", "tool", "assistant"]
+
+
+async def test_a_resumed_run_stops_when_another_run_wrote_its_session_meanwhile(write, project):
+    # A suspended run holds no lease while a person decides; another run may take the session and write it.
+    # The resumed run must not append after (or compact away) what that run wrote (issue 24, finding 4).
+    agent(write, [CALLS, "sent"])
+    agent(write, ["other answer"], name="other")
+    manager = Manager([project], sessions=MemoryStore())
+    with pytest.raises(Interrupted) as caught:
+        await manager.invoke("mailer", {"to": "bob", "$context": {"session": "m"}})
+    assert await manager.invoke("other", {"to": "ann", "$context": {"session": "m"}}) == "other answer"
+    written = await manager.sessions.messages("m")
+    with pytest.raises(SessionLostError) as lost:
+        await manager.resume(caught.value.token)
+    assert lost.value.key == "session" and lost.value.tool == "mailer"
+    assert await manager.sessions.messages("m") == written  # the other run's turn, untouched
+    assert runs(project, "send") == []  # the held call never ran
 
 
 async def test_a_held_batch_resumes_with_the_decision(write, project):

@@ -78,6 +78,7 @@ from ..errors import (
 from ..options import extract_options
 from ..prompt import render_prompt
 from ..schema import object_schema, validator_for
+from ..sessions import check_unchanged
 from ..tool import wire_name
 from .answer import bounded
 from .model import Deltas, authorize_model, label, parse_model
@@ -287,7 +288,7 @@ class Agent:
             self.conversation = Conversation(state["preamble"], state["messages"])
             self.conversation.rewritten = bool(state["rewritten"])
             if saver is not None:
-                saver.saved = int(state["saved"])
+                await saver.resume(int(state["saved"]))
             iteration, self.errors = int(state["iteration"]), int(state["errors"])
             self.choice_now, self.answering = str(state["choice"]), bool(state["answering"])
             turn = state["turn"]
@@ -725,6 +726,15 @@ class Saver:
         self.lease = lease
         self.agent = agent
         self.saved = 0  # how many of the conversation's messages the store holds
+
+    async def resume(self, saved: int) -> None:
+        """Continue a suspended run that had saved ``saved`` messages.
+
+        Raises:
+            SessionLostError: another run wrote the session while this one waited for a decision.
+        """
+        await check_unchanged(self.store, self.session, saved, agent=self.agent)
+        self.saved = saved
 
     async def load(self) -> list[dict[str, Any]]:
         """The session's messages; the run continues them."""
