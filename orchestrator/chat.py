@@ -89,6 +89,14 @@ def ask_decision(exc: Interrupted) -> Decision:
     request = exc.request
     shown = json.dumps(request.get("args"), ensure_ascii=False, default=str)
     click.echo(f"approval needed: {request.get('tool', '?')} {shown}", err=True)
+    if request.get("description"):
+        click.echo(f"  what it does: {request['description']}", err=True)
+    changed = request.get("changed")
+    if isinstance(changed, dict):
+        before = json.dumps(changed.get("args"), ensure_ascii=False, default=str)
+        click.echo(
+            f"  the call changed since the last question, which was about: {changed.get('tool')} {before}", err=True
+        )
     answer = click.prompt("approve? [y]es / [n]o / [e]dit", type=click.Choice(["y", "n", "e"]), err=True)
     if answer == "y":
         return Decision("approve")

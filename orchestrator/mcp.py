@@ -636,8 +636,14 @@ def question(request: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
             lines.append(f"- {call.get('tool')} {json.dumps(call.get('arguments'), ensure_ascii=False)}")
     elif request.get("args") is not None:
         lines.append(f"Arguments: {json.dumps(request.get('args'), ensure_ascii=False)}")
+    if request.get("description"):
+        lines.append(f"What it does: {request['description']}")
     if request.get("reason"):
         lines.append(f"Why it asks: {request['reason']}")
+    changed = request.get("changed")
+    if isinstance(changed, Mapping):
+        before = json.dumps(changed.get("args"), ensure_ascii=False)
+        lines.append(f"The call changed since you were last asked, which was about: {changed.get('tool')} {before}")
     if request.get("problem"):
         lines.append(f"Your last answer could not be used: {request['problem']}")
     properties: dict[str, Any] = {

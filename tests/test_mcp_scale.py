@@ -144,10 +144,10 @@ def test_calls_reuse_the_listing_and_describe_only_the_called_tool(tmp_path: Pat
         assert seen is served
     assert listings[0] == 0
 
-    # An edit of the called tool is seen by its call: one listing again, with the new description.
+    # An edit of the called tool is seen by its call: that tool described afresh, no listing (issue 24, finding 7).
     edited = catalog / "group01" / "tool003.md"
     edited.write_text(edited.read_text().replace("Tool 3 of group 1", "Edited tool of group 1"))
     manager.refresh()
     listing, _seen = service.resolve("group01__tool003")
     assert listing is not None and listing.description is not None and "Edited tool" in listing.description
-    assert listings[0] == 1
+    assert listings[0] == 0

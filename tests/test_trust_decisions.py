@@ -363,5 +363,6 @@ async def test_mcp_retry_answering_about_a_call_whose_input_changed_is_asked_aga
         async with Client(build_server(manager), mode="auto", elicitation_callback=person) as client:
             result = await client.call_tool("cleanup", {})
     assert "staging-scratch-db" in asked[0] and "production-db" in asked[1]  # asked again, about what runs now
+    assert "changed" in asked[1] and "staging-scratch-db" in asked[1]  # and told why, with what it was
     assert result.is_error and "not production" in result.content[0].text
     assert dropped(project) == []
