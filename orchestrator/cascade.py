@@ -22,8 +22,12 @@ from .tool import Tool
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
 """Sentinel for "no value yet", distinct from an explicit ``null``."""
 
-ANNOTATIONS = frozenset({"$inherit", "$private", "$merge", "$remove", "$static", "$dynamic", "$order", "$locked"})
+ANNOTATIONS = frozenset(
+    {"$inherit", "$private", "$merge", "$remove", "$static", "$dynamic", "$order", "$locked", "$attach"}
+)
 ORDER_FIELDS = ("before", "after")
+ATTACH = ("any", "middleware")
+"""Values of ``$attach``: which tools a metadata key may run (R-CAS-7); ``any`` is the default."""
 
 
 # -- merge policies: one function each, chosen from POLICIES -----------------
@@ -156,6 +160,14 @@ def make_level(
             line=lines.get("$merge"),
             **where,
         )
+    if annotations.get("$attach", "any") not in ATTACH:
+        raise ConfigurationError(
+            "$attach must be 'middleware' (a key runs a tool only when that tool is declared role: middleware, "
+            "or is a built-in; every other key is data) or 'any' (every key that names a tool runs it)",
+            key="$attach",
+            line=lines.get("$attach"),
+            **where,
+        )
     order = annotations.get("$order", {})
     if not isinstance(order, Mapping) or not all(isinstance(v, Mapping) for v in order.values()):
         raise ConfigurationError(
@@ -286,12 +298,25 @@ class Merged:
     locked: frozenset[str]
     removed: Mapping[str, str]
     policies: Mapping[str, str]
+    attach: str = "any"  # the ``$attach`` in force: 'middleware' lets keys run declared middleware only
+    attach_level: str | None = None  # the level that set it, for explain
 
 
 class Merger:
     """Accumulates levels one by one (R-CAS-5, R-CAS-6), recording provenance."""
 
-    __slots__ = ("values", "sources", "policies", "order", "static", "dynamic", "locked", "removed")
+    __slots__ = (
+        "values",
+        "sources",
+        "policies",
+        "order",
+        "static",
+        "dynamic",
+        "locked",
+        "removed",
+        "attach",
+        "attach_level",
+    )
 
     def __init__(self, start: Merged | None = None) -> None:
         self.values: dict[str, Any] = dict(start.values) if start else {}
@@ -302,6 +327,8 @@ class Merger:
         self.dynamic: set[str] = set(start.dynamic) if start else set()
         self.locked: set[str] = set(start.locked) if start else set()
         self.removed: dict[str, str] = dict(start.removed) if start else {}
+        self.attach: str = start.attach if start else "any"
+        self.attach_level: str | None = start.attach_level if start else None
 
     def add(self, level: Level, data: Mapping[str, Any] | None = None) -> None:
         """Merge one level; ``data`` is its rendered data when it held templates.
@@ -322,6 +349,8 @@ class Merger:
             self.dynamic.add(key)
             self.static.discard(key)
         self.locked.update(_names(notes.get("$locked"), "$locked"))
+        if "$attach" in notes:  # the nearest level that says it wins, as with $merge
+            self.attach, self.attach_level = notes["$attach"], level.name
         self.order.update(notes.get("$order", {}))
         for key, value in (level.data if data is None else data).items():
             policy = self.policies.get(key, "default")
@@ -348,6 +377,8 @@ class Merger:
             frozenset(self.locked),
             self.removed,
             self.policies,
+            self.attach,
+            self.attach_level,
         )
 
 
@@ -425,7 +456,18 @@ def rerender(
             raise ConfigurationError(
                 exc.detail, level=level.name, key=key, path=level.path, line=level.lines.get(key)
             ) from None
-    return Merged(values, raw.sources, raw.order, raw.static, raw.dynamic, raw.locked, raw.removed, raw.policies)
+    return Merged(
+        values,
+        raw.sources,
+        raw.order,
+        raw.static,
+        raw.dynamic,
+        raw.locked,
+        raw.removed,
+        raw.policies,
+        raw.attach,
+        raw.attach_level,
+    )
 
 
 def override_level(overrides: Mapping[str, Any]) -> Level:

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any
 
 import jinja2
@@ -97,12 +98,17 @@ def _check(manager: Manager, run: Snapshot) -> list[Problem]:
     names = frozenset(ref for ref, _path, _sp in manager.registry.discover(manager.paths, parse=True))
     near = NearNames(names)
     reached: dict[Path, tuple[SearchPath, ...]] = {}
+    builtins = manager.registry.names(manager.paths[-1], (), run).refs
+    replacing: list[tuple[str, Path]] = []
     for ref, path, _sp in manager.registry.discover(user_paths, parse=True):
+        if ref in builtins and path is not None:
+            replacing.append((ref, path))
         try:
             _check_tool(manager, ref, path, names, near, report, run, reached)
         except Exception as exc:  # a shape no step expected: still one problem, never a crash
             report.error(exc, path)
     _check_reached(manager, reached, report, run)
+    _check_replaced(manager, replacing, report, run)
     for sp, ref, winner, loser, kind in manager.registry.clashes(user_paths):
         if kind == "name":
             report.add(
@@ -270,6 +276,7 @@ def _check_tool(
     _check_schemas(tool, plan, merged, report)
     _check_names(manager, tool, plan, names, report, run)
     _check_middleware_args(manager, tool, plan, verdicts, report, run)
+    _check_collisions(manager, tool, plan, verdicts, report, run)
     for folder in _added_folders(tool, plan):
         reached.setdefault(folder, ())
 
@@ -561,6 +568,100 @@ def _check_middleware_args(
             )
         except OrchestratorError:
             continue  # the middleware's own problems are reported on its own file
+
+
+def _check_collisions(
+    manager: Manager,
+    tool: Tool,
+    plan: Plan,
+    verdicts: Iterable[tuple[str, bool, str]],
+    report: _Report,
+    run: Snapshot,
+) -> None:
+    """A key that runs a tool not written as middleware: most likely data that shares a tool's name (issue 25).
+
+    Reported once, where the key is set (an authority's key once for all the
+    tools it governs), naming the tool it runs and the fixes. Quiet for a
+    tool declared ``role: middleware``, a built-in (a user tool in a
+    built-in's place is reported on its own file), a registered function, a
+    key listed in ``$dynamic``, and a python tool whose code uses
+    ``ctx.target`` (middleware written before ``role`` was declared).
+    """
+    for key, middleware, _why in verdicts:
+        if not middleware or key in plan.raw.dynamic:
+            continue
+        if manager.planner.attachable(key, manager.paths, run):
+            continue
+        try:
+            named = manager.registry.find(key, manager.paths, run)
+        except OrchestratorError:
+            continue  # its own problems are reported on its own file
+        if named.path is None or named.kind == "function" or _uses_target(named):
+            continue
+        if manager.registry.exists(key, manager.paths[-1:], run):
+            continue  # a tool in a built-in's place: _check_replaced reports it on its own file
+        runs = report.shown(named.path)
+        if named.kind == "python":
+            what = "its code never uses ctx.target: it runs in place of each tool the key is set for"
+        elif _model_of(manager, named, run) is None:
+            what = "a markdown template: its text replaces the result of each tool the key is set for"
+        else:
+            what = "a model's answer replaces the result of each tool the key is set for"
+        report.warn(
+            *_where_key(tool, plan, key),
+            f"{key!r} runs {runs} as middleware (the value as its args), but {runs} is not declared "
+            f"role: middleware ({what}); if {key!r} is data, write $static: [{key}] beside it or rename it; "
+            f"if {runs} is middleware, give it role: middleware; to make every such key data, "
+            "set $attach: middleware in an AUTHORITY.md above",
+        )
+
+
+def _model_of(manager: Manager, tool: Tool, run: Snapshot) -> Any:
+    """The merged ``model`` of ``tool`` (None when it has none, or its cascade fails: reported on its own file)."""
+    try:
+        return manager.planner.plan(tool, manager.paths, run).raw.values.get("model")
+    except OrchestratorError:
+        return None
+
+
+def _uses_target(tool: Tool) -> bool:
+    """True when a python tool's module mentions ``target`` (``ctx.target``, ``ctx_target``): written to wrap.
+
+    Code objects of the module's functions are read (names, never run), nested
+    functions included. A callable without code (an object) counts as using it:
+    ``check`` says nothing it cannot see.
+    """
+    fn = tool.fn
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return tool.kind == "python"
+    module = getattr(fn, "__globals__", {})
+    codes = [code, *(v.__code__ for v in module.values() if isinstance(v, FunctionType) and v.__globals__ is module)]
+    while codes:
+        current = codes.pop()
+        if "target" in current.co_names or "ctx_target" in current.co_names:
+            return True
+        codes.extend(c for c in current.co_consts if isinstance(c, CodeType))
+    return False
+
+
+def _check_replaced(manager: Manager, replacing: Iterable[tuple[str, Path]], report: _Report, run: Snapshot) -> None:
+    """User tools named like a built-in: they run wherever the built-in would, for every tool (issue 25)."""
+    default = manager.authorities.named("default", manager.paths, run)
+    pipeline = {k for k in default.metadata if not str(k).startswith("$")} if default is not None else set()
+    builtins = manager.registry.names(manager.paths[-1], (), run).refs
+    for ref, path in replacing:
+        builtin = builtins[ref][0].name
+        if ref in pipeline:
+            where = f"the default authority runs {ref!r} in every tool's pipeline, so every tool runs this file"
+        else:
+            where = f"every tool that runs {ref!r} (a metadata key naming it, or the engine) runs this file"
+        report.warn(
+            path,
+            _name_line(path),
+            f"this tool takes the place of the built-in {ref!r} (built-in {builtin}): {where} in its place; "
+            "rename it, unless replacing the built-in is what you mean",
+        )
 
 
 def _check_args(manager: Manager, key: str, value: Any, run: Snapshot) -> None:

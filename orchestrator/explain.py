@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from .frozen import thaw
 from .ordering import Entry, constraints
+from .planner import replaced_builtin
 
 if TYPE_CHECKING:
     from .cascade import Merged, Plan
     from .context import Context
     from .errors import OrderCycleError
+    from .tool import Tool
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,7 @@ class Explanation:
     mapping: tuple[dict[str, Any], ...] = ()  # how each of its fields was mapped: source, target, note, lossless
     host_tools: tuple[str, ...] = ()  # tool names of the format's host, kept as data: never offered, never run
     problems: tuple[tuple[int | None, str], ...] = ()  # what the adapter found unsupported (line, message)
+    replaces: str | None = None  # the built-in this tool takes the place of ("built-in execute.py"), if any
 
     def key(self, name: str) -> KeyExplanation:
         """The explanation of one key.
@@ -195,6 +198,8 @@ def explanation(
         "$locked": sorted(merged.locked),
         "$private": private,
     }
+    if merged.attach_level is not None:
+        annotations["$attach"] = f"{merged.attach} (set by {merged.attach_level})"
     prompt, rendered = ctx.tool.prompt, False
     if render and prompt and ctx.args not in (None, {}):
         from .errors import OrchestratorError
@@ -223,7 +228,16 @@ def explanation(
         mapping=tuple(_mapped(item) for item in ctx.tool.mapping),
         host_tools=tuple(_names(thaw(ctx.tool.metadata.get("host-tools")))),
         problems=tuple(ctx.tool.problems),
+        replaces=_replaces(ctx.tool),
     )
+
+
+def _replaces(tool: Tool) -> str | None:
+    """``built-in execute.py`` when ``tool`` takes a built-in's place in the search paths (``show`` marks it)."""
+    if tool.kind != "function" and (tool.path is None or tool.root is None or tool.path.parent != tool.root):
+        return None  # a tool in a subfolder (team/log) takes no built-in's name
+    found = replaced_builtin(tool.name, tool.path)
+    return f"built-in {found.name}" if found is not None else None
 
 
 def _mapped(item: Any) -> dict[str, Any]:

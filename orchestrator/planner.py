@@ -9,7 +9,7 @@ the files and folders it was computed from, so edits are followed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from .conditions import Start, condition, idle_prefix, possible
 from .errors import ConfigurationError, OrchestratorError, ToolDefinitionError, ToolNotFoundError
 from .graph import reachable_components
 from .ordering import Entry, build_chain, with_args, with_when
-from .registry import Registry, SearchPath
+from .registry import Registry, SearchPath, builtin_folder, is_file
 from .tool import Tool
 
 Verdicts = tuple[tuple[str, bool, str], ...]
@@ -104,7 +104,14 @@ class Planner:
                 except (ToolNotFoundError, ToolDefinitionError):
                     return None
 
-            components = reachable_components(tool, lambda t: self.plan(t, paths, deps).keys, find)
+            def keys_of(node: Tool) -> Iterable[str]:
+                plan = self.plan(node, paths, deps)
+                if plan.raw.attach != "middleware":
+                    return plan.keys
+                # Under `$attach: middleware` a key naming an undeclared tool is data: no edge (R-CAS-8).
+                return [k for k in plan.keys if k in plan.raw.dynamic or self._attachable(find(k))]
+
+            components = reachable_components(tool, keys_of, find)
             return components[tool.uri]
 
         return self.registry.memo("scc", (tool.uri, paths), compute, checked)
@@ -123,17 +130,45 @@ class Planner:
         return tool.uri in self.component(named, paths, deps)
 
     def target(self, key: str, paths: tuple[SearchPath, ...], checked: set[str]) -> tuple[str, str] | None:
-        """The uri of the tool ``key`` names and where it is, for people (``tools/shout.py``), or None."""
+        """The uri of the tool ``key`` names and where it is, for people (``tools/shout.py``), or None.
+
+        A tool that takes a built-in's name says so: ``tools/execute.py, in
+        place of the built-in execute.py`` (it runs wherever the built-in would).
+        """
         if key in self.registry.functions:
-            return self.registry.functions[key].uri, "a registered function"
+            found = self.registry.functions[key].uri, "a registered function"
+        else:
+            try:
+                hit = self.registry.locate(key, paths, checked)
+            except ToolNotFoundError:
+                return None
+            if hit is None:
+                return None
+            path, sp = hit
+            if sp == self.registry.paths[-1]:
+                return _shown(path, sp.root, True)
+            found = _shown(path, sp.root, False)
+        builtin = self.registry.paths[-1]
+        hidden = self.registry.names(builtin, (), checked).refs.get(key) if "/" not in key else None
+        return (found[0], f"{found[1]}, in place of the built-in {hidden[0].name}") if hidden is not None else found
+
+    def _attachable(self, tool: Tool | None) -> bool:
+        """Whether a key may run ``tool`` under ``$attach: middleware``: declared middleware, or a built-in."""
+        if tool is None:
+            return False
+        return tool.frontmatter.get("role") == "middleware" or (
+            tool.root is not None and tool.root == self.registry.paths[-1].root
+        )
+
+    def attachable(self, name: str, paths: tuple[SearchPath, ...], checked: set[str] | None = None) -> bool:
+        """Whether the tool ``name`` names is declared ``role: middleware`` or is a built-in (``$attach``).
+
+        A name that finds no tool (or a broken one) is not attachable.
+        """
         try:
-            hit = self.registry.locate(key, paths, checked)
-        except ToolNotFoundError:
-            return None
-        if hit is None:
-            return None
-        path, sp = hit
-        return _shown(path, sp.root, sp == self.registry.paths[-1])
+            return self._attachable(self.registry.find(name, paths, checked))
+        except (ToolNotFoundError, ToolDefinitionError):
+            return False
 
     def toolkeys(
         self, tool: Tool, merged: Merged, paths: tuple[SearchPath, ...], checked: set[str] | None = None
@@ -143,10 +178,11 @@ class Planner:
         Raises:
             ConfigurationError: a ``$dynamic`` key that names no tool.
         """
-        key = (tool.uri, paths, tuple(merged.values), merged.static, merged.dynamic)
+        key = (tool.uri, paths, tuple(merged.values), merged.static, merged.dynamic, merged.attach)
 
         def compute(deps: set[str]) -> Verdicts:
             verdicts = []
+            declared_only = merged.attach == "middleware"
             for name in merged.values:
                 if name in merged.static:
                     verdicts.append((name, False, "listed in $static"))
@@ -162,8 +198,10 @@ class Planner:
                             "listed in $dynamic but names no tool", tool=tool.name, key=name, path=tool.path
                         )
                     verdicts.append((name, True, "listed in $dynamic"))
-                elif uri is None:
+                elif found is None:
                     verdicts.append((name, False, "names no tool"))
+                elif declared_only and not self.attachable(name, paths, deps):
+                    verdicts.append((name, False, _undeclared(name, found[1], merged.attach_level)))
                 elif self._in_cycle(tool, name, paths, deps):
                     verdicts.append((name, False, f"auto-static: {name} is in a dependency cycle with {tool.name}"))
                 else:
@@ -328,6 +366,35 @@ class Planner:
                     entry = with_when(entry, found[0])
             out.append(entry)
         return out
+
+
+def _undeclared(name: str, where: str, level: str | None) -> str:
+    """Why a key naming a tool is data under ``$attach: middleware`` (for explain)."""
+    return (
+        f"$attach: middleware ({level}): {name} names {where}, which is not declared role: middleware; "
+        f"list it in $dynamic to run it"
+    )
+
+
+def replaced_builtin(ref: str, path: Path | None) -> Path | None:
+    """The built-in tool file that the tool found as ``ref`` (its file ``path``) takes the place of, or None.
+
+    A tool named like a built-in, earlier in the search paths, runs wherever
+    the built-in would: for every tool when the default authority names it
+    (``execute``), for every tool that sets the key otherwise (``log``).
+    ``show`` and ``check`` say so; a ref in a subfolder (``team/log``) hides
+    nothing.
+    """
+    if "/" in ref or "\\" in ref or ref.startswith("."):
+        return None
+    folder = builtin_folder("tools")
+    if path is not None and path.parent.resolve() == folder.resolve():
+        return None  # the built-in itself
+    for ext in (".py", ".md"):
+        candidate = folder / f"{ref}{ext}"
+        if is_file(candidate):
+            return candidate
+    return None
 
 
 @lru_cache(maxsize=4096)

@@ -22,8 +22,9 @@ AUTHORITY = """\
 name: project
 description: House rules for every tool in this folder and the folders under it.
 metadata:
-  tone: friendly                # data: every tool here reads it as meta.tone
-  polish: {suffix: " :)"}       # polish is a tool (tools/polish.py), so every tool here runs it as middleware
+  $attach: middleware           # a key runs a tool only when that tool says role: middleware; the rest is data
+  tone: friendly                # data: every tool here reads it as meta.tone, even beside a tools/tone.md
+  polish: {suffix: " :)"}       # tools/polish.py is role: middleware, so every tool here runs it
   $order:
     polish: {after: [$pre-execute], before: [execute]}   # wrap the body, inside validation
 ---
@@ -68,7 +69,9 @@ Made by `toolcascade init`. Every command runs from this folder, where
 - `tools/hello.md`: a markdown tool (YAML frontmatter and a prompt);
 - `tools/polish.py`: a python middleware that adds a suffix to a result;
 - `tools/AUTHORITY.md`: settings for every tool under `tools/`; its
-  `polish` key names a tool, so `polish` wraps every tool here.
+  `polish` key names a tool declared `role: middleware`, so `polish` wraps
+  every tool here. With `$attach: middleware`, a key runs only such a tool:
+  `tone` stays data even if you add a `tools/tone.md`.
 
 ```console
 $ toolcascade run hello '{"name": "Ada"}'
