@@ -38,8 +38,8 @@ also stops the code then: the loop, starved of the GIL by spinning threads,
 may see the deadline pass late. Code inside one C call (``time.sleep``, a blocking read, a regex)
 stops once that call returns; code that swallows ``BaseException`` runs on.
 Until a thread really ends its result (or error) is dropped and it keeps its
-thread slot. Such **stuck** threads are bounded: once ``STUCK_THREADS`` of
-a manager's (at most ``limits.threads``) are stuck on a loop, a new sync
+thread slot. Such **stuck** threads are bounded: once ``limits.stuck_threads``
+of a manager's (at most ``limits.threads``) are stuck on a loop, a new sync
 call fails at once (within ``STOP_SECONDS`` of the latest being told to
 stop) with ``InvocationError`` naming the stuck tools, instead of queueing
 behind them; async code and markdown prompts run on as before.
@@ -78,12 +78,6 @@ def _awaitable(value: Any) -> bool:
     return type(value) is CoroutineType or (value is not None and hasattr(type(value), "__await__"))
 
 
-STUCK_THREADS = 4
-"""Abandoned sync calls still running, per manager and loop, past which new sync calls are refused.
-
-Small on purpose: every thread still running Python code takes the GIL in
-turn with the event loop's, so each one adds to the loop's latency.
-"""
 STOP_SECONDS = 0.5
 """How long a sync call over the stuck limit waits, after the latest thread was told to stop, for one to end."""
 
@@ -360,7 +354,7 @@ class _Threads:
 
     __slots__ = ("slots", "passage", "loop", "stuck", "stuck_limit", "stopped_at", "ended")
 
-    def __init__(self, count: int, loop: Any) -> None:
+    def __init__(self, count: int, stuck: int, loop: Any) -> None:
         # ``slots`` is the bound: a slot is held until the thread really ends.
         # anyio gives its own limiter back as soon as the caller is cancelled
         # (on asyncio), so it is only ``passage``: as wide as ``slots``, it
@@ -369,7 +363,7 @@ class _Threads:
         self.passage = anyio.CapacityLimiter(count)
         self.loop = weakref.ref(loop)  # weak: the loop keys the cache holding this
         self.stuck: set[_Slot] = set()  # abandoned and still running; only the loop changes it
-        self.stuck_limit = min(STUCK_THREADS, count)
+        self.stuck_limit = min(stuck, count)
         self.stopped_at = 0.0  # loop time the latest thread became stuck
         self.ended: anyio.Event | None = None  # set when a stuck thread ends, for calls waiting on one
 
@@ -555,7 +549,7 @@ def _threads(manager: Manager) -> _Threads:
         pools = _POOLS[loop] = weakref.WeakKeyDictionary()
     threads = pools.get(manager)
     if threads is None:
-        threads = pools[manager] = _Threads(manager.limits.threads, loop)
+        threads = pools[manager] = _Threads(manager.limits.threads, manager.limits.stuck_threads, loop)
     return threads
 
 
@@ -563,7 +557,7 @@ async def _in_thread(ctx: Context, fn: Callable[..., Any], *args: Any) -> Any:
     """Call sync ``fn(*args)`` in one of the manager's worker threads, keeping the loop free.
 
     Raises:
-        InvocationError: ``STUCK_THREADS`` of the manager's threads on this loop are stuck.
+        InvocationError: ``limits.stuck_threads`` of the manager's threads on this loop are stuck.
         BaseException: whatever ``fn`` raises; the caller's cancellation at once (the thread is told to stop,
             at the deadline by the deadline thread when the caller has one).
     """

@@ -24,7 +24,9 @@ class Limits:
     methods) one render may run. ``render_seconds``: how long one render may
     run. ``render_value``: the length of a string or list an operator
     (``*``, ``+``, ``range``, ``join``, ...) may build. ``threads``: worker
-    threads running sync tool bodies at once. ``ref_length``: characters in a
+    threads running sync tool bodies at once. ``stuck_threads``: sync calls
+    still running after their callers stopped waiting, past which a new sync
+    call is refused at once (``orchestrator.chain``). ``ref_length``: characters in a
     tool ref. ``stat_interval``: seconds between two stats of a tool file no
     file notification covers (see ``orchestrator.freshness``).
     ``model_answer``: bytes of one model answer as the server sends it
@@ -45,6 +47,7 @@ class Limits:
     render_seconds: float = 5.0
     render_value: int = 1_000_000
     threads: int = 40
+    stuck_threads: int = 4
     ref_length: int = 1_024
     stat_interval: float = 0.1
     model_answer: int = 32_000_000

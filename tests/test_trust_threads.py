@@ -4,7 +4,7 @@ A sync tool that never returns used to spin on after its timeout, holding
 the GIL in turn with the event loop: with a few dozen of them every call
 slowed to seconds and timeouts fired late, for good. Now a caller that stops
 waiting has ``Abandoned`` raised in the thread; threads that resist it are
-**stuck**, and once ``chain.STUCK_THREADS`` (at most ``limits.threads``) are,
+**stuck**, and once ``Limits.stuck_threads`` (at most ``limits.threads``) are,
 a new sync call fails at once with ``InvocationError`` while async tools and
 prompts keep their latency. ``serve`` ends on SIGTERM within ``--grace``.
 
@@ -173,7 +173,7 @@ async def test_spinning_sync_calls_time_out_on_time_and_their_threads_stop(write
 
 async def test_when_every_worker_is_stuck_a_new_sync_call_fails_at_once(write, tools: Path, box: dict):
     write_tools(write)
-    manager = Manager([tools], limits=Limits(threads=4))
+    manager = Manager([tools], limits=Limits(threads=8, stuck_threads=4))  # refused with 4 of 8 slots free
     for ref in ("greet", "fast", "fast-sync"):
         await manager.invoke(ref)
 
@@ -313,7 +313,7 @@ async def test_a_served_spinning_tool_times_out_on_time_and_the_server_keeps_ans
                     results.append(await timed(client.call_tool(name, {})))
 
                 async with anyio.create_task_group() as group:
-                    for _ in range(6):  # more than STUCK_THREADS
+                    for _ in range(6):  # more than Limits.stuck_threads
                         group.start_soon(call, "spin")
                 assert all(text(r).startswith("InvocationTimeout:") for r, _ in results)
                 assert max(seconds for _, seconds in results) < 1 + SLACK
@@ -323,7 +323,7 @@ async def test_a_served_spinning_tool_times_out_on_time_and_the_server_keeps_ans
 
                 results.clear()
                 async with anyio.create_task_group() as group:
-                    for _ in range(5):  # more than STUCK_THREADS, all swallowing Abandoned
+                    for _ in range(5):  # more than Limits.stuck_threads, all swallowing Abandoned
                         group.start_soon(call, "resist")
                 assert all(text(r).startswith("InvocationTimeout:") for r, _ in results)
                 assert max(seconds for _, seconds in results) < 1 + SLACK
