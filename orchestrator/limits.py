@@ -51,7 +51,7 @@ class Limits:
     ref_length: int = 1_024
     stat_interval: float = 0.1
     model_answer: int = 32_000_000
-    folder_files: int = 100_000
+    folder_files: int = 200_000
 
 
 DEFAULT_LIMITS = Limits()
