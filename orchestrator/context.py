@@ -421,6 +421,11 @@ class BoundManager:
         """Go back to ``checkpoint``: the next ``next()`` runs the rest of the chain (and the body) again."""
         chain.rewind(self._ctx, checkpoint)
 
+    @property
+    def executor(self) -> Any:
+        """The program's default executor (``Manager(executor=...)``), or None: ``delegate: {}`` runs units there."""
+        return self._ctx._manager.executor
+
     def search_path(self, folder: str | Path) -> SearchPath:
         """A search path for ``folder``, trusted only when the program marked it so."""
         return self._ctx._manager.search_path(folder)

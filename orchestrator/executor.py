@@ -57,6 +57,7 @@ UNIT_VERSION = 1
 REPLAYED = frozenset({"trust", "params", "cwd", "paths", "model"})
 # Engine locals that never travel: the prompt and result are the worker's own.
 LOCAL_ONLY = frozenset({"prompt", "result", "middleware"})
+ENGINES = ("inprocess", "process", "ray")  # what ``executor_for`` and ``delegate: {engine: ...}`` take
 MANAGERS = 16  # Managers one worker keeps, one per folder set (least recently used goes)
 DIGEST_SECONDS = 1.0  # a folder set's content hash is recomputed at most this often
 DIGEST_FILES = 20_000  # files hashed per folder set before it is refused
@@ -530,9 +531,10 @@ _executors: dict[tuple[str, str | None, int | None], Any] = {}
 
 
 def executor_for(spec: Any, default: Any = None) -> Any:
-    """The executor a spec names, made once per process: ``"inprocess"``, ``"ray"``,
+    """The executor a spec names, made once per process: ``"inprocess"``, ``"process"``, ``"ray"``,
     ``"ray=ADDRESS"``, ``{engine, address, pool}``, an ``Executor``, or None (``default``,
-    else in-process).
+    else in-process). ``process`` is a pool of worker processes killed at their call's
+    deadline (``orchestrator.processes``), for CPU-bound tools.
 
     Raises:
         ConfigurationError: an unknown engine or a malformed spec.
@@ -542,16 +544,18 @@ def executor_for(spec: Any, default: Any = None) -> Any:
     if not isinstance(spec, (str, Mapping)):
         if isinstance(spec, Executor):
             return spec
-        raise ConfigurationError(f"an executor is 'inprocess', 'ray[=ADDRESS]' or an Executor, not {spec!r}")
+        raise ConfigurationError(f"an executor is 'inprocess', 'process', 'ray[=ADDRESS]' or an Executor, not {spec!r}")
     if isinstance(spec, str):
         engine, _, address = spec.partition("=")
         spec = {"engine": engine, "address": address or None}
     engine = spec.get("engine") or "inprocess"
     address, pool = spec.get("address"), spec.get("pool")
-    if engine not in ("inprocess", "ray"):
-        raise ConfigurationError(f"unknown engine {engine!r}: use 'inprocess' or 'ray'", key="engine")
+    if engine not in ENGINES:
+        raise ConfigurationError(f"unknown engine {engine!r}: use 'inprocess', 'process' or 'ray'", key="engine")
     if address is not None and not isinstance(address, str):
         raise ConfigurationError(f"address must be a string, not {type(address).__name__}", key="address")
+    if address is not None and engine != "ray":
+        raise ConfigurationError(f"address is for engine 'ray' only, not {engine!r}", key="address")
     if pool is not None and (not isinstance(pool, int) or isinstance(pool, bool) or not 1 <= pool <= 1024):
         raise ConfigurationError(f"pool must be an integer from 1 to 1024, not {pool!r}", key="pool")
     key = (str(engine), address, pool)
@@ -559,6 +563,10 @@ def executor_for(spec: Any, default: Any = None) -> Any:
     if found is None:
         if engine == "inprocess":
             found = InProcessExecutor()
+        elif engine == "process":
+            from .processes import ProcessExecutor  # worker processes only for programs that ask for them
+
+            found = ProcessExecutor(pool=pool)
         else:
             from .cluster import RayExecutor  # Ray only for programs that ask for it
 

@@ -1,6 +1,10 @@
 """delegate: hand the target's body to another tool, or the rest of its pipeline to an executor.
 
 - `delegate: other-tool` runs `other-tool` as the body, args passed on.
+- `delegate: {engine: process, pool: 4}` marks a CPU-bound tool: the rest of
+  its chain runs in a worker process (a pool of `pool`, default up to 4),
+  killed when the call's deadline passes or it is cancelled, so a tool that
+  spins never holds up the server (see `orchestrator.processes`).
 - `delegate: {engine: ray, address: ..., pool: 2}` (or `engine: inprocess`,
   or `{}` for the program's `Manager(executor=...)`) runs the rest of the
   target's chain as a unit on that executor: entries before `delegate` ran
@@ -22,7 +26,7 @@ frontmatter = {
             "type": ["string", "object"],
             "minLength": 1,
             "properties": {
-                "engine": {"enum": ["inprocess", "ray"]},
+                "engine": {"enum": ["inprocess", "process", "ray"]},
                 "address": {"type": "string", "minLength": 1},
                 "pool": {"type": "integer", "minimum": 1, "maximum": 1024},
             },
@@ -46,8 +50,7 @@ async def main(ctx):
         return await target.manager.next()
     if on_worker():  # already on a worker: run the rest here, never delegate again
         return await target.manager.next()
-    program = getattr(target._manager, "executor", None)  # Manager(executor=...): the default engine
-    executor = executor_for(spec if spec.get("engine") else None, default=program)
+    executor = executor_for(spec if spec.get("engine") else None, default=target.manager.executor)
     unit = continuation(target, root=getattr(executor, "root", None))
     result = await executor.submit(unit)
     target.manager.finish(result)
