@@ -24,7 +24,7 @@ import anyio
 import click
 
 from . import __version__
-from .display import Usage, display, explanation_view, progress
+from .display import Usage, display, explanation_view, plain_rows, progress, terminal
 from .errors import InterpolationError, OrchestratorError, describe
 from .manager import Manager
 from .registry import builtin_folder
@@ -386,6 +386,14 @@ def list_(show_all: bool, as_json: bool, paths: Sequence[Path], debug: bool) -> 
         ]
         click.echo(json.dumps(rows, indent=2, default=str, ensure_ascii=False))
         return
+    if infos and not terminal():  # a pipe: plain rows, as gh and ls print (a table of 10,000 took seconds)
+        lines = [["NAME", "KIND", *(["HIDDEN"] if show_all else []), "DESCRIPTION"]]
+        for info in infos:
+            hidden = ["hidden" if info.hidden else ""] if show_all else []
+            about = str(info.error) if info.error else info.description or ""
+            lines.append([info.ref, "error" if info.error else info.kind, *hidden, about])
+        click.echo(plain_rows(lines))
+        return
     from rich import box
     from rich.table import Table
     from rich.text import Text
@@ -477,7 +485,8 @@ def check_(paths: Sequence[Path]) -> None:
     quiet = logging.getLogger("orchestrator")
     level, quiet.level = quiet.level, logging.ERROR  # check reports what the engine would log, once, with lines
     try:
-        problems = check(manager)
+        with reporting(False):  # a search path past Limits.folder_files: one error line, as list says it
+            problems = check(manager)
     finally:
         quiet.setLevel(level)
     for problem in problems:

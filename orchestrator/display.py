@@ -1,14 +1,16 @@
 """What the command line draws: rich tables for show and list, and the progress spinner.
 
 rich is imported inside the functions that draw, so ``toolcascade run``
-with piped output never pays for it.
+with piped output never pays for it. ``list`` into a pipe prints plain
+tab-separated rows instead of a table (``plain_rows``), as ``gh`` and ``ls`` do:
+drawing a table of 10,000 tools took longer than listing them.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +48,19 @@ def display(*renderables: Any) -> None:
         for renderable in renderables:
             out.print(renderable)
     click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
+
+
+def terminal() -> bool:
+    """True when stdout is a terminal (a person reads it); False for a pipe or a file."""
+    try:
+        return sys.stdout is not None and sys.stdout.isatty()
+    except ValueError:  # closed
+        return False
+
+
+def plain_rows(rows: Iterable[Sequence[str]]) -> str:
+    """Rows as lines of tab-separated fields, each field on one line (tabs and line breaks become spaces)."""
+    return "\n".join("\t".join(" ".join(field.split()) for field in row) for row in rows)
 
 
 # -- progress -----------------------------------------------------------------

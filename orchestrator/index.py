@@ -346,6 +346,7 @@ class Index:
         A value served is stored in the registry's derived cache with its
         paths, and they join ``checked``, as a computed value's would.
         """
+        generation = registry.generation  # a change noticed meanwhile (any thread) keeps the value out of the cache
         code = self.code(registry, name, key)
         if code is None:
             return MISS
@@ -363,10 +364,10 @@ class Index:
             self.stale = True
             return MISS
         deps = frozenset(self.rows[i][0] for i in ids)
-        registry.store(name, key, [value, deps, checked])
         if checked is not None:
             checked.update(deps)
-        self.kept[(name, key)] = code
+        if registry.store(name, key, [value, deps, checked], generation):
+            self.kept[(name, key)] = code
         return value
 
     def computed(self, registry: Registry, name: str, key: Any) -> None:

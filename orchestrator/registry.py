@@ -33,10 +33,32 @@ that are looked up:
 - ``DERIVED_BOUND`` entries in each derived cache: the oldest half is
   dropped when full.
 
-The first two and the last grow with the tool tree: a listing that counts
-more files than they hold raises them to ``GROWTH`` times that count (and
-``BOUND_CEILING`` at most), so a warm ``list`` of 10,000 tools re-parses
-nothing.
+Every bound follows the catalogue: a listing that counts more files and
+folders than they hold raises them (and the freshness bookkeeping's bound)
+to ``GROWTH`` times that count, ``BOUND_CEILING`` at most, before anything is
+parsed, so a warm ``list`` of 100,000 tools re-parses and re-plans nothing.
+What a listing may count is bounded in turn: a search path holding more
+than ``Limits.folder_files`` files and folders stops the listing with a
+``FolderLimitError`` naming it, after reading at most that many entries.
+A lookup scans only its ref's own folder, so calls to tools elsewhere in
+such a search path still work; a lookup in a folder that itself holds more
+than the limit fails with the same error.
+
+**Threads.** One registry may serve a listing on a worker thread while
+calls look tools up on the event loop's thread (``orchestrator.mcp``).
+Readers never lock: every cache entry is one dict item, replaced whole
+(a tuple, or a memo's ``[value, deps, run]`` list whose ``run`` is only a
+hint), and a single dict read or write is atomic, so a reader sees an old
+entry or a new one, never half of one. Writers take ``lock`` for what
+spans several steps: dropping a cache's oldest half, dropping every derived
+cache with the generation (``changed``), and storing a derived value, which
+is refused when the generation moved while it was computed (a value made
+from files that changed meanwhile never lands after the caches were
+dropped). The read-only pass of ``check`` (``reading``) and the on-disk
+index a listing uses (``indexing``) belong to the thread that started them;
+one listing at a time uses the index, a concurrent one computes without it.
+A change one thread notices may reach another's lookup a moment later,
+within the stat interval's staleness.
 
 **Names.** A tool's ``name`` in its frontmatter is its name: the declared
 name replaces the file's stem and the folder stays part of the ref
@@ -66,6 +88,7 @@ from __future__ import annotations
 
 import os
 import reprlib
+import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
@@ -74,7 +97,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from .errors import ToolDefinitionError, ToolNotFoundError
+from .errors import ConfigurationError, ToolDefinitionError, ToolNotFoundError
 from .limits import DEFAULT_LIMITS, Limits
 from .loader import load_tool, read_name, read_python_name
 from .tool import Tool
@@ -181,6 +204,29 @@ def check_ref(ref: object, limit: int = DEFAULT_LIMITS.ref_length) -> tuple[str,
     return parts
 
 
+class FolderLimitError(ConfigurationError):
+    """Raised when a search path (or one folder a lookup scans) holds more entries than ``Limits.folder_files``.
+
+    ``folder`` is the folder that was counted, ``limit`` the bound it passed.
+    """
+
+    def __init__(self, folder: str, limit: int) -> None:
+        self.folder = folder
+        self.limit = limit
+        super().__init__(
+            f"holds more than {limit:,} files and folders, the most Limits.folder_files lets one search path "
+            "hold: move files out, serve a smaller folder, or raise it (Manager(limits=Limits(folder_files=...)))",
+            path=folder,
+        )
+
+
+class _PerThread(threading.local):
+    """What belongs to the thread that started it: a read-only pass, the index a listing uses."""
+
+    reading: Snapshot | None = None
+    indexing: Any = None
+
+
 class Snapshot(set[str]):
     """The ``checked`` set of a run that only reads files (``check``): a ref it missed once stays missed.
 
@@ -232,24 +278,43 @@ class Registry:
         # The bounds in force: the module's, raised when a listing counts more files (see GROWTH).
         self.files_bound = FILES_BOUND
         self.derived_bound = DERIVED_BOUND
+        self.seen_bound = SEEN_BOUND
+        # Taken by writers for what spans several steps (see Threads); readers never take it.
+        self.lock = threading.RLock()
+        self._thread = _PerThread()
+        self._index_busy = False  # a listing on some thread uses the on-disk index
         # The name each markdown/python file declares, by path: (signature, name or None).
         self._declared: dict[str, tuple[Signature, str | None]] = {}
         # The freshness epoch in which each _declared signature was last confirmed by a stat (_names_stale).
         self._names_confirmed: dict[str, int] = {}
         # The files of a folder a miss looked in, by folder path: (its signature, the file paths).
         self._listings: dict[str, tuple[Signature, tuple[str, ...]]] = {}
-        # The read-only pass in progress, if any (``snapshot``).
-        self.reading: Snapshot | None = None
         # The format each file an index saw is read with, by (path, search path): facts about paths, never stale.
         self._file_formats: dict[tuple[Path, SearchPath], Any] = {}
         # The formats each search path folder reads (orchestrator.formats.select), made on first need.
         self._formats: dict[str, Any] | None = None
         # The on-disk index (orchestrator.index): opened by the first listing; _OFF when off or impossible.
         self.index: Any = None
-        # The index while a listing runs: memo() serves its entries, and a hit's paths join ``checked``.
-        self.indexing: Any = None
         if formats is not None:
             self.selection()  # a bad format name is the program's mistake: say so now
+
+    @property
+    def reading(self) -> Snapshot | None:
+        """The read-only pass this thread runs (``snapshot``), if any."""
+        return self._thread.reading
+
+    @reading.setter
+    def reading(self, run: Snapshot | None) -> None:
+        self._thread.reading = run
+
+    @property
+    def indexing(self) -> Any:
+        """The index while this thread's listing runs: memo() serves its entries, and a hit's paths join ``checked``."""
+        return self._thread.indexing
+
+    @indexing.setter
+    def indexing(self, index: Any) -> None:
+        self._thread.indexing = index
 
     @contextmanager
     def snapshot(self) -> Iterator[Snapshot]:
@@ -280,23 +345,25 @@ class Registry:
 
     def changed(self) -> None:
         """Drop every derived cache (a file, folder or registration changed)."""
-        self.generation += 1
-        for cache in self.derived.values():
-            cache.clear()
+        with self.lock:
+            self.generation += 1
+            for cache in list(self.derived.values()):
+                cache.clear()
 
     def clear(self) -> None:
         """Drop every cache, parsed files included."""
-        self._files.clear()
-        self._seen.clear()
-        self._variants.clear()
-        self._declared.clear()
-        self._names_confirmed.clear()
-        self._listings.clear()
-        self._file_formats.clear()
-        self.freshness.reset()
-        if self.index is not None and self.index is not _OFF:
-            self.index.drop()  # "forget everything" includes what the last listing wrote for the next process
-        self.changed()
+        with self.lock:
+            self._files.clear()
+            self._seen.clear()
+            self._variants.clear()
+            self._declared.clear()
+            self._names_confirmed.clear()
+            self._listings.clear()
+            self._file_formats.clear()
+            self.freshness.reset()
+            if self.index is not None and self.index is not _OFF:
+                self.index.drop()  # "forget everything" includes what the last listing wrote for the next process
+            self.changed()
 
     def watch(self, paths: Iterable[str] | None = None, checked: set[str] | None = None, *, now: bool = False) -> bool:
         """Check ``paths`` for changes; return False, dropping derived caches, if any changed.
@@ -349,10 +416,11 @@ class Registry:
 
     def _remember(self, path: str, now: Signature) -> bool:
         """Record a first signature; False when ``_seen`` was full and had to be emptied (derived caches too)."""
-        full = len(self._seen) >= SEEN_BOUND
+        full = len(self._seen) >= self.seen_bound
         if full:
-            self._seen.clear()
-            self.changed()
+            with self.lock:
+                self._seen.clear()
+                self.changed()
         self._seen[path] = now
         self.freshness.stamp(path)
         return not full
@@ -387,9 +455,8 @@ class Registry:
         value = compute(deps)
         if checked is not None:
             checked.update(deps)
-        if self.generation == generation:
-            # Else something changed (or _seen was emptied) while computing: the value may mix old and new.
-            self.store(name, key, [value, frozenset(deps), checked])
+        # Not stored when something changed (or _seen was emptied) while computing: the value may mix old and new.
+        if self.store(name, key, [value, frozenset(deps), checked], generation):
             if indexing is not None and name in _INDEXED:
                 indexing.computed(self, name, key)
         return value
@@ -402,12 +469,21 @@ class Registry:
         """The signature of each file whose declared name is cached, when it was read."""
         return {path: held[0] for path, held in self._declared.items()}
 
-    def store(self, name: str, key: Any, value: Any) -> None:
-        """Put ``value`` in the derived cache ``name``; a full cache first drops its oldest half."""
+    def store(self, name: str, key: Any, value: Any, generation: int | None = None) -> bool:
+        """Put ``value`` in the derived cache ``name``; a full cache first drops its oldest half.
+
+        With ``generation`` (``self.generation`` when the value's computation
+        began) nothing is stored, and False returned, once the caches were
+        dropped since: on any thread, something the value was made from changed.
+        """
         cache = self.cache(name)
-        if len(cache) >= self.derived_bound and key not in cache:
-            _drop_oldest_half(cache)
-        cache[key] = value
+        with self.lock:
+            if generation is not None and generation != self.generation:
+                return False
+            if len(cache) >= self.derived_bound and key not in cache:
+                _drop_oldest_half(cache)
+            cache[key] = value
+        return True
 
     # -- loading ----------------------------------------------------------
 
@@ -553,7 +629,7 @@ class Registry:
         seen_formats = self._file_formats
         if len(seen_formats) >= self.files_bound:
             _drop_oldest_half(seen_formats)
-        for entry in _files_in(folder):
+        for entry in _files_in(folder, self.limits.folder_files):
             path = Path(entry.path)
             # Never read a file outside the search path, not even for its name: found by its stem, it is refused.
             outside = entry.is_symlink() and not _inside(path, sp.root)
@@ -659,7 +735,12 @@ class Registry:
             if not _is_dir(current):
                 return
             self.watch([str(current)], deps)
+        limit = self.limits.folder_files
+        count = 0
         for folder, dirs, files in os.walk(tree):
+            count += len(dirs) + len(files)
+            if count > limit:
+                raise FolderLimitError(str(tree), limit)
             dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
             if folder != str(tree):
                 self.watch([folder], deps)
@@ -716,19 +797,28 @@ class Registry:
         held = self._listings.get(folder)
         if held is not None and held[0] == now and now is not None:
             return held[1]
-        files = tuple(entry.path for entry in _files_in(Path(folder)))
+        files = tuple(entry.path for entry in _files_in(Path(folder), self.limits.folder_files))
         if held is None and len(self._listings) >= self.files_bound:
             _drop_oldest_half(self._listings)
         self._listings[folder] = (now, files)
         return files
 
     def grow(self, files: int) -> None:
-        """Raise the cache bounds to hold ``files`` tools (a listing counted them): warm listings re-parse nothing."""
+        """Raise every cache bound to hold ``files`` tools (a listing counted them): warm listings redo nothing.
+
+        The stat signatures and the freshness bookkeeping (a stamp per path, a
+        verification per cached value) grow too: when either was emptied by a
+        listing's own paths, every listing re-planned every tool.
+        """
         want = min(BOUND_CEILING, GROWTH * files)
         if want > self.files_bound:
             self.files_bound = want
         if want > self.derived_bound:
             self.derived_bound = want
+        if want > self.seen_bound:
+            self.seen_bound = want
+        if want > self.freshness.bound:
+            self.freshness.bound = want
 
     def find(self, ref: str, paths: tuple[SearchPath, ...], checked: set[str] | None = None) -> Tool:
         """The tool ``ref`` names: a registered function first, then the search paths.
@@ -752,6 +842,7 @@ class Registry:
                 if checked is not None:
                     checked.update(found[1])
                 return found[0]  # type: ignore[no-any-return]
+        generation = self.generation
         snapshot = checked if type(checked) is Snapshot else self.reading
         if snapshot is not None:
             missed = snapshot.missed.get((ref, paths))
@@ -770,7 +861,7 @@ class Registry:
         # As a memo entry, [tool, deps, run]: the folders its ref was resolved in and the file. Without the
         # ref's entry (dropped while loading) only [tool, run]: valid for this run alone.
         entry = [tool, located[1] | {str(path)}, checked] if located is not None else [tool, checked]
-        self.store("tools", (ref, paths), entry)
+        self.store("tools", (ref, paths), entry, generation)
         return tool
 
     def _find_file(
@@ -864,22 +955,27 @@ class Registry:
         finally:
             if index is not None:
                 self.indexing = None
+                self._index_busy = False
 
     def _listing_index(self, paths: tuple[SearchPath, ...], parse: bool) -> Any:
         """The index a listing of ``paths`` reads and writes (now ``indexing``), or None.
 
         Only a full listing of the registry's own search paths with no
         registered functions (they shadow files) uses it, and never a listing
-        nested in another.
+        nested in another or running beside another on a second thread.
         """
-        if not parse or paths != self.paths or self.functions or self.indexing is not None:
+        if not parse or paths != self.paths or self.functions:
             return None
-        if self.index is None:
-            from .index import Index  # only listings pay for json, hashing and the cache folder
+        with self.lock:
+            if self._index_busy:
+                return None
+            if self.index is None:
+                from .index import Index  # only listings pay for json, hashing and the cache folder
 
-            self.index = Index.open(self) or _OFF
-        if self.index is _OFF:
-            return None
+                self.index = Index.open(self) or _OFF
+            if self.index is _OFF:
+                return None
+            self._index_busy = True
         self.index.begin()
         self.indexing = self.index
         return self.index
@@ -897,10 +993,9 @@ class Registry:
         for sp in paths:
             if not _is_dir(sp.root):
                 continue
-            for folder, dirs, names_here in os.walk(sp.root):
-                dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
-                folders.append((sp, Path(folder).relative_to(sp.root).parts))
-                files += len(names_here)
+            walked, counted = _folders(sp.folder, self.limits.folder_files)
+            folders.extend((sp, rel) for rel in walked)
+            files += counted
         self.grow(files)  # before anything is parsed: a listing's parses all stay cached
         listed: set[tuple[SearchPath, Path]] = set()
         for sp, rel in folders:
@@ -922,9 +1017,7 @@ class Registry:
         for sp in paths:
             if not _is_dir(sp.root):
                 continue
-            for folder, dirs, _files in os.walk(sp.root):
-                dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
-                rel = Path(folder).relative_to(sp.root).parts
+            for rel in _folders(sp.folder, self.limits.folder_files)[0]:
                 for name, winner, loser, kind in self.names(sp, rel).clashes:
                     yield sp, "/".join((*rel, name)), winner, loser, kind
 
@@ -948,14 +1041,61 @@ def _builtin_tools() -> str:
     return SearchPath.of(builtin_folder("tools")).folder
 
 
-def _files_in(folder: Path) -> list[os.DirEntry[str]]:
-    """The files of ``folder`` (symlinks to files included) that may be tools, sorted by name; [] if unreadable."""
+def _folders(root: str, limit: int) -> tuple[list[tuple[str, ...]], int]:
+    """The folders a listing reads under ``root`` (``os.walk``'s order, hidden and ``_`` ones skipped) and the
+    files and folders counted in them.
+
+    Raises:
+        FolderLimitError: more than ``limit`` entries; at most ``limit + 1`` are read.
+    """
+    found: list[tuple[str, ...]] = []
+    count = 0
+    todo: list[tuple[str, ...]] = [()]
+    while todo:
+        rel = todo.pop()
+        below = []
+        try:
+            with os.scandir(os.path.join(root, *rel)) as entries:
+                for entry in entries:
+                    count += 1
+                    if count > limit:
+                        raise FolderLimitError(root, limit)
+                    if not entry.name.startswith((".", "_")) and _entry_folder(entry):
+                        below.append(entry.name)
+        except (OSError, ValueError):
+            continue  # unreadable: skipped, as os.walk skips it
+        found.append(rel)
+        below.sort(reverse=True)  # popped in name order: the preorder os.walk gives
+        todo.extend((*rel, name) for name in below)
+    return found, count
+
+
+def _entry_folder(entry: os.DirEntry[str]) -> bool:
+    """A folder a walk enters: not a symlink to one (``os.walk`` lists those but never follows them)."""
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+def _files_in(folder: Path, limit: int) -> list[os.DirEntry[str]]:
+    """The files of ``folder`` (symlinks to files included) that may be tools, sorted by name; [] if unreadable.
+
+    Raises:
+        FolderLimitError: ``folder`` holds more than ``limit`` entries (at most ``limit + 1`` are read).
+    """
+    found = []
     try:
         with os.scandir(folder) as entries:
-            found = [e for e in entries if e.name not in RESERVED and not e.name.startswith(".") and _entry_file(e)]
+            for count, entry in enumerate(entries, 1):
+                if count > limit:
+                    raise FolderLimitError(str(folder), limit)
+                if entry.name not in RESERVED and not entry.name.startswith(".") and _entry_file(entry):
+                    found.append(entry)
     except (OSError, ValueError):
         return []
-    return sorted(found, key=lambda e: e.name)
+    found.sort(key=lambda e: e.name)
+    return found
 
 
 def _entry_file(entry: os.DirEntry[str]) -> bool:
@@ -997,6 +1137,6 @@ def _is_dir(path: Path) -> bool:
 
 
 def _drop_oldest_half(cache: dict[Any, Any]) -> None:
-    """Drop the older half of a dict (insertion order): it is full."""
+    """Drop the older half of a dict (insertion order): it is full. Another thread may drop keys meanwhile."""
     for key in list(islice(cache, (len(cache) + 1) // 2)):
-        del cache[key]
+        cache.pop(key, None)

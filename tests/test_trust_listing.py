@@ -1,0 +1,246 @@
+"""Issue 24, finding 7: a listing scales with the folder, and a folder cannot grow without bound.
+
+The red team put 100,000 files in a served folder: every listing took ~40 s
+(the bounded caches thrashed) and the first MCP call waited for one. Here:
+
+- a search path holding more than ``Limits.folder_files`` files and folders
+  stops ``list_tools``, ``check`` and the ``list``/``check`` commands with a
+  ``FolderLimitError`` naming the folder and the limit; a call to a tool in
+  a folder within the limit still works (a lookup scans its own folder only);
+- every cache bound follows the catalogue, so a warm listing past the
+  module's bounds re-parses nothing and drops no cache (the generation
+  stays put), counted, not timed;
+- a listing on a worker thread and calls on the event loop share one
+  registry safely, and the calls do not wait for the listing;
+- ``list`` into a pipe prints plain tab-separated rows, not a drawn table.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import pytest
+from click.testing import CliRunner
+from freshness_helpers import eager
+
+import orchestrator.cli as cli_module
+import orchestrator.registry as registry_module
+from orchestrator import ConfigurationError, Limits, Manager, OrchestratorError
+from orchestrator.check import check
+from orchestrator.cli import cli
+from orchestrator.registry import FolderLimitError
+
+Write = Callable[[str, str], Path]
+
+SMALL = Limits(folder_files=50)
+
+
+def many(folder: Path, count: int, start: int = 0) -> None:
+    """``count`` markdown tools (a one-line body, no frontmatter) in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(start, start + count):
+        (folder / f"t{i:06d}.md").write_text(f"tool {i}\n", encoding="utf-8")
+
+
+def counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Count parses (the registry's loads of tool files) from now on."""
+    counts = {"parses": 0}
+    load = registry_module.load_tool
+
+    def counted(*args: object, **kwargs: object) -> object:
+        counts["parses"] += 1
+        return load(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(registry_module, "load_tool", counted)
+    return counts
+
+
+# -- the folder limit -------------------------------------------------------------
+
+
+def test_a_search_path_past_the_limit_stops_a_listing_naming_the_folder_and_the_limit(tools: Path) -> None:
+    many(tools / "crowd", 60)
+    manager = Manager([tools], limits=SMALL)
+    with pytest.raises(FolderLimitError) as caught:
+        manager.list_tools()
+    error = caught.value
+    assert isinstance(error, ConfigurationError)
+    assert error.folder == str(tools.resolve()) and error.limit == 50
+    assert str(tools.resolve()) in str(error) and "Limits.folder_files" in str(error)
+
+
+def test_check_stops_with_the_same_error(tools: Path) -> None:
+    many(tools / "crowd", 60)
+    with pytest.raises(FolderLimitError) as caught:
+        check(Manager([tools], limits=SMALL))
+    assert caught.value.folder == str(tools.resolve())
+
+
+def test_files_and_folders_count_up_to_the_limit_and_no_further(tools: Path) -> None:
+    many(tools, 48)
+    (tools / "team").mkdir()
+    many(tools / "team", 1, start=100)  # 48 files, a folder and a file in it: 50 entries
+    assert len(Manager([tools], limits=SMALL).list_tools()) == 49
+    many(tools / "team", 1, start=200)  # 51
+    with pytest.raises(FolderLimitError):
+        Manager([tools], limits=SMALL).list_tools()
+
+
+@pytest.mark.anyio
+async def test_a_call_to_a_tool_in_a_folder_within_the_limit_still_works(tools: Path, write: Write) -> None:
+    many(tools / "crowd", 60)
+    write("tools/known.md", "---\ndescription: known\n---\nknown body\n")
+    manager = Manager([tools], limits=SMALL)
+    with pytest.raises(FolderLimitError):
+        manager.list_tools()
+    assert await manager.invoke("known") == "known body"  # its folder holds 2 entries: scanned, found
+    with pytest.raises(FolderLimitError) as caught:
+        await manager.invoke("crowd/t000001")  # scanning this folder alone reads past the limit
+    assert caught.value.folder == str(tools.resolve() / "crowd")
+
+
+@pytest.mark.parametrize("command", ["list", "check"])
+def test_the_commands_print_one_error_line_naming_the_folder(
+    tools: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    many(tools, 60)
+    monkeypatch.setattr(cli_module, "Manager", functools.partial(Manager, limits=SMALL))
+    result = CliRunner().invoke(cli, [command, "--path", str(tools)])
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    line = next(line for line in result.stderr.splitlines() if "FolderLimitError" in line)
+    assert line.startswith("error: ") and str(tools.resolve()) in line and "Limits.folder_files" in line
+
+
+# -- cache bounds follow the catalogue ----------------------------------------------
+
+
+def test_a_warm_listing_past_every_default_bound_redoes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every bound scaled down 64 times (16,384 -> 256 stat signatures, 4,096 -> 64 entries) and 640 tools: the
+    # shape of the red team's 100,000 files, where the stat signatures (never raised) emptied every derived cache.
+    for name in ("FILES_BOUND", "DERIVED_BOUND"):
+        monkeypatch.setattr(registry_module, name, 64)
+    monkeypatch.setattr(registry_module, "SEEN_BOUND", 256)
+    for f in range(10):
+        many(tmp_path / "tools" / f"f{f}", 64, start=f * 64)
+    manager = Manager([tmp_path / "tools"])
+    manager.registry.freshness.bound = 256  # its bookkeeping, scaled down alike
+    counts = counting(monkeypatch)
+    assert len(manager.list_tools()) == 640
+    assert 640 <= counts["parses"] <= 640 + 50  # each file once (and the built-ins)
+    counts["parses"] = 0
+    generation = manager.registry.generation
+    for _ in range(2):
+        assert len(manager.list_tools()) == 640
+    assert counts["parses"] == 0
+    assert manager.registry.generation == generation  # no cache was dropped: nothing re-planned
+
+
+# -- a listing on a worker thread ---------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_calls_run_while_a_listing_runs_on_a_worker_thread(tmp_path: Path, write: Write) -> None:
+    many(tmp_path / "tools" / "crowd", 1_500)
+    write("tools/known.md", "---\ndescription: known\n---\nknown body\n")
+    manager = Manager([tmp_path / "tools"])
+    assert await manager.invoke("known") == "known body"
+    listed: list[int] = []
+    during = 0
+
+    async def listing() -> None:
+        listed.append(len(await anyio.to_thread.run_sync(manager.list_tools)))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(listing)
+        while not listed:
+            assert await manager.invoke("known") == "known body"
+            during += 0 if listed else 1
+            await anyio.sleep(0)
+    assert listed == [1_501]
+    assert during >= 1  # a call finished while the listing (seconds of parsing) was still running
+
+
+@pytest.mark.anyio
+async def test_listings_on_two_threads_and_calls_with_edits_share_the_caches_safely(
+    tmp_path: Path, write: Write, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Small bounds, so the caches drop their oldest half again and again while both threads use them.
+    for name in ("FILES_BOUND", "DERIVED_BOUND"):
+        monkeypatch.setattr(registry_module, name, 32)
+    monkeypatch.setattr(registry_module, "SEEN_BOUND", 64)
+    many(tmp_path / "tools" / "crowd", 300)
+    edited = write("tools/known.md", "---\ndescription: known\n---\nbody 0\n")
+    manager = eager(Manager([tmp_path / "tools"]))  # every lookup stats: a stale answer is a race, not latency
+    results: list[list[str]] = []
+
+    async def listing() -> None:
+        for _ in range(3):
+            infos = await anyio.to_thread.run_sync(manager.list_tools)
+            results.append(sorted(info.ref for info in infos))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(listing)
+        group.start_soon(listing)
+        for i in range(1, 40):
+            stat = edited.stat()
+            edited.write_text(f"---\ndescription: known\n---\nbody {i}\n", encoding="utf-8")
+            os.utime(edited, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10_000_000))
+            assert await manager.invoke("known") == f"body {i}"  # each edit seen: no stale value kept
+            await anyio.sleep(0.005)
+    expected = sorted(["known", *(f"crowd/t{i:06d}" for i in range(300))])
+    assert results == [expected] * 6
+    assert all(info.error is None for info in manager.list_tools())
+
+
+# -- list into a pipe ---------------------------------------------------------------
+
+
+def test_list_into_a_pipe_prints_plain_tab_separated_rows(tools: Path, write: Write) -> None:
+    write("tools/greet.md", "---\ndescription: |\n  Greets someone.\n  On two lines.\n---\nhi\n")
+    write("tools/secret.md", "---\ndescription: Not for listing.\nmetadata: {visibility: hidden}\n---\nx\n")
+    write("tools/broken.md", "---\nmetadata: [1\n---\nhi\n")
+    result = CliRunner().invoke(cli, ["list", "--path", str(tools)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "NAME\tKIND\tDESCRIPTION"
+    assert "greet\tmarkdown\tGreets someone. On two lines." in lines  # one line per tool
+    broken = next(line for line in lines if line.startswith("broken\t"))
+    assert broken.split("\t")[1] == "error" and "broken.md:2" in broken
+    assert all(line.count("\t") == 2 for line in lines) and len(lines) == 3
+    every = CliRunner().invoke(cli, ["list", "--all", "--path", str(tools)]).stdout.splitlines()
+    assert every[0] == "NAME\tKIND\tHIDDEN\tDESCRIPTION"
+    assert "secret\tmarkdown\thidden\tNot for listing." in every
+    assert "greet\tmarkdown\t\tGreets someone. On two lines." in every
+
+
+# -- 100,000 tools --------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_100000_tools_list_warm_without_redoing_anything_and_one_more_folder_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "tools"
+    for f in range(100):
+        many(root / f"f{f:02d}", 1_000, start=f * 1_000)
+    manager = Manager([root])
+    assert len(manager.list_tools()) == 100_000
+    counts = counting(monkeypatch)
+    generation = manager.registry.generation
+    start = time.process_time()
+    assert len(manager.list_tools()) == 100_000
+    warm = time.process_time() - start
+    assert counts["parses"] == 0 and manager.registry.generation == generation
+    assert warm < 20.0  # the target is 2 s of CPU; thrashing caches took ~40 s
+    # Past the default limit (200,000 files and folders) the listing stops at once, naming the folder.
+    many(root / "f99", 100_000 - 100, start=100_000)
+    with pytest.raises(OrchestratorError) as caught:
+        Manager([root]).list_tools()
+    assert isinstance(caught.value, FolderLimitError) and caught.value.limit == Limits().folder_files
