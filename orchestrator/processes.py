@@ -232,9 +232,13 @@ class ProcessExecutor:
             InvocationError: a new worker could not start.
         """
         with self._lock:
-            if self._idle:
-                self._held += 1
-                return self._idle.pop()
+            while self._idle:
+                idle = self._idle.pop()
+                if idle.process.poll() is None:
+                    self._held += 1
+                    return idle
+                idle.end()  # died while idle (killed from outside, or by close): reaped, never handed a unit
+                self._live.discard(idle)
             turn = None
             if self._held < self.pool:
                 self._held += 1
@@ -275,7 +279,8 @@ class ProcessExecutor:
                 turn = self._turns.popleft()
                 turn.handed, turn.worker = True, worker
             if turn.ready.set():
-                return  # its loop ended: nobody takes it, so the next one does
+                return
+            # That call's event loop has ended: nobody takes the worker, so the next call in turn does.
 
     def _stop(self, worker: _Worker) -> None:
         """Kill ``worker`` now, and reap it in a thread of its own (never blocking the loop)."""

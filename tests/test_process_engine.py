@@ -14,8 +14,10 @@ end and checks that no worker it saw is left, running or unreaped.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -220,6 +222,38 @@ async def test_a_worker_that_dies_fails_its_call_and_is_replaced(manager: Manage
     result = await manager.invoke("work", {"n": 4})
     workers.add(result["pid"])
     assert result["square"] == 16
+
+
+async def test_a_worker_killed_while_idle_is_never_handed_a_call(manager: Manager, workers: set[int]) -> None:
+    first = await manager.invoke("work", {"n": 2})
+    workers.add(first["pid"])
+    os.kill(first["pid"], signal.SIGKILL)  # the OOM killer, say
+    await anyio.sleep(0.2)
+    second = await manager.invoke("work", {"n": 3})
+    workers.add(second["pid"])
+    assert second["square"] == 9 and second["pid"] != first["pid"]
+
+
+def test_one_pool_serves_event_loops_of_both_backends_at_once(manager: Manager, workers: set[int]) -> None:
+    one = {"delegate": {"engine": "process", "pool": 1}}  # one worker: the loops take turns on it
+    results: dict[str, list[int]] = {"asyncio": [], "trio": []}
+
+    def run(backend: str) -> None:
+        async def calls() -> None:
+            for n in range(4):
+                result = await manager.invoke("work", {"n": n}, overrides=one)
+                results[backend].append(result["square"])
+                workers.add(result["pid"])
+
+        anyio.run(calls, backend=backend)
+
+    threads = [threading.Thread(target=run, args=(backend,)) for backend in results]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert results == {"asyncio": [0, 1, 4, 9], "trio": [0, 1, 4, 9]}
+    assert executor_for(one["delegate"]).pids == sorted(workers)  # the pool of one ran them all
 
 
 def test_process_specs_are_checked() -> None:
