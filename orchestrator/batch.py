@@ -307,7 +307,7 @@ def _run_command(
     "executor_spec",
     default="inprocess",
     show_default=True,
-    metavar="inprocess|ray[=ADDRESS]",
+    metavar="inprocess|process|ray[=ADDRESS]",
     help="Where units run: this process, or a Ray cluster (local when no ADDRESS).",
 )
 @click.option(

@@ -278,9 +278,9 @@ def cli() -> None:
 @click.option(
     "--executor",
     "executor_spec",
-    metavar="inprocess|ray[=ADDRESS]",
-    help="Run the whole invocation as one unit on this executor (ray: a local Ray, or the cluster at ADDRESS); "
-    "it is also the default engine of `delegate: {}`.",
+    metavar="inprocess|process|ray[=ADDRESS]",
+    help="Run the whole invocation as one unit on this executor (process: worker processes on this machine; "
+    "ray: a local Ray, or the cluster at ADDRESS); it is also the default engine of `delegate: {}`.",
 )
 @debug_option
 def run(
