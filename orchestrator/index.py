@@ -74,6 +74,8 @@ RACY_NS = 2_000_000_000
 PERSISTED = frozenset({"names", "described"})
 """The registry's derived caches the index keeps."""
 
+_INT = {int}
+
 MISS: Any = UNSEEN  # what a lookup returns for nothing kept, and the signature of a path never looked at
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -235,8 +237,9 @@ class Index:
         self.members: dict[int, tuple[int, ...]] = {}
         self.entries: dict[str, dict[str, Any]] = {}
         self.loaded = False
-        # Per listing: which rows matched the disk (each path stat-ed at most once).
+        # Per listing: which rows matched the disk (each path stat-ed at most once), made by its first lookup.
         self._valid: dict[int, bool] = {}
+        self._checked = False
         # (cache name, key) served from the file or computed during a listing: their paths are complete.
         self.kept: dict[tuple[str, Any], str] = {}
         # The files whose declared names each folder's scan read, by folder path.
@@ -314,31 +317,31 @@ class Index:
         Raises:
             ValueError: not a list of row numbers.
         """
-        if type(ids) is not list or not all(type(i) is int and 0 <= i < count for i in ids):
+        if type(ids) is not list or (ids and (set(map(type, ids)) != _INT or min(ids) < 0 or max(ids) >= count)):
             raise ValueError("malformed row numbers")
         return ids
 
     def begin(self) -> None:
-        """A listing starts: every path is looked at again (once)."""
+        """A listing starts: every path is looked at again (once, by its first lookup)."""
         self.load()
         self._valid.clear()
+        self._checked = False
 
-    def _matches(self, registry: Registry, row: int) -> bool:
-        """True when the path of ``row`` (and each file its folder's names were read from) is unchanged."""
-        found = self._valid.get(row)
-        if found is None:
-            # Members are files, checked one level deep whatever the file says (no recursion to exhaust).
-            found = self._unchanged(registry, row) and all(
-                self._unchanged(registry, m) for m in self.members.get(row, ())
-            )
-            self._valid[row] = found
-        return found
+    def _check_rows(self, registry: Registry) -> None:
+        """Look at every row's path once (one ``watch`` over them all) and note which rows are unchanged.
 
-    def _unchanged(self, registry: Registry, row: int) -> bool:
-        """True when the path of ``row`` has the signature the file recorded (stat-ed at most once per listing)."""
-        path, sig = self.rows[row]
-        registry.watch((path,), None)  # remembered as any looked-at path is: the invariant of watch()
-        return bool(registry.seen(path) == sig)
+        Called by a listing's first lookup, after the listing raised the
+        registry's bounds to its catalogue: every path is remembered, as any
+        looked-at path is (the invariant of ``watch``). A folder's row is
+        unchanged when its member files are too (one level deep, whatever
+        the file says: no recursion to exhaust).
+        """
+        self._checked = True
+        registry.watch([path for path, _sig in self.rows], None)
+        seen = registry.seen
+        same = [seen(path) == sig for path, sig in self.rows]
+        members = self.members
+        self._valid = {row: ok and all(same[m] for m in members.get(row, ())) for row, ok in enumerate(same)}
 
     def lookup(self, registry: Registry, name: str, key: Any, checked: set[str] | None) -> Any:
         """The value of ``(name, key)`` when the file holds it and its paths are unchanged, else MISS.
@@ -353,17 +356,20 @@ class Index:
         row = self.entries.get(name, {}).get(code)
         if row is None:
             return MISS
+        if not self._checked:
+            self._check_rows(registry)
         try:
             data, ids = row
             ids = self._ids(ids, len(self.rows))
-            if not all(self._matches(registry, i) for i in ids):
+            if not all(map(self._valid.__getitem__, ids)):
                 self.stale = True
                 return MISS
             value = self.decoder.decode(name, data)
         except (ValueError, TypeError, KeyError):
             self.stale = True
             return MISS
-        deps = frozenset(self.rows[i][0] for i in ids)
+        rows = self.rows
+        deps = frozenset(rows[i][0] for i in ids)
         if checked is not None:
             checked.update(deps)
         if registry.store(name, key, [value, deps, checked], generation):
