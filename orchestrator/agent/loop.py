@@ -81,7 +81,7 @@ from ..schema import object_schema, validator_for
 from ..sessions import check_unchanged
 from ..tool import wire_name
 from .answer import bounded
-from .model import Deltas, authorize_model, label, parse_model
+from .model import Deltas, authorize_model, authorize_pipeline, label, parse_model
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -158,7 +158,8 @@ class Agent:
         self.wants_json = isinstance(returns, Mapping) and (returns.get("type") == "object" or "properties" in returns)
         self.returns = returns if self.wants_json else None
         self.caller = Caller("a model", self.allowed)
-        self.model_pipeline = _pipeline(ctx, "model-pipeline")
+        # the models it names for fallback and compact choose where a key goes too (issue 24)
+        self.model_pipeline = authorize_pipeline(_pipeline(ctx, "model-pipeline"), ctx, self.manager)
         self.tool_pipeline = _pipeline(ctx, "tool-pipeline")
         self.batch_pipeline = _pipeline(ctx, "batch-pipeline")
         self.saver: Saver | None = None

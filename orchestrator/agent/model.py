@@ -65,6 +65,15 @@ provider's default key (``OPENAI_API_KEY``) sent only to its default endpoint
 (``OPENAI_BASE_URL``, or the provider's own API), both chosen by the program's
 environment. A program that builds a spec with ``base-url`` in code and sends
 it through ``model-call`` itself grants it with ``grant_model``.
+
+The models an agent's ``model-pipeline`` names for its middleware
+(``PIPELINE_MODELS``: ``fallback``'s ``models``, ``compact``'s
+``summarize``) choose where a key goes just as its ``model`` does, so the
+agent authorizes them when it starts (``authorize_pipeline``), by the same
+levels and the same rule for their key path (``model-pipeline.fallback.models``):
+granted when trusted configuration set them, a ``SecurityError`` when a file
+from an untrusted folder did. The granted specs travel down in the
+pipeline's args to the middleware, which hands them to ``model-call``.
 """
 
 from __future__ import annotations
@@ -78,6 +87,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..cascade import MISSING, merge_default
 from ..errors import ConfigurationError, ModelError, SecurityError
 
 if TYPE_CHECKING:
@@ -104,6 +114,8 @@ ROUTE = ("provider", "base-url", "api-key-env")
 """The fields that choose which key is sent, and where: only trusted configuration sets them."""
 KEYLESS = frozenset({"scripted"})
 """Providers that send no key anywhere: any file may choose them."""
+PIPELINE_MODELS = {"fallback": "models", "compact": "summarize"}
+"""The ``model-pipeline`` middleware whose arg holds model specs (a list, or one spec): the agent grants them."""
 ENTRY_POINTS = "toolcascade.providers"
 DEFAULT_TIMEOUT = 120.0
 """Seconds one model request may take, streaming included, unless the spec sets ``timeout``."""
@@ -384,12 +396,17 @@ def check_route(spec: Mapping[str, Any]) -> None:
         )
 
 
-def authorize_model(spec: dict[str, Any], ctx: Context, manager: Manager) -> dict[str, Any]:
+def authorize_model(
+    spec: dict[str, Any], ctx: Context, manager: Manager, *, key: Sequence[str] = ("model",)
+) -> dict[str, Any]:
     """``spec`` granted (``grant_model``), unless a file from an untrusted folder chose its route.
 
-    Asked once per agent run, where the agent fixes its model: the tool's
-    cascade plan (cached) tells which level set each route field. A spec the
-    program put in ``ctx.locals`` is judged by the same levels.
+    ``key`` is where the spec lies in the tool's metadata: ``("model",)``
+    for the agent's model, ``("model-pipeline", "fallback", "models")`` for
+    a model its pipeline names. Asked once per agent run, where the agent
+    fixes its models: the tool's cascade plan (cached) tells which level set
+    each route field. A spec the program put in ``ctx.locals`` or passed in
+    overrides is judged by the same levels.
 
     Raises:
         SecurityError: a level from an untrusted folder set the provider, base-url or api-key-env
@@ -401,11 +418,51 @@ def authorize_model(spec: dict[str, Any], ctx: Context, manager: Manager) -> dic
     roots = untrusted_roots(tool, ctx.paths)
     if roots or not tool.trusted:
         plan = manager.planner.plan(tool, ctx.paths, ctx.run.checked)
-        found = route_setter(plan.levels, tool, ctx.paths, roots)
+        found = route_setter(plan.levels, tool, ctx.paths, roots, key=key)
         if found is not None:
             level, message = found
-            raise SecurityError(message, tool=tool.name, path=level.path, line=route_line(level), key="model")
+            dotted = ".".join(key)
+            raise SecurityError(message, tool=tool.name, path=level.path, line=route_line(level, key), key=dotted)
     return grant_model(spec)
+
+
+def authorize_pipeline(pipeline: dict[str, Any] | None, ctx: Context, manager: Manager) -> dict[str, Any] | None:
+    """An agent's ``model-pipeline`` with the model specs of ``PIPELINE_MODELS`` authorized (``authorize_model``).
+
+    Asked once per run, when the agent starts. Mapping specs come back
+    granted; ``provider:name`` strings choose no endpoint and come back as
+    they are, once judged. Args of another shape are left for the
+    middleware's own params to refuse.
+
+    Raises:
+        SecurityError: a file from an untrusted folder chose the route of one of them (naming the
+            tool, file, line and key path, ``model-pipeline.fallback.models``).
+    """
+    if not pipeline:
+        return pipeline
+    authorized = dict(pipeline)
+    for name, arg in PIPELINE_MODELS.items():
+        args = pipeline.get(name)
+        if not isinstance(args, Mapping) or args.get(arg) is None:
+            continue
+        value = args[arg]
+        key = ("model-pipeline", name, arg)
+        if isinstance(value, list):
+            value = [_authorized(item, ctx, manager, key) for item in value]
+        else:
+            value = _authorized(value, ctx, manager, key)
+        authorized[name] = {**args, arg: value}
+    return authorized
+
+
+def _authorized(value: Any, ctx: Context, manager: Manager, key: tuple[str, ...]) -> Any:
+    if isinstance(value, str):
+        provider = value.partition(":")[0]
+        authorize_model({"provider": provider}, ctx, manager, key=key)
+        return value
+    if isinstance(value, Mapping):
+        return authorize_model(dict(value), ctx, manager, key=key)
+    return value
 
 
 def untrusted_roots(tool: Tool, paths: Sequence[SearchPath]) -> tuple[Path, ...]:
@@ -417,46 +474,80 @@ def untrusted_roots(tool: Tool, paths: Sequence[SearchPath]) -> tuple[Path, ...]
 
 
 def route_setter(
-    levels: Sequence[Level], tool: Tool, paths: Sequence[SearchPath], roots: Sequence[Path]
+    levels: Sequence[Level],
+    tool: Tool,
+    paths: Sequence[SearchPath],
+    roots: Sequence[Path],
+    *,
+    key: Sequence[str] = ("model",),
 ) -> tuple[Level, str] | None:
-    """The untrusted level that set a route field of ``model`` last, with the message saying so, or None.
+    """The untrusted level that set a route field of the model at ``key`` last, with the message saying so, or None.
 
-    Follows the cascade's rules for ``model`` (R-CAS-5, R-CAS-6): a mapping
-    merged onto a mapping sets the fields it holds; anything else (a
-    ``provider:name`` string, a ``replace`` policy, the first value) sets
-    them all, absent ones included; ``$remove`` clears them.
+    Follows the cascade's rules (R-CAS-5, R-CAS-6) down the key path
+    (``("model",)``, ``("model-pipeline", "compact", "summarize")``): a
+    mapping merged onto a mapping sets the fields it holds; anything else (a
+    ``provider:name`` string, a list, a ``replace`` policy, the first value)
+    sets them all, absent ones included; ``$remove`` clears them. A list of
+    specs is set whole by the level that set the list.
     """
+    head, rest = key[0], tuple(key[1:])
     trusted_siblings = {sp.root.parent / "authorities" for sp in paths if sp.trusted}
     owners: dict[str, Level] = {}
     policy = "default"
-    onto_mapping = False
+    merged: Any = MISSING
     for level in levels:
-        policy = (level.annotations.get("$merge") or {}).get("model", policy)
+        policy = (level.annotations.get("$merge") or {}).get(head, policy)
         removed = level.annotations.get("$remove")
-        if removed == "model" or isinstance(removed, list) and "model" in removed:
-            owners, onto_mapping = {}, False
-        if "model" not in level.data:
+        if removed == head or isinstance(removed, list) and head in removed:
+            owners, merged = {}, MISSING
+        if head not in level.data:
             continue
-        value = level.data["model"]
-        if isinstance(value, Mapping) and onto_mapping and policy in ("default", "deep"):
-            owners.update((field, level) for field in ROUTE if field in value)
+        value = level.data[head]
+        if policy in ("default", "deep"):
+            owners.update((field, level) for field in _fields_set(merged, value, rest))
+            merged = merge_default(merged, value)
         else:
             owners = dict.fromkeys(ROUTE, level)
-        onto_mapping = isinstance(value, Mapping)
+            merged = value
     for field in ROUTE:
         owner = owners.get(field)
         if owner is not None and _untrusted(owner, tool, roots, trusted_siblings):
-            return owner, _route_message(owner, owner.data["model"])
+            return owner, _route_message(owner, _at(owner.data[head], rest), ".".join(key))
     return None
 
 
-def route_line(level: Level) -> int | None:
-    """The line of the level's route field (``model.base-url``, as adapters record it), else of ``model``."""
+def _fields_set(old: Any, new: Any, rest: tuple[str, ...]) -> tuple[str, ...]:
+    """The route fields of the spec at ``rest`` that merging ``new`` onto ``old`` sets (merge_default's rule)."""
+    for step in rest:
+        if not (isinstance(old, Mapping) and isinstance(new, Mapping)):
+            return ROUTE  # the level's value replaces everything beneath, the spec included
+        if step not in new:
+            return ()
+        old, new = old.get(step, MISSING), new[step]
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        return tuple(field for field in ROUTE if field in new)
+    return ROUTE
+
+
+def _at(value: Any, rest: tuple[str, ...]) -> Any:
+    """The value at the key path ``rest`` inside ``value``, or None."""
+    for step in rest:
+        value = value.get(step) if isinstance(value, Mapping) else None
+    return value
+
+
+def route_line(level: Level, key: Sequence[str] = ("model",)) -> int | None:
+    """The line of the level's route field (``model.base-url``, as adapters record it), else of the nearest key."""
+    dotted = ".".join(key)
     for field in ROUTE:
-        line = level.lines.get(f"model.{field}")
+        line = level.lines.get(f"{dotted}.{field}")
         if line is not None:
             return line
-    return level.lines.get("model")
+    for depth in range(len(key), 0, -1):
+        line = level.lines.get(".".join(key[:depth]))
+        if line is not None:
+            return line
+    return None
 
 
 def _untrusted(level: Level, tool: Tool, roots: Sequence[Path], trusted_siblings: set[Path]) -> bool:
@@ -474,15 +565,17 @@ def _untrusted(level: Level, tool: Tool, roots: Sequence[Path], trusted_siblings
     return False
 
 
-def _route_message(level: Level, value: Any) -> str:
+def _route_message(level: Level, value: Any, key: str = "model") -> str:
     who = "this tool" if level.kind == "tool" else f"{level.kind} {level.name!r}"
-    chosen = [f for f in ("base-url", "api-key-env") if isinstance(value, Mapping) and f in value]
+    specs = value if isinstance(value, list) else [value]
+    chosen = [f for f in ("base-url", "api-key-env") if any(isinstance(v, Mapping) and f in v for v in specs)]
     if chosen:
-        what = f"{who} sets model {' and '.join(chosen)}"
+        what = f"{who} sets {key} {' and '.join(chosen)}"
         why = "such a file cannot choose where a key is sent"
     else:
-        provider = value.partition(":")[0] if isinstance(value, str) else (value or {}).get("provider")
-        what = f"{who} chooses the model provider {provider!r}"
+        providers = [v.partition(":")[0] if isinstance(v, str) else (v or {}).get("provider") for v in specs]
+        keyed = [p for p in providers if p not in KEYLESS] or providers
+        what = f"{who} chooses the model provider {keyed[0]!r}" + (f" in {key}" if key != "model" else "")
         why = "such a file gets no default key either"
     return (
         f"{what}, but it is a file from a folder the program does not trust: {why}. Set the model in trusted "
