@@ -11,12 +11,14 @@ results, and the kept part starts at a user message when one fits. The
 newest turn is always kept. Tokens are estimated at 4 characters each.
 
 With `summarize: MODEL` (a model spec, as in `model`), the dropped turns are
-summarised by that model and the summary is kept as the first message.
+summarised by that model and the summary is kept as the first message. Its
+`base-url` and `api-key-env` are honoured when trusted configuration set
+them, as for `fallback`'s models (the agent authorizes both when it starts).
 """
 
 import json
 
-from orchestrator.agent.model import parse_model
+from orchestrator.agent import parse_model
 
 frontmatter = {
     "description": "Trims (or summarises) an agent's oldest turns past a message or token budget.",

@@ -4,6 +4,12 @@ On an agent: `model-pipeline: {fallback: {models: ["openai:gpt-4o-mini", scripte
 Every model fault is a ModelError, whether retryable or not: an error status,
 a timeout, an answer out of shape (an HTML page, `null`, a broken stream
 chunk) or past `Limits.model_answer`; each one moves on to the next model.
+
+A model here may name its own `base-url` and `api-key-env` (a self-hosted
+endpoint) when trusted configuration set it: the agent authorizes these
+models when it starts, as it does its `model`, and refuses them when a file
+from a folder the program does not trust chose them. Outside an agent, a
+program grants such a spec itself (`orchestrator.agent.model.grant_model`).
 """
 
 from orchestrator.agent import parse_model

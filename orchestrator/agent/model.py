@@ -60,7 +60,7 @@ HMAC of the route under a key made once per process, kept in the spec's
 ``grant`` field: it cannot be forged, and it holds only for the route it was
 made for. Providers honour ``base-url`` and ``api-key-env`` only in a granted
 spec (``check_route``), wherever the request was built (a model's own call to
-``model-call``, ``fallback``, ``compact``): an ungranted spec gets the
+``model-call``, a program's): an ungranted spec gets the
 provider's default key (``OPENAI_API_KEY``) sent only to its default endpoint
 (``OPENAI_BASE_URL``, or the provider's own API), both chosen by the program's
 environment. A program that builds a spec with ``base-url`` in code and sends
@@ -388,10 +388,11 @@ def check_route(spec: Mapping[str, Any]) -> None:
     chosen = [field for field in ("base-url", "api-key-env") if spec.get(field)]
     if chosen and not granted(spec):
         raise SecurityError(
-            f"model {label(spec)}: {' and '.join(chosen)} not granted: only an agent's own model, set by trusted "
-            "configuration, chooses where a key is sent; a request built elsewhere (a model's call to model-call, "
-            "fallback, compact) uses the provider's default endpoint and key. Set the endpoint in the agent's model, "
-            "or grant a spec built in program code with orchestrator.agent.model.grant_model",
+            f"model {label(spec)}: {' and '.join(chosen)} not granted: only an agent's model and the models its "
+            "model-pipeline names for fallback and compact, set by trusted configuration, choose where a key is "
+            "sent; a request built elsewhere (a model's call to model-call, a program's) uses the provider's default "
+            "endpoint and key. Set the endpoint in the agent's model or model-pipeline, or grant a spec built in "
+            "program code with orchestrator.agent.model.grant_model",
             key="model",
         )
 
