@@ -81,7 +81,7 @@ from ..schema import object_schema, validator_for
 from ..sessions import check_unchanged
 from ..tool import wire_name
 from .answer import bounded
-from .model import Deltas, authorize_model, authorize_pipeline, label, parse_model
+from .model import Deltas, authorize_model, authorize_pipeline, check_tool_pipeline, label, parse_model
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -161,6 +161,7 @@ class Agent:
         # the models it names for fallback and compact choose where a key goes too (issue 24)
         self.model_pipeline = authorize_pipeline(_pipeline(ctx, "model-pipeline"), ctx, self.manager)
         self.tool_pipeline = _pipeline(ctx, "tool-pipeline")
+        check_tool_pipeline(self.tool_pipeline, ctx, self.manager)  # the called agents trust these overrides
         self.batch_pipeline = _pipeline(ctx, "batch-pipeline")
         self.saver: Saver | None = None
         self.conversation = Conversation([], [])

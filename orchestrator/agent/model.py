@@ -427,13 +427,16 @@ def authorize_model(
     return grant_model(spec)
 
 
-def authorize_pipeline(pipeline: dict[str, Any] | None, ctx: Context, manager: Manager) -> dict[str, Any] | None:
+def authorize_pipeline(
+    pipeline: dict[str, Any] | None, ctx: Context, manager: Manager, *, key: Sequence[str] = ("model-pipeline",)
+) -> dict[str, Any] | None:
     """An agent's ``model-pipeline`` with the model specs of ``PIPELINE_MODELS`` authorized (``authorize_model``).
 
     Asked once per run, when the agent starts. Mapping specs come back
     granted; ``provider:name`` strings choose no endpoint and come back as
     they are, once judged. Args of another shape are left for the
-    middleware's own params to refuse.
+    middleware's own params to refuse. ``key`` is where the pipeline lies in
+    the tool's metadata.
 
     Raises:
         SecurityError: a file from an untrusted folder chose the route of one of them (naming the
@@ -447,13 +450,37 @@ def authorize_pipeline(pipeline: dict[str, Any] | None, ctx: Context, manager: M
         if not isinstance(args, Mapping) or args.get(arg) is None:
             continue
         value = args[arg]
-        key = ("model-pipeline", name, arg)
+        where = (*key, name, arg)
         if isinstance(value, list):
-            value = [_authorized(item, ctx, manager, key) for item in value]
+            value = [_authorized(item, ctx, manager, where) for item in value]
         else:
-            value = _authorized(value, ctx, manager, key)
+            value = _authorized(value, ctx, manager, where)
         authorized[name] = {**args, arg: value}
     return authorized
+
+
+def check_tool_pipeline(
+    pipeline: Any, ctx: Context, manager: Manager, *, key: Sequence[str] = ("tool-pipeline",)
+) -> None:
+    """Refuse a ``tool-pipeline`` through which a file from an untrusted folder would choose a called agent's route.
+
+    An agent hands its ``tool-pipeline`` to every tool it calls as overrides,
+    and a called agent judges overrides as the program's own. So the calling
+    agent judges, by its own levels, what in it chooses a route: ``model``,
+    the models of a ``model-pipeline`` (``PIPELINE_MODELS``) and, in a nested
+    ``tool-pipeline``, the same again. Asked once per run, when the agent starts.
+
+    Raises:
+        SecurityError: a level from an untrusted folder set one of them (naming the tool, file,
+            line and key path, ``tool-pipeline.model``).
+    """
+    if not isinstance(pipeline, Mapping):
+        return
+    if pipeline.get("model") is not None:
+        _authorized(pipeline["model"], ctx, manager, (*key, "model"))
+    if isinstance(pipeline.get("model-pipeline"), Mapping):
+        authorize_pipeline(dict(pipeline["model-pipeline"]), ctx, manager, key=(*key, "model-pipeline"))
+    check_tool_pipeline(pipeline.get("tool-pipeline"), ctx, manager, key=(*key, "tool-pipeline"))
 
 
 def _authorized(value: Any, ctx: Context, manager: Manager, key: tuple[str, ...]) -> Any:
