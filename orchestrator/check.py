@@ -590,7 +590,11 @@ def _check_collisions(
     for key, middleware, _why in verdicts:
         if not middleware or key in plan.raw.dynamic:
             continue
-        if manager.planner.attachable(key, manager.paths, run):
+        memo = ("attachable", key)  # the same few keys (the built-ins) in every tool: asked once per check
+        attachable = run.values.get(memo)
+        if attachable is None:
+            attachable = run.values[memo] = manager.planner.attachable(key, manager.paths, run)
+        if attachable:
             continue
         try:
             named = manager.registry.find(key, manager.paths, run)
