@@ -38,8 +38,18 @@ and served when that tool is servable. Only a name neither finds lists the
 tools again. Watchers and such calls share a listing while it is younger
 than half a poll interval, or than ``LISTING_SHARE`` times what it took, so
 listings take at most about a fifth of the server's time however large the
-catalogue. A listing still runs on the event loop: the registry is not safe
-to use from a second thread while calls use it.
+catalogue. A listing runs on a worker thread (the registry lets one list
+while calls look tools up on the event loop), one at a time: whoever needs
+a listing while one is running awaits that one's result.
+
+**A folder too large to list.** When a listing fails as a whole (a search
+path holding more than ``Limits.folder_files`` files and folders: a
+``FolderLimitError``), ``tools/list`` answers with a JSON-RPC error whose
+message names the folder and the limit (an empty list would tell the
+client's user there are no tools, not why); a call to a name the server
+cannot otherwise find gets an ``isError`` result carrying that message; calls
+to tools found without a listing still run. The server's log says it once,
+and again only after a listing has succeeded since; watchers keep polling.
 
 **Errors name no server paths.** An error result names a file in a served
 folder by its path relative to that folder (``team/broken.md:3``), a
@@ -81,6 +91,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from . import __version__, approval
@@ -190,12 +201,20 @@ class Service:
         self._cost = 0.0  # seconds the last listing took
         self.paths = ServedPaths(manager)
         self._keys: tuple[dict[str, Listing], list[tuple[str, str | None, str]]] | None = None
+        self._running: _Run | None = None  # the listing in progress on a worker thread
+        self._failing: str | None = None  # the listing failure last logged (None after a success)
 
     # -- listing ---------------------------------------------------------------
 
     def listing(self) -> dict[str, Listing]:
-        """Every servable tool by MCP name, listed afresh; problems are logged once each."""
-        started = time.monotonic()
+        """Every servable tool by MCP name, listed afresh; problems are logged once each.
+
+        Blocking (the full ``manager.list_tools`` pass): the server runs it
+        through ``relist``, on a worker thread; it keeps nothing itself.
+
+        Raises:
+            OrchestratorError: the tools cannot be listed at all (a ``FolderLimitError``).
+        """
         served: dict[str, Listing] = {}
         for info in self.manager.list_tools():
             if info.error is not None:
@@ -214,25 +233,63 @@ class Service:
                 self._report(info.ref, f"not served: {exc}")
                 continue
             served[name] = Listing(info.ref, name, info.description, schema, wrapped)
-        now = time.monotonic()
-        self._cost = now - started
-        self._latest = (now, served)
         return served
 
-    def recent(self) -> dict[str, Listing]:
+    async def relist(self) -> dict[str, Listing]:
+        """A new listing, made on a worker thread and kept as the latest; one at a time.
+
+        While a listing runs, every other caller awaits its result (or its
+        error) instead of starting a second one. A failure is logged once
+        until a listing succeeds again.
+
+        Raises:
+            OrchestratorError: the tools cannot be listed at all (a ``FolderLimitError``).
+        """
+        while True:
+            run = self._running
+            if run is None:
+                run = self._running = _Run()
+                started = time.monotonic()
+                try:
+                    run.served = await anyio.to_thread.run_sync(self.listing)
+                except OrchestratorError as exc:
+                    run.error = exc
+                    if describe(exc) != self._failing:
+                        self._failing = describe(exc)
+                        log.error("the tools cannot be listed: %s", self._failing)
+                finally:
+                    self._running = None
+                    run.done.set()
+                if run.served is not None:
+                    now = time.monotonic()
+                    self._cost = now - started
+                    self._latest = (now, run.served)
+                    self._failing = None
+            else:
+                await run.done.wait()
+            if run.error is not None:
+                raise run.error
+            if run.served is not None:
+                return run.served
+            # the listing ended without a result (its thread raised something else): list again
+
+    async def recent(self) -> dict[str, Listing]:
         """The latest listing while it is fresh enough to share (see the module docstring), else a new one."""
         latest = self._latest
         shared_for = max(self.poll_interval / 2, LISTING_SHARE * self._cost)
         if latest is not None and time.monotonic() - latest[0] < shared_for:
             return latest[1]
-        return self.listing()
+        return await self.relist()
 
-    def resolve(self, name: str) -> tuple[Listing | None, dict[str, Listing]]:
+    async def resolve(self, name: str) -> tuple[Listing | None, dict[str, Listing]]:
         """The served tool a call to ``name`` runs (None: not served), and the latest listing.
 
         A name the latest listing has re-checks its own tool only; one it
         lacks is looked up as a ref; only a name neither finds lists again
         (or reuses a listing fresh enough to share).
+
+        Raises:
+            OrchestratorError: a listing was needed and the tools cannot be listed.
         """
         latest = self._latest
         if latest is not None and name in latest[1]:
@@ -243,7 +300,7 @@ class Service:
         found = self._direct(name)
         if found is not None:
             return found, latest[1] if latest is not None else {}
-        served = self.recent()
+        served = await self.recent()
         return served.get(name), served
 
     def servable(self, ref: str) -> Listing | None:
@@ -289,13 +346,18 @@ class Service:
             log.warning("tool %r %s", ref, message)
 
     async def list_tools(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        """The served tools; a JSON-RPC error naming the cause when they cannot be listed (module docstring)."""
         import mcp.types as types
+        from mcp.shared.exceptions import MCPError
 
         latest = self._latest
-        if latest is not None and time.monotonic() - latest[0] < LISTING_SHARE * self._cost:
-            served = latest[1]
-        else:
-            served = self.listing()
+        try:
+            if latest is not None and time.monotonic() - latest[0] < LISTING_SHARE * self._cost:
+                served = latest[1]
+            else:
+                served = await self.relist()
+        except OrchestratorError as exc:
+            raise MCPError(types.INTERNAL_ERROR, self.paths.shown(describe(exc))) from None
         tools = [types.Tool(name=t.name, description=t.description, input_schema=t.schema) for t in served.values()]
         return types.ListToolsResult(tools=tools)
 
@@ -304,7 +366,11 @@ class Service:
     async def call_tool(
         self, ctx: Context, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        listing, served = self.resolve(params.name)
+        try:
+            listing, served = await self.resolve(params.name)
+        except OrchestratorError as exc:  # no listing to find the name in: say why
+            why = f"the served tools cannot be listed: {describe(exc)}"
+            return self.failure(ToolNotFoundError(params.name, reason=why))
         if listing is None:  # an isError result, as for any other failure, so the model can read it
             return self.failure(ToolNotFoundError(params.name, reason=f"this server serves {served_names(served)}"))
         try:
@@ -452,22 +518,37 @@ class Service:
 
     # -- watching ----------------------------------------------------------------
 
-    async def watch(self, notify: Callable[[], Awaitable[None]], seen: list[tuple[str, str | None, str]]) -> None:
-        """Poll the tool set and call ``notify`` each time it differs from ``seen``, until cancelled."""
+    async def watch(
+        self, notify: Callable[[], Awaitable[None]], seen: list[tuple[str, str | None, str]] | None
+    ) -> None:
+        """Poll the tool set and call ``notify`` each time it differs from ``seen``, until cancelled.
+
+        ``seen`` None: the tools could not be listed when the watch began.
+        """
         while True:
             await anyio.sleep(self.poll_interval)
-            try:
-                now = self.snapshot()
-            except Exception:  # a listing bug must not end the session's notifications
-                log.exception("listing the tools failed")
-                continue
-            if now != seen:
+            now = await self.polled()
+            if now is not None and now != seen:
                 seen = now
                 await notify()
 
-    def snapshot(self) -> list[tuple[str, str | None, str]]:
-        """What clients see of the tool set; sessions polling together share one listing per half interval."""
-        served = self.recent()
+    async def polled(self) -> list[tuple[str, str | None, str]] | None:
+        """The ``snapshot``, or None when the tools cannot be listed now (``relist`` logs that once)."""
+        try:
+            return await self.snapshot()
+        except OrchestratorError:
+            return None
+        except Exception:  # a listing bug must not end the session's notifications
+            log.exception("listing the tools failed")
+            return None
+
+    async def snapshot(self) -> list[tuple[str, str | None, str]]:
+        """What clients see of the tool set; sessions polling together share one listing per half interval.
+
+        Raises:
+            OrchestratorError: the tools cannot be listed.
+        """
+        served = await self.recent()
         if self._keys is None or self._keys[0] is not served:
             self._keys = (served, [listing.key() for listing in served.values()])
         return self._keys[1]
@@ -482,7 +563,7 @@ class Service:
         from anyio import BrokenResourceError, ClosedResourceError
 
         try:
-            await self.watch(ctx.session.send_tool_list_changed, self.snapshot())
+            await self.watch(ctx.session.send_tool_list_changed, await self.polled())
         except (BrokenResourceError, ClosedResourceError):
             log.debug("session closed; stopped watching the tools")
 
@@ -496,7 +577,7 @@ class Service:
         stream = ListenHandler(bus)
         if not params.notifications.tools_list_changed:
             return await stream(ctx, params)
-        seen = self.snapshot()  # before the ack: a change the client makes after it is never missed
+        seen = await self.polled()  # before the ack: a change the client makes after it is never missed
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.watch, functools.partial(bus.publish, ToolsListChanged()), seen)
             try:
@@ -504,6 +585,17 @@ class Service:
             finally:
                 tg.cancel_scope.cancel()
         return result
+
+
+class _Run:
+    """A listing in progress: set ``done`` when it ends, with its ``served`` tools or its ``error``."""
+
+    __slots__ = ("done", "served", "error")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.served: dict[str, Listing] | None = None
+        self.error: OrchestratorError | None = None
 
 
 class Served(Container[str]):

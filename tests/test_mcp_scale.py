@@ -127,7 +127,7 @@ def counted_listings(manager: object) -> list[int]:
     return calls
 
 
-def test_calls_reuse_the_listing_and_describe_only_the_called_tool(tmp_path: Path) -> None:
+async def test_calls_reuse_the_listing_and_describe_only_the_called_tool(tmp_path: Path) -> None:
     from bench.toolsets import write_catalog
     from orchestrator import Manager
     from orchestrator.mcp import Service
@@ -135,11 +135,11 @@ def test_calls_reuse_the_listing_and_describe_only_the_called_tool(tmp_path: Pat
     catalog = write_catalog(tmp_path / "catalog", 200, 4)
     manager = Manager([catalog])
     service = Service(manager, poll_interval=600.0)  # the recent listing stays recent for the whole test
-    served = service.listing()
+    served = await service.relist()
     listings = counted_listings(manager)
     names = [name for name in served if name.startswith("group")][:50]
     for name in names:
-        listing, seen = service.resolve(name)
+        listing, seen = await service.resolve(name)
         assert listing is not None and listing.name == name
         assert seen is served
     assert listings[0] == 0
@@ -148,6 +148,6 @@ def test_calls_reuse_the_listing_and_describe_only_the_called_tool(tmp_path: Pat
     edited = catalog / "group01" / "tool003.md"
     edited.write_text(edited.read_text().replace("Tool 3 of group 1", "Edited tool of group 1"))
     manager.refresh()
-    listing, _seen = service.resolve("group01__tool003")
+    listing, _seen = await service.resolve("group01__tool003")
     assert listing is not None and listing.description is not None and "Edited tool" in listing.description
     assert listings[0] == 0

@@ -125,29 +125,29 @@ async def test_a_call_rechecks_only_its_own_tool(write, tools):
     write("tools/other.md", "---\ndescription: Other.\n---\nOther\n")
     manager = Manager([tools])
     service = Service(manager, poll_interval=0.01)
-    served = service.listing()
-    seen = service.snapshot()
+    served = await service.relist()
+    seen = await service.snapshot()
     listings = slow_listings(manager)
     time.sleep(0.05)  # the listing is stale
 
-    listing, latest = service.resolve("greet")
+    listing, latest = await service.resolve("greet")
     assert listing is served["greet"] and latest is served
 
     write("tools/greet.md", "---\ndescription: Greets warmly.\n---\nHi\n")
     manager.refresh()
-    listing, latest = service.resolve("greet")
+    listing, latest = await service.resolve("greet")
     assert listing is not None and listing.description == "Greets warmly."
     assert latest["other"] is served["other"]
-    assert service.snapshot() != seen  # watchers are told the list changed
+    assert await service.snapshot() != seen  # watchers are told the list changed
 
     write("tools/greet.md", "---\ndescription: Greets.\nmetadata: {visibility: hidden}\n---\nHi\n")
     manager.refresh()
-    assert service.resolve("greet")[0] is None  # hidden since: not served
+    assert (await service.resolve("greet"))[0] is None  # hidden since: not served
     assert listings == []  # none of it listed every tool
 
     fresh = Service(manager, poll_interval=0.01)  # no listing yet
-    assert fresh.resolve("nope")[0] is None  # a name nothing reads as lists the tools ...
-    assert fresh.resolve("nope")[0] is None  # ... once: a listing is shared for a few times what it took
+    assert (await fresh.resolve("nope"))[0] is None  # a name nothing reads as lists the tools ...
+    assert (await fresh.resolve("nope"))[0] is None  # ... once: a listing is shared for a few times what it took
     assert len(listings) == 1
 
 
