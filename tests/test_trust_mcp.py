@@ -10,15 +10,18 @@ large catalogue takes tens of seconds.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 
 import anyio
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
-from orchestrator import Manager
+from orchestrator import Limits, Manager
 from orchestrator.mcp import SERVER_PATH, Service, build_server
+from orchestrator.registry import builtin_folder
 
 pytestmark = pytest.mark.anyio
 
@@ -176,3 +179,107 @@ async def test_clients_listing_in_a_loop_share_one_slow_listing(write, tools):
             names = [{tool.name for tool in (await client.list_tools()).tools} for _ in range(3)]
     assert names == [{"greet"}] * 3
     assert len(listings) == 1  # reused for a few times what it took: the server is not kept listing
+
+
+# -- listings run on a worker thread, one at a time (issue 24, finding 7) ---------------------------------------
+
+
+async def test_a_listing_runs_on_a_worker_thread(write, tools):
+    write("tools/greet.md", "---\ndescription: Greets.\n---\nHi\n")
+    manager = Manager([tools])
+    threads: list[int] = []
+    real = manager.list_tools
+
+    def recorded(*args: object, **kwargs: object) -> object:
+        threads.append(threading.get_ident())
+        return real(*args, **kwargs)
+
+    manager.list_tools = recorded  # type: ignore[method-assign]
+    with anyio.fail_after(LIMIT):
+        async with Client(build_server(manager)) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+    assert names == {"greet"}
+    assert threads and threading.get_ident() not in threads  # not the event loop's thread
+
+
+@MODES
+async def test_a_call_completes_while_another_clients_listing_runs(write, tools, mode):
+    write("tools/stamp.py", STAMP)
+    manager = Manager([tools])
+    server = build_server(manager, poll_interval=600)
+
+    async def list_all(client: Client) -> None:
+        while not listings:  # until the latest listing is too old to share: then this one lists
+            await client.list_tools()
+            await anyio.sleep(0.05)
+
+    with anyio.fail_after(LIMIT):
+        async with Client(server, mode=mode) as lister, Client(server, mode=mode) as caller:
+            await caller.list_tools()  # the SDK client lists before it trusts a result: let it know the tool
+            listings = slow_listings(manager)
+            async with anyio.create_task_group() as group:
+                group.start_soon(list_all, lister)
+                while not listings:  # the listing has started (it sleeps SLOW seconds on its thread)
+                    await anyio.sleep(0.01)
+                result = await caller.call_tool("stamp", {})
+                called = time.monotonic()
+    assert not result.is_error
+    assert called < listings[0] + SLOW  # done while the listing still ran: it did not wait for it
+    assert len(listings) == 1
+
+
+async def test_concurrent_listings_share_one(write, tools):
+    write("tools/greet.md", "---\ndescription: Greets.\n---\nHi\n")
+    manager = Manager([tools])
+    listings = slow_listings(manager)
+    server = build_server(manager, poll_interval=600)
+    names: list[set[str]] = []
+
+    async def list_all(client: Client) -> None:
+        names.append({tool.name for tool in (await client.list_tools()).tools})
+
+    with anyio.fail_after(LIMIT):
+        async with Client(server) as first, Client(server) as second:
+            async with anyio.create_task_group() as group:
+                group.start_soon(list_all, first)
+                while not listings:
+                    await anyio.sleep(0.01)
+                group.start_soon(list_all, second)  # asks while the first listing runs: awaits it
+    assert names == [{"greet"}, {"greet"}]
+    assert len(listings) == 1
+
+
+@MODES
+async def test_a_folder_too_large_to_list_is_a_clear_error_and_calls_still_run(write, tools, tmp_path, mode, caplog):
+    caplog.set_level(logging.WARNING, logger="orchestrator.mcp")
+    write("tools/greet.md", "---\ndescription: Greets.\n---\nHi\n")
+    for i in range(4):
+        write(f"big/many/tool{i}.md", "---\ndescription: One of many.\n---\nx\n")
+    limit = len(list(builtin_folder("tools").rglob("*"))) + 10  # the built-ins stay under it
+    manager = Manager([tmp_path / "big", tools], limits=Limits(folder_files=limit))
+    with anyio.fail_after(LIMIT):
+        async with Client(build_server(manager, poll_interval=0.05), mode=mode) as client:
+            assert len((await client.list_tools()).tools) == 5  # the SDK client knows greet's schema now
+            for i in range(4, limit + 1):  # the served folder grows past the limit
+                write(f"big/many/tool{i}.md", "---\ndescription: One of many.\n---\nx\n")
+            manager.refresh()
+            while True:  # once the last listing is too old to share, tools/list lists again and fails
+                try:
+                    await client.list_tools()
+                except MCPError as exc:
+                    listed = exc
+                    break
+                await anyio.sleep(0.05)
+            greeted = await client.call_tool("greet", {})  # found by its ref: no listing needed
+            unknown = await client.call_tool("nope", {})
+            await anyio.sleep(0.2)
+            again = await client.call_tool("greet", {})  # still serving, the watcher (legacy) still polling
+    message = listed.error.message
+    assert "big" in message and str(limit) in message and "Limits.folder_files" in message
+    assert str(tmp_path) not in message  # the folder by its name, not the server's path
+    assert not greeted.is_error and text(greeted) == "Hi"
+    assert unknown.is_error and "'nope'" in text(unknown) and "Limits.folder_files" in text(unknown)
+    assert "big" in text(unknown) and str(tmp_path) not in text(unknown)
+    assert not again.is_error and text(again) == "Hi"
+    failures = [record for record in caplog.records if "Limits.folder_files" in record.getMessage()]
+    assert len(failures) == 1  # logged once, however often the watcher and callers met it
