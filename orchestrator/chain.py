@@ -29,31 +29,26 @@ loop. Contextvars are copied into the thread. Each manager has
 
 When the caller is cancelled (``$timeout``, ``--max-timeout``, a cancelled
 task group) while sync code runs, the caller stops waiting at once and gets
-``InvocationTimeout`` / its cancellation on time, and the engine raises
-``Abandoned`` in the thread (CPython's ``PyThreadState_SetAsyncExc``): Python
-code stops at its next instruction, so a ``while True: pass`` ends within
-milliseconds instead of holding the GIL, and with it the event loop, for
-good. When the caller has a deadline, a thread of its own (``_Deadlines``)
-also stops the code then: the loop, starved of the GIL by spinning threads,
-may see the deadline pass late. Code inside one C call (``time.sleep``, a blocking read, a regex)
-stops once that call returns; code that swallows ``BaseException`` runs on.
-Until a thread really ends its result (or error) is dropped and it keeps its
-thread slot. Such **stuck** threads are bounded: once ``limits.stuck_threads``
-of a manager's (at most ``limits.threads``) are stuck on a loop, a new sync
-call fails at once (within ``STOP_SECONDS`` of the latest being told to
-stop) with ``InvocationError`` naming the stuck tools, instead of queueing
-behind them; async code and markdown prompts run on as before.
+``InvocationTimeout`` / its cancellation on time. Python cannot stop a
+thread (CPython's ``PyThreadState_SetAsyncExc`` can raise in one, but taking
+back an exception not yet raised leaves 3.11's interpreter re-entering its
+pending-work check for good: a hang under a profiler or coverage), so it runs
+to its end in the background, its result (or error) is dropped, and it keeps
+its thread slot until it really ends. Such **stuck** threads are bounded:
+once ``limits.stuck_threads`` of a manager's (at most ``limits.threads``) are
+stuck on a loop, a new sync call fails at once with ``InvocationError``
+naming the stuck tools, instead of queueing behind them; async code and
+markdown prompts run on. CPU-bound code that may not return belongs in a
+worker process that can be killed: ``delegate: {engine: process}``
+(``orchestrator.processes``).
 """
 
 from __future__ import annotations
 
-import heapq
 import inspect
 import logging
-import math
 import sys
 import threading
-import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
@@ -76,18 +71,6 @@ log = logging.getLogger("orchestrator")
 def _awaitable(value: Any) -> bool:
     """inspect.isawaitable without its slow ABC check for the common plain values."""
     return type(value) is CoroutineType or (value is not None and hasattr(type(value), "__await__"))
-
-
-STOP_SECONDS = 0.5
-"""How long a sync call over the stuck limit waits, after the latest thread was told to stop, for one to end."""
-
-
-class Abandoned(BaseException):
-    """Raised inside sync code whose caller stopped waiting (a timeout, a cancellation), to stop it.
-
-    A ``BaseException``, like ``KeyboardInterrupt``, so ``except Exception``
-    in a tool does not swallow it; nobody sees where it ends up.
-    """
 
 
 SKIPPED: Any = type("Skipped", (), {"__repr__": lambda self: "SKIPPED"})()
@@ -335,24 +318,10 @@ def _is_async(fn: Callable[..., Any]) -> bool:
 _PENDING, _RUNNING, _ABANDONED, _DONE = range(4)
 
 
-def _interrupt(thread: int, exc: type[BaseException] | None) -> bool:
-    """Raise ``exc`` in ``thread`` at its next Python instruction; None takes back one not raised yet.
-
-    False where the interpreter has no ``PyThreadState_SetAsyncExc`` (not CPython).
-    """
-    import ctypes  # only on the rare path: a caller gave up while its sync code ran
-
-    try:
-        set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
-    except AttributeError:
-        return False
-    return bool(set_async_exc(ctypes.c_ulong(thread), ctypes.py_object(exc) if exc is not None else None))
-
-
 class _Threads:
     """One manager's worker-thread slots on one event loop (an anyio CapacityLimiter belongs to one loop)."""
 
-    __slots__ = ("slots", "passage", "loop", "stuck", "stuck_limit", "stopped_at", "ended")
+    __slots__ = ("slots", "passage", "loop", "stuck", "stuck_limit")
 
     def __init__(self, count: int, stuck: int, loop: Any) -> None:
         # ``slots`` is the bound: a slot is held until the thread really ends.
@@ -364,30 +333,15 @@ class _Threads:
         self.loop = weakref.ref(loop)  # weak: the loop keys the cache holding this
         self.stuck: set[_Slot] = set()  # abandoned and still running; only the loop changes it
         self.stuck_limit = min(stuck, count)
-        self.stopped_at = 0.0  # loop time the latest thread became stuck
-        self.ended: anyio.Event | None = None  # set when a stuck thread ends, for calls waiting on one
-
-    async def admit(self, name: str) -> None:
-        """Over the stuck limit: let threads told to stop just now end, then refuse ``name`` if still over.
-
-        Raises:
-            InvocationError: ``stuck_limit`` threads are still stuck.
-        """
-        with anyio.move_on_after(self.stopped_at + STOP_SECONDS - anyio.current_time()):
-            while len(self.stuck) >= self.stuck_limit:
-                if self.ended is None:
-                    self.ended = anyio.Event()
-                await self.ended.wait()
-        if len(self.stuck) >= self.stuck_limit:
-            raise self.refusal(name)
 
     def refusal(self, name: str) -> InvocationError:
         """The error for a new sync call of ``name`` while ``stuck_limit`` threads are stuck."""
         tools = ", ".join(repr(tool) for tool in sorted({slot.name for slot in self.stuck}))
         return InvocationError(
             f"every worker thread sync code may keep is stuck: {len(self.stuck)} sync calls of {tools} run on "
-            "after their callers stopped waiting, and resist being stopped; sync calls are refused until one "
-            "ends (async tools and prompts still run). Make those tools return (or raise), or restart the process",
+            "after their callers stopped waiting; sync calls are refused until one ends (async tools and prompts "
+            "still run). Make those tools return, run them in worker processes (delegate: {engine: process}), "
+            "or restart the process",
             tool=name,
         )
 
@@ -407,23 +361,18 @@ class _Threads:
         """On the loop: ``slot``'s thread has ended."""
         self.stuck.discard(slot)
         self.slots.release_on_behalf_of(slot)
-        if self.ended is not None:
-            self.ended.set()
-            self.ended = None
 
 
 class _Slot:
     """One sync call's claim on a thread slot, from before its thread starts until that thread ends."""
 
-    __slots__ = ("threads", "name", "state", "lock", "thread", "stopping")
+    __slots__ = ("threads", "name", "state", "lock")
 
     def __init__(self, threads: _Threads, name: str) -> None:
         self.threads = threads
         self.name = name
         self.state = _PENDING
         self.lock = threading.Lock()  # the loop and the worker thread both move ``state``
-        self.thread = 0  # the worker thread's ident, once running
-        self.stopping = False  # Abandoned was sent to it
 
     def run(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any]:
         """In the worker thread: ``(fn(*args),)`` unless the caller already gave up.
@@ -435,7 +384,6 @@ class _Slot:
             if self.state != _PENDING:
                 return (None,)
             self.state = _RUNNING
-            self.thread = threading.get_ident()
         value: Any = None
         error: BaseException | None = None
         try:
@@ -445,85 +393,29 @@ class _Slot:
             error = exc
             raise
         finally:
-            # ``leave`` sends Abandoned only under the lock while fn runs: once this block holds the lock and
-            # has taken back one not raised yet, none can reach this worker thread's next job.
-            while True:
-                try:
-                    with self.lock:
-                        if self.stopping:
-                            _interrupt(self.thread, None)
-                        abandoned = self.state == _ABANDONED
-                        self.state = _DONE
-                    break
-                except Abandoned:  # raised here, after fn: the caller is gone either way
-                    continue
+            with self.lock:
+                abandoned = self.state == _ABANDONED
+                self.state = _DONE
             if abandoned:  # the caller stopped waiting: nobody sees the outcome, so this thread frees the slot
-                if error is not None and not isinstance(error, Abandoned):
+                if error is not None:
                     log.debug("%s: sync code failed after its caller stopped waiting", self.name, exc_info=error)
                 elif type(value) is CoroutineType:
                     value.close()  # nobody will await it
                 self.threads.release_soon(self)
 
-    def expire(self) -> None:
-        """From the deadline thread: the caller's deadline has passed; stop the thread if fn still runs."""
-        with self.lock:
-            if self.state == _RUNNING and not self.stopping:
-                self.stopping = _interrupt(self.thread, Abandoned)
-
     def leave(self) -> None:
-        """On the loop, once the caller stops waiting: free the slot, or stop the thread still running.
+        """On the loop, once the caller stops waiting: free the slot, or leave that to a thread still running.
 
         A thread still running is stuck until it ends, which then frees the slot.
         """
         with self.lock:
             if self.state == _RUNNING:
                 self.state = _ABANDONED
-                if not self.stopping:  # one request to stop, whoever sends it: the deadline thread may have
-                    self.stopping = _interrupt(self.thread, Abandoned)
                 self.threads.stuck.add(self)
-                self.threads.stopped_at = anyio.current_time()
                 return
             self.state = _DONE  # finished, or never started: run() will not call fn now
         self.threads.slots.release_on_behalf_of(self)
 
-
-class _Deadlines:
-    """Stops sync code at its caller's deadline from a thread of its own.
-
-    The loop's own timeout comes late when the very code it should stop
-    starves it of the GIL (each of the loop's many GIL hand-overs waits for
-    every spinning thread's turn); this thread needs one. A slot that ended
-    first stays queued until its deadline, where ``expire`` finds it done.
-    """
-
-    def __init__(self) -> None:
-        self.due: list[tuple[float, int, _Slot]] = []  # a heap of (time.monotonic() deadline, tie-break, slot)
-        self.changed = threading.Condition(threading.Lock())
-        self.wake = math.inf  # when the thread wakes next, so a later deadline does not wake it
-        self.thread: threading.Thread | None = None
-
-    def add(self, seconds: float, slot: _Slot) -> None:
-        """Stop ``slot``'s thread ``seconds`` from now if its fn still runs then."""
-        when = time.monotonic() + seconds
-        with self.changed:
-            heapq.heappush(self.due, (when, id(slot), slot))
-            if self.thread is None:
-                self.thread = threading.Thread(target=self.run, name="toolcascade-deadlines", daemon=True)
-                self.thread.start()
-            elif when < self.wake:
-                self.changed.notify()
-
-    def run(self) -> None:
-        with self.changed:
-            while True:
-                now = time.monotonic()
-                while self.due and self.due[0][0] <= now:
-                    heapq.heappop(self.due)[2].expire()
-                self.wake = self.due[0][0] if self.due else math.inf
-                self.changed.wait(self.wake - now if self.due else None)
-
-
-_DEADLINES = _Deadlines()
 
 _POOLS: weakref.WeakKeyDictionary[Any, weakref.WeakKeyDictionary[Manager, _Threads]] = weakref.WeakKeyDictionary()
 
@@ -558,22 +450,15 @@ async def _in_thread(ctx: Context, fn: Callable[..., Any], *args: Any) -> Any:
 
     Raises:
         InvocationError: ``limits.stuck_threads`` of the manager's threads on this loop are stuck.
-        BaseException: whatever ``fn`` raises; the caller's cancellation at once (the thread is told to stop,
-            at the deadline by the deadline thread when the caller has one).
+        BaseException: whatever ``fn`` raises; the caller's cancellation at once (the thread runs on, stuck).
     """
     threads = _threads(ctx._manager)
     if len(threads.stuck) >= threads.stuck_limit:
-        await threads.admit(ctx.tool.name)
+        raise threads.refusal(ctx.tool.name)
     slot = _Slot(threads, ctx.tool.name)
     await threads.slots.acquire_on_behalf_of(slot)
     try:
-        left = anyio.current_effective_deadline() - anyio.current_time()
-        if left != math.inf:
-            _DEADLINES.add(left, slot)
-        try:
-            box = await anyio.to_thread.run_sync(slot.run, fn, args, abandon_on_cancel=True, limiter=threads.passage)
-        except Abandoned:  # stopped at the deadline before the loop saw it pass: its cancellation is on its way
-            await anyio.sleep_forever()
+        box = await anyio.to_thread.run_sync(slot.run, fn, args, abandon_on_cancel=True, limiter=threads.passage)
     finally:
         slot.leave()
     return box[0]

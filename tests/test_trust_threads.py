@@ -2,11 +2,13 @@
 
 A sync tool that never returns used to spin on after its timeout, holding
 the GIL in turn with the event loop: with a few dozen of them every call
-slowed to seconds and timeouts fired late, for good. Now a caller that stops
-waiting has ``Abandoned`` raised in the thread; threads that resist it are
-**stuck**, and once ``Limits.stuck_threads`` (at most ``limits.threads``) are,
-a new sync call fails at once with ``InvocationError`` while async tools and
-prompts keep their latency. ``serve`` ends on SIGTERM within ``--grace``.
+slowed to seconds and timeouts fired late, for good. Python cannot stop a
+thread, so a thread whose caller stopped waiting is **stuck** until it ends;
+once ``Limits.stuck_threads`` (at most ``limits.threads``) are, a new sync
+call fails at once with ``InvocationError`` instead of adding to them, so
+async tools and prompts keep their latency. ``serve`` ends on SIGTERM within
+``--grace``. CPU-bound tools that may never return run in worker processes
+that are killed at the deadline (``tests/test_process_engine.py``).
 
 The spinning tools loop until the test's ``stop`` event is set, so a failing
 test still leaves no thread spinning into the next one.
@@ -143,9 +145,9 @@ async def until_idle(box: dict[str, Any]) -> None:
             await anyio.sleep(0.01)
 
 
-async def test_spinning_sync_calls_time_out_on_time_and_their_threads_stop(write, tools: Path, box: dict):
+async def test_a_spinning_sync_call_times_out_on_time_and_keeps_its_slot_until_it_ends(write, tools: Path, box: dict):
     write_tools(write)
-    manager = Manager([tools], limits=Limits(threads=4))
+    manager = Manager([tools], limits=Limits(threads=2))
     for ref in ("greet", "fast", "fast-sync"):  # compiled and planned: what follows times the calls alone
         await manager.invoke(ref)
     seconds = 0.5
@@ -158,17 +160,22 @@ async def test_spinning_sync_calls_time_out_on_time_and_their_threads_stop(write
         late.append(time.monotonic() - started)
 
     async with anyio.create_task_group() as group:
-        for _ in range(6):  # more than the 4 threads: two wait for a slot, and time out waiting
+        for _ in range(3):  # more than the 2 threads: one waits for a slot, and times out waiting
             group.start_soon(spin)
-    assert len(late) == 6 and max(late) < seconds + SLACK, late
+    assert len(late) == 3 and max(late) < seconds + SLACK, late
     assert (await timed(manager.invoke("greet", {"name": "Ada"})))[1] < QUICK
     assert (await timed(manager.invoke("fast")))[1] < QUICK
+    with pytest.raises(InvocationError, match="'spin'"):  # both slots are held by stuck threads
+        await manager.invoke("fast-sync", {"$timeout": 30})
+    box["stop"].set()  # the loops end: the slots come back
     await until_idle(box)
-    assert not box["stop"].is_set()  # the engine stopped them: the loops themselves never end
-    assert set(box["raised"]) == {"Abandoned"}  # one that only just started may be stopped before it records
-    async with anyio.create_task_group() as group:  # every slot is free again
-        for _ in range(4):
-            group.start_soon(manager.invoke, "fast-sync")
+    with anyio.fail_after(5):
+        while True:
+            try:
+                await manager.invoke("fast-sync")
+                break
+            except InvocationError:  # the last thread's slot is given back on the loop a moment later
+                await anyio.sleep(0.01)
 
 
 async def test_when_every_worker_is_stuck_a_new_sync_call_fails_at_once(write, tools: Path, box: dict):
@@ -207,9 +214,7 @@ async def test_when_every_worker_is_stuck_a_new_sync_call_fails_at_once(write, t
                 await anyio.sleep(0.01)
 
 
-async def test_a_thread_waiting_in_c_stops_once_the_call_returns_and_its_worker_serves_on(
-    write, tools: Path, box: dict
-):
+async def test_a_thread_waiting_in_c_finishes_unharmed_and_its_worker_serves_on(write, tools: Path, box: dict):
     write_tools(write)
     manager = Manager([tools], limits=Limits(threads=1))
     with pytest.raises(InvocationTimeout):
@@ -219,52 +224,20 @@ async def test_a_thread_waiting_in_c_stops_once_the_call_returns_and_its_worker_
         await manager.invoke("fast-sync", {"$timeout": 30})
     box["gate"].set()
     await until_idle(box)
-    assert box["raised"] == ["Abandoned"] and box["after"] is False  # stopped as soon as the wait returned
-    # Nothing raised for the abandoned call reaches the jobs its worker thread runs next.
-    workers = set()
-    for _ in range(20):
-        with anyio.fail_after(5):
-            while True:
-                try:
-                    workers.add(await manager.invoke("fast-sync"))
-                    break
-                except InvocationError:  # the slot comes back on the loop a moment after the thread ends
-                    await anyio.sleep(0.01)
-    assert box["thread"] in workers
-
-
-async def test_code_that_catches_exception_is_still_stopped(write, tools: Path, box: dict):
-    write(
-        "tools/careless.py",
-        """
-        def main(ctx):
-            box = ctx.nonlocals
-            with box["lock"]:
-                box["running"] += 1
+    assert box["raised"] == [] and box["after"] is True  # it ran to its end; its result was dropped
+    with anyio.fail_after(5):  # its slot serves the next calls
+        while True:
             try:
-                while not box["stop"].is_set():
-                    try:
-                        spins = 0
-                        while not box["stop"].is_set():
-                            spins += 1
-                    except Exception:
-                        box["raised"].append("swallowed")
-            finally:
-                with box["lock"]:
-                    box["running"] -= 1
-        """,
-    )
-    manager = Manager([tools])
-    with pytest.raises(InvocationTimeout):
-        await manager.invoke("careless", {"$timeout": 0.2}, context={"nonlocals": box})
-    await until_idle(box)
-    assert box["raised"] == []
+                await manager.invoke("fast-sync")
+                break
+            except InvocationError:  # the slot comes back on the loop a moment after the thread ends
+                await anyio.sleep(0.01)
 
 
 # -- the real server: ``toolcascade serve --http`` ----------------------------------------------
 
 SERVED = {
-    # The red team's tool, as it was: nothing but the engine can stop it.
+    # The red team's tool, as it was: nothing stops it but the end of the process.
     "spin.py": "def main(ctx):\n    while True:\n        pass\n",
     "resist.py": "def main(ctx):\n    while True:\n        try:\n            spins = 0\n            while True:\n"
     "                spins += 1\n        except BaseException:\n            pass\n",
@@ -313,26 +286,17 @@ async def test_a_served_spinning_tool_times_out_on_time_and_the_server_keeps_ans
                     results.append(await timed(client.call_tool(name, {})))
 
                 async with anyio.create_task_group() as group:
-                    for _ in range(6):  # more than Limits.stuck_threads
+                    for _ in range(6):  # more than Limits.stuck_threads: all start before any is stuck
                         group.start_soon(call, "spin")
                 assert all(text(r).startswith("InvocationTimeout:") for r, _ in results)
                 assert max(seconds for _, seconds in results) < 1 + SLACK
-                for name in ("greet", "fast", "fast-sync"):
-                    result, seconds = await timed(client.call_tool(name, {}))
-                    assert not result.is_error and seconds < QUICK, (name, seconds)
-
-                results.clear()
-                async with anyio.create_task_group() as group:
-                    for _ in range(5):  # more than Limits.stuck_threads, all swallowing Abandoned
-                        group.start_soon(call, "resist")
-                assert all(text(r).startswith("InvocationTimeout:") for r, _ in results)
-                assert max(seconds for _, seconds in results) < 1 + SLACK
-                refused, seconds = await timed(client.call_tool("fast-sync", {}))
-                assert text(refused).startswith("InvocationError:") and "stuck" in text(refused)
-                assert seconds < SLACK
                 for name in ("greet", "fast"):
                     result, seconds = await timed(client.call_tool(name, {}))
                     assert not result.is_error and seconds < QUICK, (name, seconds)
+
+                refused, seconds = await timed(client.call_tool("fast-sync", {}))
+                assert text(refused).startswith("InvocationError:") and "stuck" in text(refused)
+                assert seconds < SLACK
     finally:
         stop(process)
 

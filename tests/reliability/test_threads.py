@@ -20,7 +20,7 @@ import anyio.from_thread
 import anyio.to_thread
 import pytest
 
-from orchestrator import InvocationTimeout, Manager
+from orchestrator import InvocationError, InvocationTimeout, Manager
 from orchestrator.limits import Limits
 
 pytestmark = pytest.mark.anyio
@@ -184,9 +184,9 @@ async def test_an_abandoned_thread_keeps_its_slot_until_it_ends(write, tools: Pa
     with pytest.raises(InvocationTimeout):
         await manager.invoke("slow", {"$timeout": 0.1}, context={"nonlocals": box})
     assert box["started"].is_set()  # the body holds the only slot
-    # The only slot is still taken by the abandoned body: a second sync call waits.
-    with pytest.raises(InvocationTimeout):
-        await manager.invoke("fast-sync", {"$timeout": 0.3})
+    # The only slot is still taken by the abandoned body: a second sync call is refused, naming it (issue 24).
+    with pytest.raises(InvocationError, match="'slow'"):
+        await manager.invoke("fast-sync", {"$timeout": 30})
     assert await manager.invoke("fast") == "fast"  # async code needs no slot
     box["gate"].set()
     await wait_for(box["finished"])
