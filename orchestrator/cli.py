@@ -27,6 +27,7 @@ from . import __version__
 from .display import Usage, display, explanation_view, plain_rows, progress, terminal
 from .errors import InterpolationError, OrchestratorError, describe
 from .manager import Manager
+from .planner import replaced_builtin
 from .registry import builtin_folder
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -369,6 +370,15 @@ def list_(show_all: bool, as_json: bool, paths: Sequence[Path], debug: bool) -> 
     """
     with reporting(debug):
         infos = command_manager(paths).list_tools(hidden=show_all)
+    builtins = {path.stem for path in builtin_folder("tools").iterdir()}
+    replacing = {}  # ref -> the built-in file a user tool takes the place of
+    for info in infos:
+        if info.ref in builtins and (found := replaced_builtin(info.ref, info.path)) is not None:
+            replacing[info.ref] = found.name
+
+    def replaces(ref: str) -> str:
+        return f" (replaces the built-in {replacing[ref]})" if ref in replacing else ""
+
     if as_json:
         rows = [
             {
@@ -381,6 +391,7 @@ def list_(show_all: bool, as_json: bool, paths: Sequence[Path], debug: bool) -> 
                 "path": str(info.path) if info.path is not None else None,
                 "error": str(info.error) if info.error is not None else None,
                 "format": info.format,
+                "replaces": f"built-in {replacing[info.ref]}" if info.ref in replacing else None,
             }
             for info in infos
         ]
@@ -390,7 +401,7 @@ def list_(show_all: bool, as_json: bool, paths: Sequence[Path], debug: bool) -> 
         lines = [["NAME", "KIND", *(["HIDDEN"] if show_all else []), "DESCRIPTION"]]
         for info in infos:
             hidden = ["hidden" if info.hidden else ""] if show_all else []
-            about = str(info.error) if info.error else info.description or ""
+            about = str(info.error) if info.error else (info.description or "") + replaces(info.ref)
             lines.append([info.ref, "error" if info.error else info.kind, *hidden, about])
         click.echo(plain_rows(lines))
         return
@@ -408,7 +419,9 @@ def list_(show_all: bool, as_json: bool, paths: Sequence[Path], debug: bool) -> 
         row = [Text(info.ref), Text("error", style="red") if info.error else Text(info.kind)]
         if show_all:
             row.append(Text("hidden" if info.hidden else ""))
-        row.append(Text(str(info.error), style="red") if info.error else Text(info.description or ""))
+        row.append(
+            Text(str(info.error), style="red") if info.error else Text((info.description or "") + replaces(info.ref))
+        )
         table.add_row(*row, style="dim" if info.hidden else None)
     if infos:
         display(table)

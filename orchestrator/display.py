@@ -224,6 +224,10 @@ def explanation_view(data: dict[str, Any]) -> list[Any]:
     for note in ("$static", "$dynamic", "$locked", "$private"):
         if data["annotations"].get(note):
             head.add_row(note, Text(", ".join(data["annotations"][note])))
+    if data["annotations"].get("$attach"):
+        head.add_row("$attach", Text(str(data["annotations"]["$attach"])))
+    if data.get("replaces"):
+        head.add_row("replaces", Text(f"{data['replaces']}: wherever it would run, this tool runs instead"))
     if data.get("format"):
         head.add_row("format", Text(f"{data['format']} (read through its adapter; mapping below)"))
     if data.get("host_tools"):

@@ -81,9 +81,9 @@ Hello, Ada! This is a friendly tool.
 $ toolcascade run hello --set 'polish={suffix: " !!!"}'
 Hello, world! This is a friendly tool. !!!
 $ toolcascade list
-NAME    KIND       DESCRIPTION
+NAME\tKIND\tDESCRIPTION
 ...
-hello   markdown   Says hello. Edit tools/hello.md to make it yours.
+hello\tmarkdown\tSays hello. Edit tools/hello.md to make it yours.
 $ toolcascade check
 checked 2 tools in tools: ok
 ```

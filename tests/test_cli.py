@@ -311,7 +311,18 @@ def test_cli_list_json_is_a_list_of_objects(project, write):
     rows = {row["ref"]: row for row in json.loads(out.stdout)}
     assert set(rows) == {"greet", "shout", "echo", "broken"}
     greet = rows["greet"]
-    assert set(greet) == {"name", "ref", "kind", "description", "hidden", "params", "path", "error", "format"}
+    assert set(greet) == {
+        "name",
+        "ref",
+        "kind",
+        "description",
+        "hidden",
+        "params",
+        "path",
+        "error",
+        "format",
+        "replaces",
+    }
     assert greet["format"] is None  # our own markdown, not an imported format
     assert greet["kind"] == "markdown"
     assert greet["params"]["required"] == ["name"]

@@ -205,6 +205,15 @@ def test_a_user_tool_named_like_a_built_in_is_reported_by_check_and_marked_by_sh
     assert json.loads(cli_run("show", "execute", "--json", cwd=tmp_path).stdout)["replaces"] == "built-in execute.py"
     assert json.loads(cli_run("show", "team/log", "--json", cwd=tmp_path).stdout)["replaces"] is None
     assert json.loads(cli_run("show", "hello", "--json", cwd=tmp_path).stdout)["replaces"] is None
+    assert (
+        "built-in execute.py: wherever it would run, this tool runs instead"
+        in cli_run("show", "execute", cwd=tmp_path).stdout
+    )
+    listed = json.loads(cli_run("list", "--all", "--json", cwd=tmp_path).stdout)
+    marks = {row["ref"]: row["replaces"] for row in listed if row["ref"] in ("execute", "log", "team/log", "hello")}
+    assert marks == {"execute": "built-in execute.py", "log": "built-in log.py", "team/log": None, "hello": None}
+    rows = cli_run("list", "--all", cwd=tmp_path).stdout.splitlines()  # a pipe: tab-separated rows
+    assert next(row for row in rows if row.startswith("execute\t")).endswith("(replaces the built-in execute.py)")
 
 
 # -- the folder opt-in: $attach: middleware -------------------------------------------------------------------
