@@ -138,6 +138,17 @@ async def timed(call: Any) -> tuple[Any, float]:
     return value, time.monotonic() - started
 
 
+async def until_sync_serves(manager: Manager) -> None:
+    """Wait until a sync call runs again: a thread's slot comes back on the loop a moment after it ends."""
+    with anyio.fail_after(5):
+        while True:
+            try:
+                await manager.invoke("fast-sync")
+                return
+            except InvocationError:
+                await anyio.sleep(0.01)
+
+
 async def until_idle(box: dict[str, Any]) -> None:
     """Wait until no tool thread runs any more (the threads were stopped, not the test's loops)."""
     with anyio.fail_after(5):
@@ -169,13 +180,7 @@ async def test_a_spinning_sync_call_times_out_on_time_and_keeps_its_slot_until_i
         await manager.invoke("fast-sync", {"$timeout": 30})
     box["stop"].set()  # the loops end: the slots come back
     await until_idle(box)
-    with anyio.fail_after(5):
-        while True:
-            try:
-                await manager.invoke("fast-sync")
-                break
-            except InvocationError:  # the last thread's slot is given back on the loop a moment later
-                await anyio.sleep(0.01)
+    await until_sync_serves(manager)
 
 
 async def test_when_every_worker_is_stuck_a_new_sync_call_fails_at_once(write, tools: Path, box: dict):
@@ -205,13 +210,7 @@ async def test_when_every_worker_is_stuck_a_new_sync_call_fails_at_once(write, t
 
     box["stop"].set()  # the stuck threads end: their slots come back
     await until_idle(box)
-    with anyio.fail_after(5):
-        while True:
-            try:
-                await manager.invoke("fast-sync")
-                break
-            except InvocationError:  # the last thread's slot is given back on the loop a moment later
-                await anyio.sleep(0.01)
+    await until_sync_serves(manager)
 
 
 async def test_a_thread_waiting_in_c_finishes_unharmed_and_its_worker_serves_on(write, tools: Path, box: dict):
@@ -225,13 +224,7 @@ async def test_a_thread_waiting_in_c_finishes_unharmed_and_its_worker_serves_on(
     box["gate"].set()
     await until_idle(box)
     assert box["raised"] == [] and box["after"] is True  # it ran to its end; its result was dropped
-    with anyio.fail_after(5):  # its slot serves the next calls
-        while True:
-            try:
-                await manager.invoke("fast-sync")
-                break
-            except InvocationError:  # the slot comes back on the loop a moment after the thread ends
-                await anyio.sleep(0.01)
+    await until_sync_serves(manager)  # its slot serves the next calls
 
 
 # -- the real server: ``toolcascade serve --http`` ----------------------------------------------
