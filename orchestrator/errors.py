@@ -6,6 +6,7 @@ Every error the engine raises on purpose derives from ``OrchestratorError``::
     ├── ToolNotFoundError
     ├── ToolDefinitionError
     ├── ConfigurationError
+    │   ├── FolderLimitError
     │   └── OrderCycleError
     ├── InterpolationError
     ├── ValidationError
@@ -96,6 +97,22 @@ class ToolDefinitionError(OrchestratorError):
 
 class ConfigurationError(OrchestratorError):
     """Raised when metadata, authorities or the chain are configured inconsistently."""
+
+
+class FolderLimitError(ConfigurationError):
+    """Raised when a search path (or one folder a lookup scans) holds more entries than ``Limits.folder_files``.
+
+    ``folder`` is the folder that was counted, ``limit`` the bound it passed.
+    """
+
+    def __init__(self, folder: str, limit: int) -> None:
+        self.folder = folder
+        self.limit = limit
+        super().__init__(
+            f"holds more than {limit:,} files and folders, the most Limits.folder_files lets one search path "
+            "hold: move files out, serve a smaller folder, or raise it (Manager(limits=Limits(folder_files=...)))",
+            path=folder,
+        )
 
 
 class OrderCycleError(ConfigurationError):

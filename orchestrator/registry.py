@@ -97,7 +97,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from .errors import ConfigurationError, ToolDefinitionError, ToolNotFoundError
+from .errors import FolderLimitError, ToolDefinitionError, ToolNotFoundError
 from .limits import DEFAULT_LIMITS, Limits
 from .loader import load_tool, read_name, read_python_name
 from .tool import Tool
@@ -202,22 +202,6 @@ def check_ref(ref: object, limit: int = DEFAULT_LIMITS.ref_length) -> tuple[str,
     if len(encoded) > NAME_MAX and any(len(part) > NAME_MAX for part in encoded.split(b"/")):
         raise ToolNotFoundError(shown(ref), reason=f"each segment of a ref may be at most {NAME_MAX} bytes")
     return parts
-
-
-class FolderLimitError(ConfigurationError):
-    """Raised when a search path (or one folder a lookup scans) holds more entries than ``Limits.folder_files``.
-
-    ``folder`` is the folder that was counted, ``limit`` the bound it passed.
-    """
-
-    def __init__(self, folder: str, limit: int) -> None:
-        self.folder = folder
-        self.limit = limit
-        super().__init__(
-            f"holds more than {limit:,} files and folders, the most Limits.folder_files lets one search path "
-            "hold: move files out, serve a smaller folder, or raise it (Manager(limits=Limits(folder_files=...)))",
-            path=folder,
-        )
 
 
 class _PerThread(threading.local):

@@ -21,6 +21,7 @@ DOCUMENTED = {
     "EntryExplanation",
     "Event",
     "Explanation",
+    "FolderLimitError",
     "InterpolationError",
     "Interrupted",
     "InvocationError",

@@ -31,10 +31,9 @@ from freshness_helpers import eager
 
 import orchestrator.cli as cli_module
 import orchestrator.registry as registry_module
-from orchestrator import ConfigurationError, Limits, Manager, OrchestratorError
+from orchestrator import ConfigurationError, FolderLimitError, Limits, Manager, OrchestratorError
 from orchestrator.check import check
 from orchestrator.cli import cli
-from orchestrator.registry import FolderLimitError
 
 Write = Callable[[str, str], Path]
 
