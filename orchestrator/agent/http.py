@@ -1,4 +1,6 @@
-"""What the HTTP providers (openai, anthropic) share: keys, options, errors, Retry-After, server-sent events.
+"""What the HTTP providers (openai, anthropic) share: keys, options, errors, Retry-After.
+
+Their answers, streamed or not, are read by ``orchestrator.agent.answer``.
 
 Errors are mapped once for both SDKs: a ``ModelError`` naming the model and
 the URL, ``retryable`` only when another try can succeed (connection
@@ -11,7 +13,7 @@ import email.utils
 import importlib
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigurationError, ModelError
@@ -179,27 +181,3 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
             return min(max(when.timestamp() - time.time(), 0.0), RETRY_AFTER_CAP)
     except (TypeError, ValueError, OverflowError):
         return None
-
-
-async def read_events(response: Any, handle: Callable[[str | None, str], None]) -> None:
-    """Read a streamed HTTP response's server-sent events to its very end, handing ``handle(event, data)`` each.
-
-    Reading to the end (never breaking off) lets every async generator of the
-    HTTP library finish; ``handle`` must record problems rather than raise.
-    """
-    event: str | None = None
-    data: list[str] = []
-    async for line in response.aiter_lines():
-        if not line:
-            if data:
-                handle(event, "\n".join(data))
-            event, data = None, []
-            continue
-        field, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
-        if field == "event":
-            event = value
-        elif field == "data":
-            data.append(value)
-    if data:
-        handle(event, "\n".join(data))
