@@ -1,10 +1,17 @@
-"""Helpers for tests that start a server process on 127.0.0.1."""
+"""Helpers for tests that start a server on 127.0.0.1: a process, or a tiny HTTP/1.1 server in the test."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
 
 
 def free_port() -> int:
@@ -35,3 +42,50 @@ def listening(process: subprocess.Popen, port: int, seconds: float) -> bool:  # 
             if process.poll() is not None or time.monotonic() > deadline:
                 return False
             time.sleep(0.05)
+
+
+# -- a tiny HTTP/1.1 model server, for what fakellm cannot answer ------------------------------
+
+Reply = Callable[[anyio.abc.ByteStream], Awaitable[None]]
+
+
+class Server:
+    """An HTTP/1.1 server answering request N with reply N (the last reply repeats); it records every request."""
+
+    def __init__(self, replies: list[Reply]) -> None:
+        self.replies = replies
+        self.requests: list[dict[str, Any]] = []
+        self.url = ""
+
+    async def handle(self, stream: anyio.abc.ByteStream) -> None:
+        try:
+            async with stream:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += await stream.receive()
+                head, _, body = data.partition(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+                while len(body) < int(headers.get("content-length", 0)):
+                    body += await stream.receive()
+                self.requests.append(
+                    {"path": lines[0].split(" ")[1], "headers": headers, "body": json.loads(body or b"null")}
+                )
+                reply = self.replies[min(len(self.requests), len(self.replies)) - 1]
+                await reply(stream)
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass  # the client gave up (its timeout): nothing to answer
+
+
+@asynccontextmanager
+async def serve(*replies: Reply) -> AsyncIterator[Server]:
+    server = Server(list(replies))
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    server.url = f"http://127.0.0.1:{port}"
+    async with listener, anyio.create_task_group() as group:
+        group.start_soon(listener.serve, server.handle)
+        try:
+            yield server
+        finally:
+            group.cancel_scope.cancel()

@@ -13,8 +13,7 @@ prompt hidden), and ``max-tool-calls`` bounds one turn's parallel calls.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,55 +21,16 @@ import anyio
 import anyio.abc
 import pytest
 import yaml
+from servers import Reply, serve
 
 from orchestrator import ConfigurationError, Limits, Manager, ModelError, SecurityError
 from orchestrator.callers import Caller
 
 pytestmark = pytest.mark.anyio
 
-Reply = Callable[[anyio.abc.ByteStream], Awaitable[None]]
 HTML = b"<html><head><title>502 Bad Gateway</title></head><body><h1>Bad Gateway</h1> upstream gone</body></html>"
 BIG = 50_000_000
 LIMIT = 100_000
-
-
-class Server:
-    """Answers request N with reply N (the last repeats); records each request's path and JSON body."""
-
-    def __init__(self, replies: list[Reply]) -> None:
-        self.replies = replies
-        self.requests: list[dict[str, Any]] = []
-        self.url = ""
-
-    async def handle(self, stream: anyio.abc.ByteStream) -> None:
-        try:
-            async with stream:
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    data += await stream.receive()
-                head, _, body = data.partition(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-                while len(body) < int(headers.get("content-length", 0)):
-                    body += await stream.receive()
-                self.requests.append({"path": lines[0].split(" ")[1], "body": json.loads(body or b"null")})
-                reply = self.replies[min(len(self.requests), len(self.replies)) - 1]
-                await reply(stream)
-        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass  # the client hung up
-
-
-@asynccontextmanager
-async def serve(*replies: Reply) -> AsyncIterator[Server]:
-    server = Server(list(replies))
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-    server.url = f"http://127.0.0.1:{listener.extra(anyio.abc.SocketAttribute.local_port)}"
-    async with listener, anyio.create_task_group() as group:
-        group.start_soon(listener.serve, server.handle)
-        try:
-            yield server
-        finally:
-            group.cancel_scope.cancel()
 
 
 def raw(body: bytes, content_type: str, status: int = 200) -> Reply:
