@@ -29,8 +29,7 @@ from .limits import Limits
 from .manager import Manager
 from .ordering import Entry
 from .tool import Tool, ToolInfo
-
-__version__ = "0.1.0"
+from .version import __version__ as __version__  # not in __all__: `import *` leaves it out, as before
 
 __all__ = [
     "ApprovalDenied",

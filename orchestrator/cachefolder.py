@@ -32,6 +32,7 @@ from typing import Any
 
 from .frozen import FrozenDict, FrozenList
 from .registry import signature as _signature
+from .version import __version__
 
 log = logging.getLogger("orchestrator.cachefolder")
 
@@ -149,8 +150,6 @@ def replace_file(file: Path, data: bytes) -> None:
 
 def package_version() -> str:
     """The installed toolcascade's version (files written by another one are not read)."""
-    from . import __version__
-
     return __version__
 
 

@@ -25,6 +25,8 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .version import __version__
+
 if TYPE_CHECKING:
     from .context import Context
 
@@ -40,8 +42,6 @@ def tracer() -> Any | None:
     if isinstance(provider, trace.ProxyTracerProvider):
         return None  # nothing set: spans would go nowhere
     if _cache[0] is not provider:
-        from . import __version__
-
         _cache[:] = [provider, provider.get_tracer("toolcascade", __version__)]
     return _cache[1]
 
