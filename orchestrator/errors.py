@@ -29,7 +29,7 @@ Each class carries structured fields (``tool``, ``path``, ``line``, ``level``,
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -81,14 +81,107 @@ class OrchestratorError(Exception):
 
 
 class ToolNotFoundError(OrchestratorError):
-    """Raised when a ref names no tool in the search paths, or may not be read."""
+    """Raised when a ref names no tool in the search paths, or may not be read.
 
-    def __init__(self, ref: str, searched: Sequence[str | Path] = (), reason: str = "") -> None:
+    ``searched`` lists every folder looked in, in order. The message names
+    them relative to the current folder when inside it and leaves out
+    ``builtin`` (the package's own tools, always searched last); when no other
+    folder was searched it says so. ``near`` returns refs close to ``ref``
+    for "did you mean" (``suggestions``); the message is built when first
+    read, so a miss the engine handles itself (a metadata key naming no tool)
+    never pays for it.
+    """
+
+    def __init__(
+        self,
+        ref: str,
+        searched: Sequence[str | Path] = (),
+        reason: str = "",
+        *,
+        builtin: str | Path | None = None,
+        near: Callable[[], Iterable[str]] | None = None,
+    ) -> None:
         self.ref = ref
         self.searched = [str(p) for p in searched]
-        where = f" in {', '.join(self.searched)}" if self.searched else ""
-        why = f": {reason}" if reason else ""
-        super().__init__(f"no tool {ref!r}{where}{why}")
+        self._reason = reason
+        self._builtin = None if builtin is None else str(builtin)
+        self._near: Callable[[], Iterable[str]] | None = None
+        self._suggestions: list[str] = []
+        self._cwd = _cwd()
+        super().__init__(f"no tool {ref!r}")
+        self._near = near
+        self._pending = True
+
+    @property
+    def suggestions(self) -> list[str]:
+        """Refs close to ``ref``: close spellings, a nested ref with the same last segment (``ops/status``)."""
+        self._complete()
+        return list(self.__dict__.get("_suggestions", ()))
+
+    @property
+    def detail(self) -> str:
+        self._complete()
+        return self._detail
+
+    @detail.setter
+    def detail(self, value: str) -> None:
+        self._detail = value
+
+    def __str__(self) -> str:
+        self._complete()
+        return super().__str__()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        self._complete()  # the message travels, not the function that makes it
+        return _restore, (type(self), self.args, {k: v for k, v in self.__dict__.items() if k != "_near"})
+
+    def _complete(self) -> None:
+        """Build the message (once): suggestions asked for, paths shown as people read them."""
+        if not self.__dict__.get("_pending"):
+            return
+        self._pending = False
+        near, self._near = self._near, None
+        if near is not None:
+            self._suggestions = list(dict.fromkeys(near()))
+        mine = [p for p in self.searched if p != self._builtin]
+        if mine:
+            where = f" in {', '.join(_shown(p, self._cwd) for p in mine)}"
+        elif self.searched and self._builtin is not None:
+            here = "" if self._cwd is None or os.path.isdir(os.path.join(self._cwd, "tools")) else "no ./tools here; "
+            where = f" (only the built-in tools were searched: {here}use --path DIR, or Manager(paths=[...]))"
+        else:
+            where = f" in {', '.join(self.searched)}" if self.searched else ""
+        why = f": {self._reason}" if self._reason else ""
+        hint = ""
+        if self._suggestions:
+            hint = f"; did you mean {' or '.join(repr(s) for s in self._suggestions)}?"
+        self._detail = f"no tool {self.ref!r}{where}{why}{hint}"
+        self.args = (self._render(),)
+
+
+def _restore(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
+    """An unpickled error: its message and fields as they were, without calling ``__init__`` again."""
+    exc = cls.__new__(cls)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
+
+
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # the current folder was deleted
+        return None
+
+
+def _shown(folder: str, cwd: str | None) -> str:
+    """``folder`` relative to ``cwd`` when inside it (``tools``, ``.``), else as it is."""
+    if cwd is None:
+        return folder
+    try:
+        return str(Path(folder).relative_to(cwd))
+    except ValueError:
+        return folder
 
 
 class ToolDefinitionError(OrchestratorError):

@@ -97,7 +97,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from .errors import FolderLimitError, ToolDefinitionError, ToolNotFoundError
+from .errors import FolderLimitError, OrchestratorError, ToolDefinitionError, ToolNotFoundError
 from .limits import DEFAULT_LIMITS, Limits
 from .loader import load_tool, read_name, read_python_name
 from .tool import Tool
@@ -112,6 +112,7 @@ DERIVED_BOUND = 4_096
 GROWTH = 2  # bounds grow to this many times the files a listing counted ...
 BOUND_CEILING = 1_000_000  # ... and never past this
 NAME_MAX = 255  # bytes in one file or folder name (ext4, APFS, NTFS alike)
+SUGGESTIONS = 3  # refs one "did you mean" names at most
 
 # Files in a tools folder that are never tools.
 RESERVED = frozenset({"AUTHORITY.md", "README.md"})
@@ -862,20 +863,53 @@ class Registry:
             if again and (self._folders_changed(ref, paths) or self._names_stale(ref, paths)):
                 self.changed()  # a file just written, or a declared name edited in place: index again
                 return self._find_file(ref, paths, checked, False)
-            raise ToolNotFoundError(shown(ref), [sp.root for sp in paths])
+            raise self.not_found(ref, paths)
         path, sp = hit
         fmt = self.format_of(path, sp)
         try:
             tool = self.load_format(path, sp, fmt, checked)
         except ToolDefinitionError:
             if not is_file(path):  # deleted between finding and reading it: as if it had not been found
-                raise ToolNotFoundError(shown(ref), [sp.root for sp in paths]) from None
+                raise self.not_found(ref, paths) from None
             raise
         last = ref.rpartition("/")[2]
         if again and tool.name != last and _stem(path, fmt) != last:
             self.changed()  # found by a name the file no longer declares: index again
             return self._find_file(ref, paths, checked, False)
         return tool, path, sp
+
+    def not_found(self, ref: str, paths: tuple[SearchPath, ...]) -> ToolNotFoundError:
+        """The error for a ref no search path holds: its "did you mean" is looked for only if it is read."""
+        return ToolNotFoundError(
+            shown(ref), [sp.root for sp in paths], builtin=_builtin_tools(), near=lambda: self.suggest(ref, paths)
+        )
+
+    def suggest(self, ref: str, paths: tuple[SearchPath, ...]) -> list[str]:
+        """Refs ``ref`` may have meant (``close_refs``), from what the registry lists: never an unbounded scan.
+
+        Close spellings come from the ref's own folder in each search path
+        (the names its lookup read); for a bare name, refs in subfolders
+        ending in it (``ops/status``) from the folders a listing counts,
+        ``Limits.folder_files`` entries per search path at most (a bigger one
+        is passed over). Called only when a not-found error is read.
+        """
+        try:
+            parts = check_ref(ref, self.limits.ref_length)
+        except ToolNotFoundError:
+            return []
+        prefix, last = parts[:-1], parts[-1]
+        refs: dict[str, None] = dict.fromkeys(n for n in self.functions if n.rpartition("/")[0] == "/".join(prefix))
+        for sp in paths:
+            try:
+                refs.update(dict.fromkeys("/".join((*prefix, n)) for n in self.names(sp, prefix).refs))
+                if prefix or self._builtin(sp) or not _is_dir(sp.root):
+                    continue
+                for rel in _folders(sp.folder, self.limits.folder_files)[0]:
+                    if rel and last in self.names(sp, rel).refs:
+                        refs["/".join((*rel, last))] = None
+            except (OrchestratorError, OSError):
+                continue  # a folder too big or unreadable: no suggestion from it
+        return close_refs(ref, refs)
 
     def _folders_changed(self, ref: str, paths: tuple[SearchPath, ...]) -> bool:
         """After a miss: look at the ref's folders now (the program may have just written the file)."""
@@ -1004,6 +1038,20 @@ class Registry:
             for rel in _folders(sp.folder, self.limits.folder_files)[0]:
                 for name, winner, loser, kind in self.names(sp, rel).clashes:
                     yield sp, "/".join((*rel, name)), winner, loser, kind
+
+
+def close_refs(ref: str, refs: Iterable[str]) -> list[str]:
+    """The refs of ``refs`` that ``ref`` may have meant, best first, ``SUGGESTIONS`` at most.
+
+    A nested ref whose last segment is the bare ``ref`` (``status`` ->
+    ``ops/status``), then close spellings (difflib's ratio).
+    """
+    import difflib  # only a miss needs it
+
+    known = [r for r in refs if r != ref]
+    nested = [r for r in known if "/" not in ref and r.rpartition("/")[2] == ref]
+    close = difflib.get_close_matches(ref, known, n=SUGGESTIONS)
+    return list(dict.fromkeys([*nested, *close]))[:SUGGESTIONS]
 
 
 class Names(NamedTuple):
