@@ -418,8 +418,15 @@ class Managers:
         manager = Manager([p for p, trusted in refs if trusted])
         found = self._managers[key] = (manager, [str(p) for p, trusted in refs if not trusted])
         while len(self._managers) > self.size:
-            self._managers.popitem(last=False)
+            self._managers.popitem(last=False)[1][0].close()  # its watcher thread ends now, not at collection
         return found
+
+    def close(self) -> None:
+        """Close every Manager kept (their watcher threads end); a later unit makes new ones."""
+        kept = list(self._managers.values())
+        self._managers.clear()
+        for manager, _untrusted in kept:
+            manager.close()
 
 
 def _check_unit(unit: Any) -> None:
@@ -500,8 +507,13 @@ class InProcessExecutor:
         """
         return unwrap(await run_unit(self.managers, dump_unit(unit)))
 
+    def close(self) -> None:
+        """Close the Managers kept for units (see ``Managers.close``); a later unit makes new ones."""
+        self.managers.close()
+
     async def aclose(self) -> None:
-        """Nothing to release."""
+        """``close()``."""
+        self.close()
 
 
 async def invoke_on(
@@ -528,6 +540,21 @@ async def invoke_on(
 
 
 _executors: dict[tuple[str, str | None, int | None], Any] = {}
+
+
+def close_executors() -> None:
+    """End what this process's executors hold; each starts again when a unit needs it.
+
+    The in-process engine's Managers are closed and every process pool's
+    workers are killed and reaped (``Manager.close`` of the process's last
+    open Manager calls this). Ray executors are left to their ``aclose``.
+    """
+    for found in list(_executors.values()):
+        if isinstance(found, InProcessExecutor):
+            found.close()
+    pools = sys.modules.get("orchestrator.processes")  # not imported: no pool was ever made
+    if pools is not None:
+        pools.close_pools()
 
 
 def executor_for(spec: Any, default: Any = None) -> Any:
@@ -580,6 +607,7 @@ __all__ = [
     "InProcessExecutor",
     "Managers",
     "Unit",
+    "close_executors",
     "continuation",
     "dump_error",
     "dump_unit",

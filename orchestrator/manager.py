@@ -13,14 +13,18 @@ import itertools
 import logging
 import os
 import sys
+import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, TypeVar
 
 import anyio
+import anyio.to_thread
 
 from . import chain, tracing
 from .authorities import Authorities, Authority
@@ -62,6 +66,11 @@ _NO_KEYS: frozenset[str] = frozenset()  # made once: an empty frozenset() is a n
 # Run ids: a random prefix per process and a counter (the id names a run in events, traces and sessions).
 _RUN_PREFIX = os.urandom(4).hex()
 _run_numbers = itertools.count(1)
+# The Managers of this process not closed yet: process pools (shared by them all, ``executor_for``) end when
+# the last one closes. Weak: a Manager collected without close() counts no more.
+_open: weakref.WeakSet[Manager] = weakref.WeakSet()
+_open_lock = threading.Lock()
+T = TypeVar("T")
 
 
 def run_id() -> str:
@@ -79,8 +88,7 @@ class Manager:
 
     Edits to tool and authority files are seen by the next invocation that
     starts after they are noticed (file notifications, else a stat every
-    ``Limits.stat_interval``); ``refresh()`` looks at once, ``close()`` stops
-    the watcher thread.
+    ``Limits.stat_interval``); ``refresh()`` looks at once.
     The built-in folders are watched only in a source checkout: in an
     installed package they change only on reinstall (``watch_builtins``
     overrides; ``clear_cache()`` forgets everything).
@@ -93,6 +101,11 @@ class Manager:
     ``formats`` selects the file formats read per search path (see
     ``orchestrator.formats``); ``executor`` runs delegated units (see
     ``orchestrator.executor``; in process by default).
+
+    A Manager is a context manager, sync and async (``with Manager(...) as
+    manager:`` / ``async with``): leaving the block calls ``close()``, which
+    ends what the manager started (see ``close``). A closed manager still
+    finds, lists and explains tools; it invokes none.
     """
 
     def __init__(
@@ -130,9 +143,16 @@ class Manager:
         self.executor = executor
         self._sessions = sessions
         self._store: Any = None
+        self.closed = False
+        self._holds = False  # counts among the open Managers that keep the process's executors
         limit = 2 * max_stack * _FRAMES_PER_INVOCATION + 1000  # _stack and _inner levels
         if sys.getrecursionlimit() < limit:
             sys.setrecursionlimit(limit)
+        units = sys.modules.get("orchestrator.executor")  # not imported: no executor runs a unit here
+        if units is None or not units.on_worker():  # a Manager made to run a unit: its caller's holds the pools
+            self._holds = True
+            with _open_lock:
+                _open.add(self)
 
     @property
     def sessions(self) -> Any:
@@ -231,9 +251,59 @@ class Manager:
         """
         self.registry.watch()
 
+    # -- lifecycle -------------------------------------------------------------
+
     def close(self) -> None:
-        """Stop following file edits (the watcher thread); the manager stays usable, stat-ing at an interval."""
+        """End what this manager started; idempotent. Blocking (up to a second or so): ``aclose`` in async code.
+
+        Stops the file watcher thread and waits for it. The executors that
+        ``delegate`` uses are shared by every Manager of the process: when no
+        other open Manager is left, the process pools' workers are killed and
+        reaped (a call still running on one fails with ``InvocationError``)
+        and the in-process engine's Managers are closed; they start again
+        when a unit needs them.
+        The session store holds no connection between calls: nothing to
+        release. Afterwards ``invoke``, ``invoke_sync``, ``resume`` and
+        ``resume_sync`` raise ``InvocationError``; finding, listing and
+        explaining tools still work (edits seen by a stat at an interval).
+        """
+        with _open_lock:
+            if self.closed:
+                return
+            self.closed = True
+            _open.discard(self)
+            last = self._holds and not _open
         self.registry.freshness.close()
+        units = sys.modules.get("orchestrator.executor")  # not imported: no executor was ever made
+        if last and units is not None:
+            units.close_executors()
+
+    async def aclose(self) -> None:
+        """``close()`` on a worker thread, so the event loop keeps running while workers are reaped."""
+        await anyio.to_thread.run_sync(self.close)
+
+    def __enter__(self) -> Manager:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Manager:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def _refused(self, what: str, tool: str | None = None) -> InvocationError:
+        """The typed error for a call on a closed manager."""
+        return InvocationError(f"{what}() on a closed Manager: make a new Manager to run tools", tool=tool)
+
+    async def _closed(self, what: str, tool: str | None) -> Any:
+        raise self._refused(what, tool)
 
     def _paths(self, paths: Iterable[str | os.PathLike[str]] | None) -> tuple[SearchPath, ...]:
         if paths is None:
@@ -265,7 +335,10 @@ class Manager:
         Raises:
             OrchestratorError: any of the typed errors of SPEC section 7.
             Interrupted: a call needed a decision no approver could give; ``resume`` continues.
+            InvocationError: the manager is closed (also the errors of SPEC section 7).
         """
+        if self.closed:  # one attribute test; the coroutine raises when awaited, as any other invoke error
+            return self._closed("invoke", str(ref.name if isinstance(ref, Tool) else ref))
         return self._invoke(
             ref,
             args,
@@ -289,13 +362,35 @@ class Manager:
 
         Raises:
             OrchestratorError: unknown or already used token, a token of another tool, or any error of the run.
+            InvocationError: the manager is closed (the token is not spent).
         """
+        if self.closed:
+            raise self._refused("resume", ref)
         from .interrupts import resume
 
         return await resume(self, token, decision, ref=ref)
 
     def invoke_sync(self, ref: str | Tool, args: Any = None, *, backend: str = "asyncio", **options: Any) -> Any:
         """``invoke`` for plain scripts: runs its own event loop (plain asyncio, or anyio's ``backend``).
+
+        Raises:
+            InvocationError: called from inside a running event loop, or the manager is closed.
+        """
+        return self._run_sync("invoke", partial(self.invoke, ref, args, **options), backend)
+
+    def resume_sync(
+        self, token: str, decision: Any = "approve", *, ref: str | None = None, backend: str = "asyncio"
+    ) -> Any:
+        """``resume`` for plain scripts: runs its own event loop, as ``invoke_sync`` does.
+
+        Raises:
+            InvocationError: called from inside a running event loop, or the manager is closed.
+            OrchestratorError: the errors of ``resume``.
+        """
+        return self._run_sync("resume", partial(self.resume, token, decision, ref=ref), backend)
+
+    def _run_sync(self, what: str, call: Callable[[], Coroutine[Any, Any, T]], backend: str) -> T:
+        """Run ``call()`` in a new event loop: plain asyncio, or anyio's ``backend``.
 
         Raises:
             InvocationError: called from inside a running event loop.
@@ -305,14 +400,14 @@ class Manager:
         except RuntimeError:
             pass  # no loop running: the normal case
         else:
-            raise InvocationError("invoke_sync() cannot run inside an event loop; use 'await manager.invoke(...)'")
+            raise InvocationError(f"{what}_sync() cannot run inside an event loop; use 'await manager.{what}(...)'")
         if backend == "asyncio":
             import asyncio
 
             # A plain asyncio loop: anyio works inside it, and its own asyncio backend (with its socket and TLS
             # imports, ~15 ms) loads only when something in the run asks anyio for it (a sync body's thread...).
-            return asyncio.run(self.invoke(ref, args, **options))
-        return anyio.run(partial(self.invoke, ref, args, **options), backend=backend)
+            return asyncio.run(call())
+        return anyio.run(call, backend=backend)
 
     async def _invoke(
         self,
@@ -414,6 +509,9 @@ class Manager:
         A tool that fails to load or resolve is listed with its ``error`` (and
         shown, since whether it is hidden is unknown): one bad file never hides
         the rest. ``hidden=True`` includes tools with ``visibility: hidden``.
+
+        Blocking: it reads (and imports) every tool file it has not seen. From
+        async code, ``await alist_tools()`` does the same on a worker thread.
         """
         found = []
         checked: set[str] = set()  # one listing, one look at each file and folder
@@ -426,6 +524,13 @@ class Manager:
             if hidden or not info.hidden:
                 found.append(info)
         return found
+
+    async def alist_tools(self, *, hidden: bool = False) -> list[ToolInfo]:
+        """``list_tools()`` on a worker thread: the event loop keeps running while files are read and imported.
+
+        Cancelling it waits for the listing in flight to end (it is not abandoned mid-read).
+        """
+        return await anyio.to_thread.run_sync(partial(self.list_tools, hidden=hidden))
 
     def describe(
         self, ref: str, paths: tuple[SearchPath, ...] | None = None, checked: set[str] | None = None

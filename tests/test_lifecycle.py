@@ -1,12 +1,21 @@
-"""Run-local lifecycle middleware (issue 14): call-limit and circuit-breaker, from .md agents to manager.invoke."""
+"""Lifecycles.
+
+Run-local lifecycle middleware (issue 14): call-limit and circuit-breaker, from .md agents to manager.invoke.
+The Manager's own (issue 26): ``with`` / ``async with``, an idempotent ``close()`` that ends what the manager
+started, typed errors after it, and a listing from async code that leaves the event loop free.
+"""
 
 from __future__ import annotations
 
+import threading
+
+import anyio
 import pytest
 import yaml
 
-from orchestrator import ConfigurationError, Manager
+from orchestrator import ConfigurationError, Interrupted, Manager
 from orchestrator.errors import InvocationError
+from orchestrator.sessions import SQLiteStore
 
 pytestmark = pytest.mark.anyio
 
@@ -151,3 +160,105 @@ async def test_lifecycle_state_is_plain_json_in_the_run_state(write, manager):
     state = await manager.invoke("peek", {"a": 1})
     assert state["call-limit"] == {"total": 1, "tools": {"peek": 1}}
     assert list(state["circuit-breaker"].values()) == [1]
+
+
+# -- the Manager's own lifecycle (issue 26) ---------------------------------------------------------
+
+HELLO = "---\ndescription: Says hello.\n---\nHello {{ args.name }}!\n"
+
+
+def watchers() -> set[threading.Thread]:
+    return {thread for thread in threading.enumerate() if thread.name == "toolcascade-watcher"}
+
+
+def test_with_closes_the_manager_and_close_is_idempotent(write, tools) -> None:
+    write("tools/hello.md", HELLO)
+    with Manager([tools]) as manager:
+        assert not manager.closed
+        assert manager.invoke_sync("hello", {"name": "Ada"}) == "Hello Ada!"
+    assert manager.closed
+    manager.close()  # again: nothing happens, nothing raises
+    assert manager.closed
+
+
+def test_a_closed_manager_refuses_invocations_with_a_typed_error(write, tools) -> None:
+    write("tools/hello.md", HELLO)
+    manager = Manager([tools])
+    manager.close()
+    with pytest.raises(InvocationError, match="closed Manager") as refused:
+        manager.invoke_sync("hello", {"name": "Ada"})
+    assert refused.value.tool == "hello"
+    # Finding, listing and explaining hold nothing open: they still work.
+    assert manager.find_tool("hello").name == "hello"
+    assert "hello" in {info.name for info in manager.list_tools()}
+    assert manager.explain("hello", {"name": "Ada"}).prompt == "Hello Ada!"
+
+
+def test_an_exception_in_the_block_closes_the_manager_and_passes_through(write, tools) -> None:
+    write("tools/hello.md", HELLO)
+    with pytest.raises(KeyError), Manager([tools]) as manager:
+        raise KeyError("the program's own")
+    assert manager.closed
+
+
+async def test_async_with_closes_the_manager(write, tools, anyio_backend) -> None:
+    write("tools/hello.md", HELLO)
+    async with Manager([tools]) as manager:
+        assert await manager.invoke("hello", {"name": "Bo"}) == "Hello Bo!"
+    assert manager.closed
+    with pytest.raises(InvocationError, match="closed Manager"):
+        await manager.invoke("hello", {"name": "Bo"})
+    await manager.aclose()  # idempotent too
+
+
+async def test_resume_on_a_closed_manager_is_refused_and_the_token_stays_usable(write, tools, tmp_path) -> None:
+    write("tools/send.md", "---\nmetadata:\n  approval: true\n---\nsent to {{ args.to }}\n")
+    store = SQLiteStore(tmp_path / "sessions.db")
+    async with Manager([tools], sessions=store) as first:
+        with pytest.raises(Interrupted) as held:
+            await first.invoke("send", {"to": "bob"})
+    with pytest.raises(InvocationError, match="closed Manager"):
+        await first.resume(held.value.token, "approve")
+    async with Manager([tools], sessions=store) as later:
+        assert await later.resume(held.value.token, "approve") == "sent to bob"
+
+
+def test_closing_stops_the_watcher_thread_the_manager_started(write, tools) -> None:
+    """The thread no longer waits for a finalizer: leaving the block ends it."""
+    write("tools/hello.md", HELLO)
+    before = watchers()
+    with Manager([tools]) as manager:
+        assert manager.invoke_sync("hello", {"name": "Cy"}) == "Hello Cy!"
+        manager.registry.freshness.start()  # what a second of reuse does (freshness.START_AFTER), at once
+        started = watchers() - before
+        assert started and all(thread.is_alive() for thread in started)
+    assert [thread for thread in started if thread.is_alive()] == []
+
+
+async def test_alist_tools_reads_and_imports_tool_files_off_the_event_loop(write, tools, tmp_path, anyio_backend):
+    """``list_tools`` imports python tools; from async code ``alist_tools`` does it on a worker thread."""
+    seen = tmp_path / "imported-on"
+    write(
+        "tools/probe.py",
+        f"import pathlib, threading\npathlib.Path({str(seen)!r}).write_text(str(threading.get_ident()))\n"
+        "frontmatter = {'description': 'Probes.'}\n\ndef main(ctx):\n    return 'probed'\n",
+    )
+    write("tools/hello.md", HELLO)
+    manager = Manager([tools])
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await anyio.sleep(0)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(tick)
+        listed = await manager.alist_tools()
+        group.cancel_scope.cancel()
+    assert int(seen.read_text()) != threading.get_ident()
+    assert {"probe", "hello"} <= {info.name for info in listed}
+    assert [info.name for info in listed] == [info.name for info in manager.list_tools()]
+    assert ticks > 0
+    manager.close()

@@ -13,6 +13,7 @@ end and checks that no worker it saw is left, running or unreaped.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -261,6 +262,38 @@ def test_process_specs_are_checked() -> None:
     for spec in ({"engine": "process", "pool": 0}, {"engine": "process", "address": "ray://x"}):
         with pytest.raises(ConfigurationError):
             executor_for(spec)
+
+
+def test_the_pools_end_when_the_last_open_manager_closes(write: Any, tmp_path: Path, workers: set[int]) -> None:
+    """issue 26: ``Manager.close()`` ends the process pools, unless another open Manager may still use them."""
+    gc.collect()  # Managers of earlier tests that nobody holds and nobody closed count no more
+    write("tools/work.py", WORK)
+    with Manager([tmp_path / "tools"]) as first:
+        second = Manager([tmp_path / "tools"])
+        pid = first.invoke_sync("work", {"n": 2})["pid"]
+        workers.add(pid)
+    assert first.closed and alive(pid)  # the pools are shared: second may still use them
+    assert second.invoke_sync("work", {"n": 3}) == {"pid": pid, "square": 9}
+    second.close()
+    assert pool().pids == [] and not alive(pid)  # killed and reaped
+    with Manager([tmp_path / "tools"]) as third:  # a later Manager starts new workers
+        again = third.invoke_sync("work", {"n": 4})
+        workers.add(again["pid"])
+    assert again["square"] == 16 and again["pid"] != pid and not alive(again["pid"])
+
+
+def test_the_in_process_engine_serves_new_managers_after_the_last_one_closed(write: Any, tmp_path: Path) -> None:
+    """The in-process engine's own Managers are closed with the last open one, and made anew when needed."""
+    write(
+        "tools/here.py",
+        'frontmatter = {"metadata": {"delegate": {"engine": "inprocess"}}}\n\n'
+        "def main(ctx):\n    return ctx.args['n'] + 1\n",
+    )
+    gc.collect()
+    with Manager([tmp_path / "tools"]) as first:
+        assert first.invoke_sync("here", {"n": 1}) == 2
+    with Manager([tmp_path / "tools"]) as second:
+        assert second.invoke_sync("here", {"n": 2}) == 3
 
 
 async def test_delegate_checks_the_process_pool(write: Any, tmp_path: Path) -> None:
