@@ -19,7 +19,8 @@ stdin closes (its caller ended, however) exits, even mid-unit.
 
 Pools are safe to share between event loops and threads (asyncio or trio):
 waiting is done with anyio events woken from plain threads. ``close()`` ends
-a pool's workers; at exit ``close_pools()`` ends every pool's.
+a pool's workers; ``close_pools()`` ends every pool's, when the process's
+last open ``Manager`` closes (``executor.close_executors``) and at exit.
 """
 
 from __future__ import annotations
