@@ -254,18 +254,18 @@ class Manager:
     # -- lifecycle -------------------------------------------------------------
 
     def close(self) -> None:
-        """End what this manager started; idempotent. Blocking (up to a second or so): ``aclose`` in async code.
+        """End what this manager started; idempotent. It waits for threads and processes: ``aclose`` in async code.
 
         Stops the file watcher thread and waits for it. The executors that
         ``delegate`` uses are shared by every Manager of the process: when no
         other open Manager is left, the process pools' workers are killed and
         reaped (a call still running on one fails with ``InvocationError``)
         and the in-process engine's Managers are closed; they start again
-        when a unit needs them.
-        The session store holds no connection between calls: nothing to
-        release. Afterwards ``invoke``, ``invoke_sync``, ``resume`` and
-        ``resume_sync`` raise ``InvocationError``; finding, listing and
-        explaining tools still work (edits seen by a stat at an interval).
+        when a unit needs them. Session stores keep no connection between
+        calls, so none is left open (a store object the program passed stays
+        the program's). Afterwards ``invoke``, ``invoke_sync``, ``resume``
+        and ``resume_sync`` raise ``InvocationError``; finding, listing and
+        explaining tools still work (edits are seen by a stat at an interval).
         """
         with _open_lock:
             if self.closed:
