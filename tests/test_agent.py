@@ -457,7 +457,7 @@ async def test_r_agent_1_a_truncated_answer_is_an_error_not_a_result(write, mana
     agent(
         write,
         "cut",
-        [{"answer": "It was a dark and", "finish": "length"}],
+        [{"answer": "It was a dark and", "finish": "length", "usage": {"completion_tokens": 4096}}],
         **{"model-pipeline": {"retry": {"backoff": 0}}},
     )
     box: dict = {}
@@ -466,7 +466,8 @@ async def test_r_agent_1_a_truncated_answer_is_an_error_not_a_result(write, mana
     assert info.value.retryable is False and "retries" not in box  # the same request would be cut again
     write(
         "tools/short.md",
-        "---\nmetadata:\n  model: {provider: scripted, max-tokens: 12, script: [{answer: a, finish: length}]}\n---\nx\n",
+        "---\nmetadata:\n  model: {provider: scripted, max-tokens: 12, script: [{answer: a, finish: length, "
+        "usage: {completion_tokens: 12}}]}\n---\nx\n",
     )
     with pytest.raises(ModelError, match=r"max-tokens \(12\)"):
         await manager.invoke("short")

@@ -19,7 +19,8 @@ The mapping, both ways:
 - ``max_tokens``, which this API requires, is the spec's ``max-tokens``.
 - The answer's text blocks join into ``content``; ``tool_use`` blocks become
   ``tool_calls``; ``stop_reason`` becomes ``finish_reason`` (``end_turn`` ->
-  ``stop``, ``tool_use`` -> ``tool_calls``, ``max_tokens`` -> ``length``);
+  ``stop``, ``tool_use`` -> ``tool_calls``, ``max_tokens`` and
+  ``model_context_window_exceeded`` -> ``length``, told apart by the usage);
   usage counts input tokens (cache reads and writes included) as prompt
   tokens and output tokens as completion tokens.
 
@@ -55,7 +56,13 @@ RESERVED = {
     "tool_choice": "set tool-choice in the tool's metadata",
     "max_tokens": "set max-tokens in the model spec",
 }
-FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+}
 ERRORS_TO_RETRY = ("overloaded_error", "api_error", "rate_limit_error")
 """Error types an Anthropic server reports for its own trouble, in a stream or a 200 answer: another try may work."""
 CHOICES = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}

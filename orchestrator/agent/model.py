@@ -1,7 +1,10 @@
 """Model specs, the providers that answer them, and what every provider shares (R-AGENT-2).
 
 A ``model`` value is ``"provider:model-name"`` (``openai:gpt-4o-mini``), the
-bare word ``scripted``, or a mapping of ``FIELDS``:
+bare word ``scripted``, a model alias (``sonnet``: a name of
+``orchestrator.formats.aliases()``, which ``$TOOLCASCADE_MODEL_ALIASES``
+extends; ``inherit``, Claude Code's "the caller's model", is not one here),
+or a mapping of ``FIELDS``:
 
 - ``provider``, ``name``: who answers (``openai``, ``anthropic``, ``scripted``
   or a plugin, below) and the model's name at that provider.
@@ -17,7 +20,9 @@ bare word ``scripted``, or a mapping of ``FIELDS``:
   for long answers from slow local models.
 - ``max-tokens``: the most tokens one answer may have (default
   ``DEFAULT_MAX_TOKENS``, 4096). An answer cut off there is a ``ModelError``
-  (finish reason ``length``), never returned as if it were complete.
+  (finish reason ``length``), never returned as if it were complete; so is
+  one the server cut shorter (fewer completion tokens than the limit: its
+  context window was full), and the error says which of the two it was.
 - ``options``: extra request parameters for the provider's API
   (``temperature``, ...). ``stream: false`` asks for one unstreamed answer.
 - ``script``, ``file``: the scripted provider's turns (``scripted.py``).
@@ -174,21 +179,24 @@ class Deltas:
 def parse_model(value: Any, *, tool: str | None = None, folder: Path | None = None) -> dict[str, Any]:
     """Normalize a ``model`` value into a spec mapping with every field present.
 
-    ``folder`` resolves a relative script ``file`` (the tool's own folder).
+    ``folder`` resolves a relative script ``file`` (the tool's own folder). A
+    bare word that is no provider is looked up among the model aliases.
 
     Raises:
         ConfigurationError: a malformed value, an unknown field or provider, a bad timeout or max-tokens.
     """
     where: dict[str, Any] = {"tool": tool, "key": "model"}
+    if isinstance(value, str) and ":" not in value and value not in PROVIDERS and _plugin(value) is None:
+        table = model_aliases()
+        if value in table:
+            value = table[value]  # an alias names a spec, never another alias
     if isinstance(value, str):
         provider, _, name = value.partition(":")
         spec: dict[str, Any] = {"provider": provider, "name": name or None}
     elif isinstance(value, Mapping):
         unknown = set(value) - set(FIELDS) - {GRANT}
         if unknown:
-            raise ConfigurationError(
-                f"unknown model field(s) {', '.join(sorted(unknown))}; fields: {', '.join(FIELDS)}", **where
-            )
+            raise ConfigurationError(_unknown_fields(value, sorted(unknown, key=str)), **where)
         spec = dict(value)
     else:
         raise ConfigurationError(f"model must be 'provider:name' or a mapping, not {value!r}", **where)
@@ -196,11 +204,7 @@ def parse_model(value: Any, *, tool: str | None = None, folder: Path | None = No
         spec.setdefault(field, None)
     provider = spec["provider"]
     if not isinstance(provider, str) or (provider not in PROVIDERS and _plugin(provider) is None):
-        raise ConfigurationError(
-            f"unknown model provider {provider!r}; known: {', '.join(sorted(PROVIDERS))} or a "
-            f"{ENTRY_POINTS!r} entry point (write 'provider:name')",
-            **where,
-        )
+        raise ConfigurationError(_unknown_provider(provider, bare=isinstance(value, str) and ":" not in value), **where)
     if provider != "scripted" and not spec["name"]:
         raise ConfigurationError(f"model {value!r} needs a name: '{provider}:model-name'", **where)
     if spec["options"] is not None and not isinstance(spec["options"], Mapping):
@@ -214,6 +218,62 @@ def parse_model(value: Any, *, tool: str | None = None, folder: Path | None = No
     if isinstance(spec["file"], str) and folder is not None:
         spec["file"] = str((folder / spec["file"]).resolve())
     return spec
+
+
+def model_aliases() -> dict[str, Any]:
+    """The model aliases a ``model`` value may name: ``orchestrator.formats.aliases()`` but ``inherit``.
+
+    ``inherit`` means "the caller's model" in Claude Code; a toolcascade tool
+    never inherits its caller's model, so it names no model here.
+
+    Raises:
+        ConfigurationError: ``$TOOLCASCADE_MODEL_ALIASES`` is malformed.
+    """
+    from ..formats import aliases  # only a bare word that is no provider needs the table
+
+    return {name: spec for name, spec in aliases().items() if name != "inherit"}
+
+
+def _unknown_fields(value: Mapping[str, Any], unknown: list[str]) -> str:
+    """Why a model mapping's fields are refused: a misspelt field, or a request parameter outside ``options``."""
+    import difflib  # only a refused spec needs it
+
+    hints = []
+    parameters = {}
+    for key in unknown:
+        close = difflib.get_close_matches(str(key).replace("_", "-"), FIELDS, n=1)
+        if close:
+            hints.append(f"{key!r}: did you mean {close[0]!r}?")
+        else:
+            parameters[key] = value[key]
+    if parameters:
+        shown = ", ".join(f"{key}: {json.dumps(v, default=str)}" for key, v in parameters.items())
+        hints.append(f"request parameters for the provider's API go under options: options: {{{shown}}}")
+    return (
+        f"unknown model field(s) {', '.join(map(str, unknown))}; {'; '.join(hints)} "
+        f"(the model fields are {', '.join(FIELDS)})"
+    )
+
+
+def _unknown_provider(provider: Any, *, bare: bool) -> str:
+    """Why a provider is refused, with the closest provider (or, for a bare word, alias) and how to add an alias."""
+    import difflib  # only a refused spec needs it
+
+    from ..formats import ALIASES_ENV
+
+    providers = sorted(PROVIDERS)
+    aliases = sorted(model_aliases()) if bare else []
+    close = difflib.get_close_matches(str(provider), [*providers, *aliases], n=1)
+    hint = f"; did you mean {close[0]!r}? Or write" if close else "; write"
+    alias = (
+        f", or a model alias ({', '.join(aliases)}; define your own in ${ALIASES_ENV}, "
+        f"e.g. {ALIASES_ENV}='{{fast: \"openai:gpt-4o-mini\"}}')"
+    )
+    return (
+        f"unknown model provider {provider!r}{' (nor a model alias)' if bare else ''}{hint} "
+        f"'provider:name' with a provider of {', '.join(providers)} or a {ENTRY_POINTS!r} entry point"
+        f"{alias if bare else ''}"
+    )
 
 
 def provider_for(spec: Mapping[str, Any]) -> Provider:
@@ -321,18 +381,13 @@ def check_response(request: Mapping[str, Any], response: Mapping[str, Any], tool
     """Refuse an answer that is not what was asked: truncated, or without the tool call ``tool-choice`` demands.
 
     Raises:
-        ModelError: the answer was cut off at max-tokens (not retryable), or the
+        ModelError: the answer was cut off, at max-tokens or by the server (not retryable), or the
             model made no call though ``tool-choice`` is ``required`` or a tool's
             name, or called another tool (retryable: the next sample may obey).
     """
     spec = request.get("model") or {}
     if response.get("finish_reason") == "length":
-        raise ModelError(
-            f"model {label(spec)}: the answer was cut off at max-tokens ({max_tokens(spec)}); "
-            "raise max-tokens in the model spec or ask for a shorter answer",
-            retryable=False,
-            tool=tool,
-        )
+        raise ModelError(_cut_off(spec, response.get("usage")), retryable=False, tool=tool)
     choice = request.get("tool-choice")
     if not request.get("tools") or choice in (None, "auto", "none"):
         return
@@ -349,6 +404,38 @@ def check_response(request: Mapping[str, Any], response: Mapping[str, Any], tool
             retryable=True,
             tool=tool,
         )
+
+
+def _cut_off(spec: Mapping[str, Any], usage: Any) -> str:
+    """Why an answer stopped at finish reason ``length``: at max-tokens, or earlier, by the server.
+
+    An answer shorter than the token limit was not cut by it: the server
+    stopped it, most often because its context window was full (a local
+    server's context size is often far below the model's).
+    """
+    options = spec.get("options") or {}
+    named = next((f"options.{key}" for key in ("max_completion_tokens", "max_tokens") if options.get(key)), None)
+    limit = options[named.removeprefix("options.")] if named else max_tokens(spec)
+    named = named or "max-tokens"
+    used = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
+    if not isinstance(used, int) or isinstance(used, bool):
+        return (
+            f"model {label(spec)}: the answer was cut off (finish reason length), either at {named} ({limit}) "
+            "or by the server's context window; the server reported no usage to tell which: raise max-tokens, "
+            "ask for a shorter answer or send a shorter conversation"
+        )
+    if isinstance(limit, int) and used < limit:
+        prompt = usage.get("prompt_tokens") if isinstance(usage, Mapping) else None
+        sent = f" with {prompt} prompt tokens" if isinstance(prompt, int) and prompt else ""
+        return (
+            f"model {label(spec)}: the server stopped the answer after {used} tokens, below {named} ({limit}){sent}: "
+            "its context window was most likely full; send a shorter conversation (compact in model-pipeline) or "
+            "give the model a larger context (a server setting, such as llama.cpp's --ctx-size or Ollama's num_ctx)"
+        )
+    return (
+        f"model {label(spec)}: the answer was cut off at {named} ({limit}); "
+        "raise max-tokens in the model spec or ask for a shorter answer"
+    )
 
 
 # -- who chooses where a key goes -------------------------------------------------
