@@ -74,6 +74,7 @@ from ..errors import (
     ModelError,
     OrchestratorError,
     ReturnsValidationError,
+    ToolNotFoundError,
 )
 from ..options import extract_options
 from ..prompt import render_prompt
@@ -167,6 +168,7 @@ class Agent:
         self.conversation = Conversation([], [])
         self.iteration = 0
         self.errors = 0
+        self.history = 0  # messages the session held before this run
         self.choice_now = choice
         self.answering = False
 
@@ -202,7 +204,10 @@ class Agent:
                 schema: dict[str, Any] = {"type": "object", "properties": {}}
                 wrapped, description = False, "Continue the wrapped tool's pipeline and return its result."
             else:
-                info = self.manager.describe(name, ctx.paths, ctx.run.checked)
+                try:
+                    info = self.manager.describe(name, ctx.paths, ctx.run.checked)
+                except ToolNotFoundError as exc:
+                    raise self._not_a_tool(name, exc) from exc
                 if info.role == "middleware":
                     raise ConfigurationError(
                         f"tool {name!r} is middleware (role: middleware): it wraps other tools and cannot be offered "
@@ -225,6 +230,23 @@ class Agent:
                 }
             )
         return offered
+
+    def _not_a_tool(self, name: str, exc: ToolNotFoundError) -> ConfigurationError:
+        """The error for a name in ``tools`` that is no tool, at the file and line that listed it.
+
+        The not-found error's own "did you mean" (built only now) comes along in its detail.
+        """
+        ctx = self.ctx
+        levels = self.manager.planner.plan(ctx.tool, ctx.paths, ctx.run.checked).levels
+        setter = next((lv for lv in reversed(levels) if name in (lv.data.get("tools") or ())), None)
+        path, line = (setter.path, setter.lines.get("tools")) if setter and setter.path else (ctx.tool.path, None)
+        return ConfigurationError(
+            f"tools lists {name!r}, which agent {ctx.tool.name!r} cannot offer its model: {exc.detail}",
+            tool=ctx.tool.name,
+            path=path,
+            line=line,
+            key="tools",
+        )
 
     async def run(self) -> Any:
         """Ask the model until it answers; run its tool calls in between.
@@ -292,10 +314,12 @@ class Agent:
             if saver is not None:
                 await saver.resume(int(state["saved"]))
             iteration, self.errors = int(state["iteration"]), int(state["errors"])
+            self.history = int(state.get("history", 0))
             self.choice_now, self.answering = str(state["choice"]), bool(state["answering"])
             turn = state["turn"]
         else:
             history = await saver.load() if saver is not None else []
+            self.history = len(history)
             self.conversation = Conversation(
                 self._preamble(), [*history, {"role": "user", "content": str(render_prompt(ctx))}]
             )
@@ -346,7 +370,29 @@ class Agent:
             if choice not in CHOICES:
                 self.choice_now = "auto"  # a named tool is forced once, then the model may answer
             iteration += 1
-        raise InvocationError(f"no answer after max-iterations ({self.max_iterations})", tool=ctx.tool.name)
+        raise InvocationError(self._exhausted(), tool=ctx.tool.name, key="max-iterations")
+
+    def _exhausted(self) -> str:
+        """Why the loop stopped without an answer: max-iterations was reached; how to raise it; whether it looped."""
+        limit = self.max_iterations
+        turns = [m.get("tool_calls") for m in self.conversation.messages if m.get("role") == "assistant"]
+        same = 0
+        for calls in reversed(turns):
+            if not calls or _calls(calls) != _calls(turns[-1] or []):
+                break
+            same += 1
+        looped = ""
+        if same >= 2:
+            first = (turns[-1] or [{}])[0]
+            shown = f"{self._ref(first.get('name'))}({json.dumps(first.get('arguments'), default=str)[:100]})"
+            looped = (
+                f"; its last {same} turns each made the same call, {shown}: it is looping. Add "
+                "tool-pipeline: {circuit-breaker: {repeats: 3}} to tell it to stop and answer"
+            )
+        return (
+            f"the model gave no answer in {limit} model requests: max-iterations ({limit}) was reached{looped}; "
+            f"if it needs more turns, raise max-iterations in the tool's metadata (max-iterations: {limit * 2})"
+        )
 
     async def _save(self) -> None:
         if self.saver is not None:
@@ -483,6 +529,7 @@ class Agent:
             "messages": conversation.messages,
             "rewritten": conversation.rewritten,
             "saved": self.saver.saved if self.saver is not None else 0,
+            "history": self.history,
             "iteration": self.iteration,
             "errors": self.errors,
             "choice": self.choice_now,
@@ -575,6 +622,8 @@ class Agent:
         except BaseException as exc:
             if deltas is not None:
                 deltas.discard(f"{type(exc).__name__}: {exc}")
+            if isinstance(exc, ModelError) and self.history and self.spec.get("provider") == "scripted":
+                raise self._replayed(exc) from exc
             raise
         if not isinstance(response, Mapping):
             raise InvocationError(f"model-call returned {type(response).__name__}, not a response", tool=ctx.tool.name)
@@ -591,6 +640,22 @@ class Agent:
             streamed=deltas.count if deltas is not None else 0,
         )
         return dict(response)
+
+    def _replayed(self, exc: ModelError) -> ModelError:
+        """A scripted model's failure, saying the session's earlier messages count among its turns."""
+        session = self.saver.session if self.saver is not None else None
+        return ModelError(
+            f"{exc.detail}; session {session!r} already held {self.history} messages from earlier runs, and a "
+            "scripted model's turns count them: use a new session id, or clear it "
+            f"(await manager.sessions.delete({session!r}), or toolcascade sessions delete {session} --store FILE)",
+            retryable=exc.retryable,
+            status=exc.status,
+            retry_after=exc.retry_after,
+            tool=exc.tool or self.ctx.tool.name,
+            path=exc.path,
+            line=exc.line,
+            key=exc.key,
+        )
 
     def _named(self, data: dict[str, Any]) -> dict[str, Any]:
         """A delta as listeners see it: a tool call by its ref, as ``tool.start`` names it."""
@@ -758,6 +823,11 @@ class Saver:
 def _deciding(decision: Decision | None) -> AbstractContextManager[None]:
     """``approval.deciding(decision)``, or nothing when there is no decision to hand on."""
     return deciding(decision) if decision is not None else nullcontext()
+
+
+def _calls(calls: Sequence[Mapping[str, Any]]) -> list[tuple[Any, str]]:
+    """A turn's tool calls, by name and arguments (ids differ on every turn), to tell a repeated turn."""
+    return [(c.get("name"), json.dumps(c.get("arguments"), sort_keys=True, default=str)) for c in calls]
 
 
 def _text(content: Any) -> str:

@@ -113,7 +113,9 @@ class ScriptedProvider:
         turn = sum(1 for m in messages if m.get("role") == "assistant")
         if turn >= len(script):
             raise ModelError(
-                f"the model script has {len(script)} turn(s); the agent asked for turn {turn + 1}", retryable=False
+                f"the model script has {len(script)} turn(s); the agent asked for turn {turn + 1} (turn N answers a "
+                "request that already holds N-1 assistant messages): add turns to the script",
+                retryable=False,
             )
         step = script[turn]
         if isinstance(step, str):
