@@ -83,13 +83,24 @@ class Caller:
     ``name`` is how errors name it (``"MCP callers"``, ``"a model"``);
     ``tools`` the refs it may call and use as middleware; ``overrides``
     whether it may send ``$overrides``; ``sessions`` whether it may continue
-    a stored conversation with ``$context.session``.
+    a stored conversation with ``$context.session``. ``switch`` is how the
+    program allows those two, named when they are refused: the MCP server's
+    ``--allow-`` (``--allow-overrides``, ``--allow-sessions``); empty for a
+    caller nothing allows them (a model).
     """
 
     name: str
     tools: Container[str]
     overrides: bool = False
     sessions: bool = False
+    switch: str = ""
+
+    def allowing(self, what: str) -> str:
+        """``: start the server with --allow-overrides ...`` for a refusal of ``what``, or nothing."""
+        if not self.switch:
+            return ""
+        keyword = f"{self.switch.strip('-').replace('-', '_')}{what}"
+        return f": start the server with {self.switch}{what} ({keyword}=True from Python) to accept it"
 
 
 def check_untrusted(ref: str, options: Mapping[str, Any], caller: Caller) -> None:
@@ -107,7 +118,9 @@ def check_untrusted(ref: str, options: Mapping[str, Any], caller: Caller) -> Non
     overrides = options.get("overrides")
     if overrides is not None:
         if not caller.overrides:
-            raise SecurityError(f"$overrides is not accepted from {who}", tool=ref, key="$overrides")
+            raise SecurityError(
+                f"$overrides is not accepted from {who}{caller.allowing('overrides')}", tool=ref, key="$overrides"
+            )
         _check_overrides(ref, overrides, caller)
     context = options.get("context") or {}
     if not isinstance(context, Mapping):
@@ -118,7 +131,7 @@ def check_untrusted(ref: str, options: Mapping[str, Any], caller: Caller) -> Non
     if "session" in context and not caller.sessions:
         raise SecurityError(
             f"$context.session is not accepted from {who}: conversations are kept only for callers the program "
-            "allows sessions",
+            f"allows sessions{caller.allowing('sessions')}",
             tool=ref,
             key="$context",
         )

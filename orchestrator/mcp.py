@@ -377,7 +377,11 @@ class Service:
             if params.request_state is not None:  # a 2026-era retry answering an approval
                 return await self.resumed(ctx, listing, params)
             caller = Caller(
-                "MCP callers", Served(self, served, listing.ref), self.allow_overrides, sessions=self.allow_sessions
+                "MCP callers",
+                Served(self, served, listing.ref),
+                self.allow_overrides,
+                sessions=self.allow_sessions,
+                switch="--allow-",  # named in a refusal of $overrides or a session
             )
             args, options = self.options(listing, params.arguments or {}, envelope(ctx), caller)
             with approval.asking(self.approver(ctx, listing.ref)):
