@@ -19,8 +19,19 @@ import anyio
 import click
 
 from .approval import Decision
-from .cli import command_manager, debug_option, fail, json_option, path_option, reporting
-from .display import Live, progress
+from .cli import (
+    Screen,
+    answers_in_json,
+    command_manager,
+    debug_option,
+    echo_result,
+    fail,
+    json_option,
+    path_option,
+    reporting,
+    resume_options,
+)
+from .display import progress
 from .errors import Interrupted, describe
 from .manager import Manager
 from .options import SESSION_ID
@@ -46,33 +57,22 @@ def check_session(_ctx: click.Context, param: click.Parameter, value: str | None
     return value
 
 
-def echo_result(result: Any, live: Live | None) -> None:
-    """Print a result as ``run`` does: a string as it is (finishing what streamed), anything else as JSON."""
-    shown = "".join(live.streamed) if live is not None else ""
-    if isinstance(result, str):
-        if shown and result.startswith(shown):
-            rest = result[len(shown) :]
-            click.echo(rest, nl=not rest.endswith("\n"))
-            return
-        if shown:
-            click.echo()
-        click.echo(result, nl=not result.endswith("\n"))
-        return
-    if shown:
-        click.echo()
-    click.echo(json.dumps(result, indent=2, default=str, ensure_ascii=False))
+def watched(manager: Manager, label: str, call: Callable[[], Any], ref: str | None = None) -> tuple[Any, Screen | None]:
+    """Run ``call`` with the spinner and streamed answer on a terminal; its result and what was shown.
 
-
-def watched(manager: Manager, label: str, call: Callable[[], Any]) -> tuple[Any, Live | None]:
-    """Run ``call`` with the spinner and streamed answer on a terminal; its result and what streamed."""
+    ``ref`` is the tool that answers (else the name of the run's tool): when it has ``returns``, its
+    answer does not stream and is printed once, as JSON.
+    """
     with progress(label) as live:
+        screen = None
         if live is not None:
-            manager.events.listeners.append(live)
+            screen = Screen(live, lambda name: answers_in_json(manager, ref or name))
+            manager.events.listeners.append(screen)
         try:
-            return call(), live
+            return call(), screen
         finally:
-            if live is not None:
-                manager.events.listeners.remove(live)
+            if screen is not None:
+                manager.events.listeners.remove(screen)
 
 
 def input_key(manager: Manager, agent: str) -> str:
@@ -145,7 +145,7 @@ def chat(
     while True:
         try:
             line = input(prompt)
-        except (EOFError, KeyboardInterrupt):
+        except EOFError:  # Ctrl-D ends the chat; Ctrl-C interrupts it (exit 130, as the group says)
             click.echo()
             return
         text = line.strip()
@@ -155,27 +155,27 @@ def chat(
             return
         try:
             args = {key: text}
-            result, live = watched(
-                manager, agent, partial(manager.invoke_sync, agent, args, context={"session": session})
+            result, screen = watched(
+                manager, agent, partial(manager.invoke_sync, agent, args, context={"session": session}), agent
             )
         except Interrupted as held:
             try:
-                result, live = resumed(manager, agent, held)
+                result, screen = resumed(manager, agent, held)
             except Exception as exc:
                 click.echo(f"error: {describe(exc)}", err=True)
                 continue
         except Exception as exc:  # one failed turn does not end the conversation
             click.echo(f"error: {describe(exc)}", err=True)
             continue
-        echo_result(result, live)
+        echo_result(result, screen)
 
 
-def resumed(manager: Manager, agent: str, held: Interrupted) -> tuple[Any, Live | None]:
+def resumed(manager: Manager, agent: str, held: Interrupted) -> tuple[Any, Screen | None]:
     """Ask about each held call and resume until the turn answers."""
     while True:
         decision = ask_decision(held)
         try:
-            return watched(manager, agent, partial(anyio.run, manager.resume, held.token, decision))
+            return watched(manager, agent, partial(anyio.run, manager.resume, held.token, decision), agent)
         except Interrupted as again:
             held = again
 
@@ -295,9 +295,9 @@ def resume(
             fail(f"--edit is not valid JSON: {exc.msg} at column {exc.colno}")
     elif action == "deny":
         decision = {"action": "deny", "reason": reason}
-    with reporting(debug):
+    with reporting(debug, resume_options(paths, store)):  # held again: exit 3, printing the new token
         manager = command_manager(paths, sessions=store)
         chosen = Decision.of(decision)
-        result, live = watched(manager, "resume", partial(anyio.run, manager.resume, token, chosen))
-    echo_result(result, live)
+        result, screen = watched(manager, "resume", partial(anyio.run, manager.resume, token, chosen))
+    echo_result(result, screen)
     sys.stdout.flush()

@@ -4,6 +4,12 @@ Every command takes ``--path DIR`` (repeatable; default ``./tools`` when it
 exists; the built-in tools are always searched last). Failures print one
 line, ``error: <ErrorType>: <message>``, on stderr and exit 1; ``--debug``
 adds the traceback. rich is imported only by the commands that draw with it.
+
+Exit status: 0 done; 1 an error; 2 a usage error; ``SUSPENDED`` (3) a run
+paused for a decision (what is held and the ``resume`` command go to
+stderr); ``INTERRUPTED`` (130) after Ctrl-C. Results and reports go to
+stdout, diagnostics to stderr. Once the status is known the process ends,
+even when a thread is still stuck in a sync tool (Python cannot stop it).
 """
 
 from __future__ import annotations
@@ -12,7 +18,10 @@ import importlib
 import importlib.util
 import json
 import logging
+import shlex
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -24,13 +33,19 @@ import anyio
 import click
 
 from . import __version__
-from .display import Usage, display, explanation_view, plain_rows, progress, terminal
-from .errors import InterpolationError, OrchestratorError, describe
+from .display import Live, Usage, display, explanation_view, plain_rows, progress, terminal
+from .errors import InterpolationError, Interrupted, OrchestratorError, describe
+from .events import Event
 from .manager import Manager
 from .planner import replaced_builtin
 from .registry import builtin_folder
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+SUSPENDED = 3
+"""Exit status of a run that paused for a decision: not an error; ``toolcascade resume`` continues it."""
+INTERRUPTED = 130
+"""Exit status after Ctrl-C (128 + SIGINT), as shells report it."""
 
 MCP_MISSING = (
     "error: toolcascade serve needs the MCP SDK: pip install 'mcp>=2,<3' (or install toolcascade with its mcp extra)"
@@ -133,8 +148,14 @@ def fail(message: str) -> NoReturn:
 
 
 @contextmanager
-def reporting(debug: bool) -> Iterator[None]:
-    """Turn any error into one ``error: Type: message`` line and exit 1 (plus the traceback with --debug)."""
+def reporting(debug: bool, again: Sequence[str] = ()) -> Iterator[None]:
+    """Turn any error into one ``error: Type: message`` line and exit 1 (plus the traceback with --debug).
+
+    A run that paused for a decision (``Interrupted``) is no error: what it
+    holds and the ``toolcascade resume`` command (with ``again``, the options
+    that find the same tools and store) go to stderr, and the exit status is
+    ``SUSPENDED``.
+    """
     try:
         yield
     except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
@@ -143,10 +164,31 @@ def reporting(debug: bool) -> Iterator[None]:
         leaf = exc
         while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
             leaf = leaf.exceptions[0]  # type: ignore[assignment]  # anyio task groups wrap a lone error
+        if isinstance(leaf, Interrupted):
+            suspend(leaf, again)
         if debug:
             click.echo(trimmed_traceback(exc), err=True, nl=False)
         hint = "" if debug or isinstance(leaf, OrchestratorError) else " (run with --debug for the traceback)"
         fail(f"{describe(leaf)}{hint}")
+
+
+def suspend(paused: Interrupted, again: Sequence[str]) -> NoReturn:
+    """Say on stderr what the paused run holds and how to continue it; exit ``SUSPENDED``."""
+    request = paused.request
+    shown = json.dumps(request.get("args"), ensure_ascii=False, default=str)
+    click.echo(f"paused: waiting for a decision on {request.get('tool', '?')} {shown}", err=True)
+    if request.get("reason"):
+        click.echo(f"  why: {request['reason']}", err=True)
+    command = shlex.join(["toolcascade", "resume", paused.token, "--approve", *again])
+    click.echo(f"  continue: {command}", err=True)
+    click.echo("  (or --deny [--reason TEXT], or --edit JSON, in place of --approve)", err=True)
+    sys.exit(SUSPENDED)
+
+
+def resume_options(paths: Sequence[Path], store: Path | None) -> list[str]:
+    """The options a ``resume`` needs to find what a run found: its ``--path`` folders and ``--store``."""
+    options = [word for path in paths for word in ("--path", str(path))]
+    return [*options, "--store", str(store)] if store is not None else options
 
 
 _ENGINE = (
@@ -239,6 +281,18 @@ class Commands(click.Group):
         assert isinstance(command, click.Command)
         return command
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; Ctrl-C ends it with ``INTERRUPTED`` (130), as shells expect, not as an error."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            pass
+        except click.exceptions.Abort as exc:
+            if not isinstance(exc.__context__, KeyboardInterrupt):  # click's prompts turn Ctrl-C into Abort
+                raise
+        click.echo("\ninterrupted", err=True)
+        raise click.exceptions.Exit(INTERRUPTED)
+
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="toolcascade")
@@ -312,7 +366,30 @@ def run(
     """
     value = parse_args(args)
     usage = Usage() if verbose else None
-    with reporting(debug), progress(tool) as live:
+    try:
+        result, screen = running(
+            tool, value, paths, overrides, session, store, usage, executor_spec, debug, resume_options(paths, store)
+        )
+        echo_result(result, screen)
+    finally:  # a failed or paused run says what it used too
+        if usage is not None:
+            click.echo(usage.line(), err=True)
+
+
+def running(
+    tool: str,
+    value: Any,
+    paths: Sequence[Path],
+    overrides: dict[str, Any],
+    session: str | None,
+    store: Path | None,
+    usage: Usage | None,
+    executor_spec: str | None,
+    debug: bool,
+    again: Sequence[str],
+) -> tuple[Any, Screen | None]:
+    """Invoke ``tool`` as ``run`` does; its result and, on a terminal, what was shown of it."""
+    with reporting(debug, again), progress(tool) as live:
         executor = None
         if executor_spec is not None and session:
             raise click.UsageError("--session keeps the conversation in a local store: it cannot go with --executor")
@@ -325,7 +402,11 @@ def run(
             from .approval import terminal
 
             asker = terminal()
-        manager = command_manager(paths, on_event=live, executor=executor, approver=asker, sessions=store)
+        manager = command_manager(paths, executor=executor, approver=asker, sessions=store)
+        screen = None
+        if live is not None:
+            screen = Screen(live, lambda _name: answers_in_json(manager, tool, overrides))
+            manager.events.listeners.append(screen)
         context = {"session": session} if session else None
         if usage is not None:
             manager.events.listeners.append(usage)
@@ -335,21 +416,77 @@ def run(
             from .executor import invoke_on
 
             result = anyio.run(partial(invoke_on, executor, manager, tool, value, overrides=overrides or None))
-    shown = "".join(live.streamed) if live is not None else ""
-    if isinstance(result, str):
-        if shown and result.startswith(shown):  # the answer streamed already: finish it
-            rest = result[len(shown) :]
-            click.echo(rest, nl=not rest.endswith("\n"))
-        else:
-            if shown:
-                click.echo()
-            click.echo(result, nl=not result.endswith("\n"))
-    else:
-        if shown:
+    return result, screen
+
+
+class Screen:
+    """What ``run``, ``chat`` and ``resume`` show of an answer on a terminal: ``display.Live``, told what to skip.
+
+    Live streams the top-level model's text as it arrives. An agent with
+    ``returns`` answers in JSON, printed once at the end, so its text does
+    not stream (a prose answer it gave first would be replaced anyway); its
+    tool calls still show. Streamed text ends its line before the next turn
+    or tool call, and ``answer`` is the last turn's text: what of the result
+    is on the screen already.
+    """
+
+    def __init__(self, live: Live, structured: Callable[[str], bool]) -> None:
+        self.live = live
+        self.structured = structured  # asked once, with the top-level tool's name, at the run's first event
+        self.stream: bool | None = None
+        self.turn = 0  # where the last turn's text begins in live.streamed
+        self.open = False  # the streamed text stops mid-line
+
+    def __call__(self, event: Event) -> None:
+        top = event.depth == 0
+        if top and self.stream is None:
+            self.stream = not self.structured(event.tool)
+        if top and event.kind == "model.delta" and not self.stream:
+            return
+        if top and event.kind in ("model.request", "tool.start"):
+            self.end_line()
+            if event.kind == "model.request":
+                self.turn = len(self.live.streamed)
+        self.live(event)
+        if top and event.kind == "model.delta" and event.data.get("text"):
+            self.open = not str(event.data["text"]).endswith("\n")
+        elif top and event.kind == "model.discarded" and not self.live.streamed:
+            self.turn, self.open = 0, False  # Live ended the line and forgot the text
+
+    def end_line(self) -> None:
+        """End the line the streamed text left open."""
+        if self.open:
+            self.open = False
             click.echo()
+
+    @property
+    def answer(self) -> str:
+        """The text streamed since the last model request: the answer, when the result is text."""
+        return "".join(self.live.streamed[self.turn :])
+
+
+def answers_in_json(manager: Manager, ref: str, overrides: dict[str, Any] | None = None) -> bool:
+    """Whether ``ref`` has ``returns``: its answer is printed at the end, never streamed."""
+    try:
+        explanation = manager.explain(ref, overrides=overrides or None, render=False)
+    except OrchestratorError:
+        return False  # the run itself reports what is wrong
+    return any(item.key == "returns" for item in explanation.keys)
+
+
+def echo_result(result: Any, screen: Screen | None) -> None:
+    """Print a result: a string as it is (finishing what streamed of it), anything else as JSON, once."""
+    shown = screen.answer if screen is not None else ""
+    if isinstance(result, str) and shown and result.startswith(shown):
+        rest = result[len(shown) :]  # the answer streamed already: finish it
+        click.echo(rest, nl=not rest.endswith("\n"))
+        return
+    if screen is not None:
+        screen.end_line()
+    if isinstance(result, str):
+        click.echo(result, nl=not result.endswith("\n"))
+    else:
         click.echo(json.dumps(result, indent=2, default=str, ensure_ascii=False))
-    if usage is not None:
-        click.echo(usage.line(), err=True)
 
 
 @cli.command(name="list", short_help="List the tools: name, kind, description.")
@@ -656,4 +793,41 @@ def ending_within(grace: float) -> Iterator[None]:
 
 def main() -> None:
     """The ``toolcascade`` console script."""
-    cli(prog_name="toolcascade")
+    try:
+        cli(prog_name="toolcascade")
+    except SystemExit as ending:
+        leave(ending.code)
+        raise
+
+
+def leave(code: object, wait: float = 0.5) -> None:
+    """End the process with ``code`` now if a thread would hold its exit (the interpreter joins them all).
+
+    A sync tool that outlived its ``$timeout`` or a Ctrl-C keeps running in
+    its worker thread, and no thread can be killed. Threads that end within
+    ``wait`` seconds get to; if one is still running, the output is flushed
+    and ``os._exit`` ends the process, as ``serve --grace`` does.
+    """
+    import os
+
+    deadline = time.monotonic() + wait
+    current = threading.current_thread()
+    stuck = [t for t in threading.enumerate() if t is not current and not t.daemon]
+    for thread in stuck:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    if not any(thread.is_alive() for thread in stuck):
+        return
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:
+        click.echo(code, err=True)
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said
+            pass
+    logging.shutdown()
+    os._exit(status)
