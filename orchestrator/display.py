@@ -9,30 +9,33 @@ drawing a table of 10,000 tools took longer than listing them.
 from __future__ import annotations
 
 import json
+import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from .explain import when_words
 from .frozen import thaw
 from .ordering import DEFAULT_AFTER, DEFAULT_BEFORE
 from .registry import builtin_folder
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import Console, ConsoleOptions
     from rich.status import Status
 
     from .events import Event
 
 
 def console(stderr: bool = False) -> Console:
-    """A rich console; piped output gets a wide fixed width so rows are not wrapped at 80 columns."""
+    """A rich console; piped output gets a wide fixed width so rows are not wrapped at 80 columns,
+    unless ``COLUMNS`` asks for a width."""
     from rich.console import Console
 
     found = Console(stderr=stderr)
-    if not found.is_terminal and found.width == 80:
+    if not found.is_terminal and found.width == 80 and "COLUMNS" not in os.environ:
         found = Console(stderr=stderr, width=160)
     return found
 
@@ -186,34 +189,102 @@ def progress(label: str) -> Iterator[Live | None]:
 
 # -- show ---------------------------------------------------------------------
 
+WIDE = 150  # from this many columns on, show draws tables; below it, one block per key and per entry
+CONSTRAINTS = 24  # the chain table's AFTER and BEFORE columns wrap at this width
+KEY_WIDTH = 24  # the narrow layout's key column: a longer key folds onto more lines
 
-def runs(entry: dict[str, Any]) -> Any:
-    """The RUNS cell: when an entry with a ``when`` runs, and whether it has work now."""
+
+def runs(entry: dict[str, Any], kind: str | None = None) -> Any:
+    """The RUNS words for a chain entry: what it does (its tool's description), or why it is skipped.
+
+    An entry with a ``when`` runs only when all of its conditions hold.
+    ``kind``, the explained tool's kind, rules out the conditions on kind
+    that hold, so a skip names the one that does not.
+    """
     from rich.text import Text
 
-    if entry.get("when") is None:
-        return Text("")
-    if entry.get("needed", True):
-        return Text(f"when {entry['when']}")
-    return Text(f"not needed: runs when {entry['when']}", style="dim")
+    does = (entry.get("description") or "").strip().rstrip(".")
+    when = entry.get("when")
+    if when is None:
+        return Text(f"{does}." if does else "runs")
+    if not entry.get("needed", True):
+        return Text(f"skipped: {when_words(when, False, kind)}", style="dim")
+    because = when_words(when, True, kind)
+    return Text(f"{does} ({because})." if does else f"runs ({because})")
 
 
 def compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=repr)
 
 
-def explanation_view(data: dict[str, Any]) -> list[Any]:
-    """What ``show`` prints for an ``Explanation.to_dict()``: header, frontmatter, keys, chain."""
+class ByWidth:
+    """A renderable drawn by ``wide()`` on a console at least ``WIDE`` columns wide, by ``narrow()`` below."""
+
+    def __init__(self, narrow: Callable[[], Any], wide: Callable[[], Any]) -> None:
+        self.narrow = narrow
+        self.wide = wide
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Any]:
+        yield self.wide() if options.max_width >= WIDE else self.narrow()
+
+
+def nearest_first(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The keys as a person looks for them: the caller's overrides, the tool's own, then its
+    authorities nearest first, the default authority's last; merged order within a level."""
+    levels = [tuple(level) for level in reversed(data["levels"])]
+    rank = {level: index for index, level in enumerate(levels)}
+    return sorted(
+        data["keys"], key=lambda k: -1 if k["level_kind"] == "override" else rank.get((k["level"], k["level_kind"]), 0)
+    )
+
+
+def users(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The keys the user set: all but those only the built-in default authority sets."""
+    return [
+        k for k in nearest_first(data) if not (k["level"] == "default" and k["level_kind"] in ("authority", "inherit"))
+    ]
+
+
+def explanation_view(data: dict[str, Any], *, brief: bool = False) -> list[Any]:
+    """What ``show`` prints for an ``Explanation.to_dict()``: header, frontmatter, keys, chain, prompt.
+
+    Each part fits the console it is printed on: tables from ``WIDE``
+    columns on, one block per key and per chain entry below it. Values wrap,
+    never cut. ``brief``: the tool, the keys the user set (without the default
+    authority's) and the chain's entries with what each does; no provenance.
+    """
+    if brief:
+        return brief_view(data)
     import yaml
     from rich import box
     from rich.panel import Panel
+    from rich.text import Text
+
+    view: list[Any] = [header(data), ""]
+    if data.get("format"):
+        view += [mapping_view(data), ""]
+    frontmatter = yaml.safe_dump(thaw(data["frontmatter"]), sort_keys=False, allow_unicode=True).rstrip()
+    view.append(Panel(Text(frontmatter), title="frontmatter", title_align="left", box=box.ROUNDED, expand=False))
+    view += ["", ByWidth(lambda: keys_blocks(data), lambda: keys_table(data)), ""]
+    if data["chain"]:
+        view.append(ByWidth(lambda: chain_blocks(data), lambda: chain_table(data)))
+    else:
+        view.append(Text("chain: empty (the body runs on its own)"))
+    if data.get("prompt"):
+        title = "prompt (rendered with ARGS)" if data.get("rendered") else "prompt (as written)"
+        view.append("")
+        view.append(Panel(Text(data["prompt"]), title=title, title_align="left", box=box.ROUNDED, expand=False))
+    return view
+
+
+def header(data: dict[str, Any]) -> Any:
+    """The tool, its file, its authorities, levels and phases, and the annotations that apply."""
     from rich.table import Table
     from rich.text import Text
 
-    view: list[Any] = []
     head = Table.grid(padding=(0, 2))
-    head.add_column(style="bold")
-    head.add_column()
+    head.add_column(style="bold", no_wrap=True)
+    head.add_column(overflow="fold")
     head.add_row("tool", Text(f"{data['tool']} ({data['kind']})"))
     head.add_row("uri", Text(data["uri"]))
     # From the levels: with `$inherit: false` the authorities are found but contribute nothing.
@@ -226,33 +297,57 @@ def explanation_view(data: dict[str, Any]) -> list[Any]:
             head.add_row(note, Text(", ".join(data["annotations"][note])))
     if data["annotations"].get("$attach"):
         head.add_row("$attach", Text(str(data["annotations"]["$attach"])))
-    if data.get("replaces"):
-        head.add_row("replaces", Text(f"{data['replaces']}: wherever it would run, this tool runs instead"))
-    if data.get("format"):
-        head.add_row("format", Text(f"{data['format']} (read through its adapter; mapping below)"))
-    if data.get("host_tools"):
-        head.add_row("host tools", Text(", ".join(data["host_tools"]) + " (kept as data: never offered, never run)"))
-    view.append(head)
-    view.append("")
-    if data.get("format"):
-        view.append(mapping_view(data))
-        view.append("")
-    frontmatter = yaml.safe_dump(thaw(data["frontmatter"]), sort_keys=False, allow_unicode=True).rstrip()
-    view.append(Panel(Text(frontmatter), title="frontmatter", title_align="left", box=box.ROUNDED, expand=False))
+    for row in notices(data):
+        head.add_row(*row)
+    return head
 
-    keys = Table(title="merged metadata", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+
+def notices(data: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The header rows brief keeps too: a built-in this tool replaces, its format, its host's tools."""
+    from rich.text import Text
+
+    rows: list[tuple[str, Any]] = []
+    if data.get("replaces"):
+        rows.append(("replaces", Text(f"{data['replaces']}: wherever it would run, this tool runs instead")))
+    if data.get("format"):
+        rows.append(("format", Text(f"{data['format']} (read through its adapter; mapping below)")))
+    if data.get("host_tools"):
+        names = ", ".join(data["host_tools"])
+        rows.append(("host tools", Text(f"{names} (kept as data: never offered, never run)")))
+    return rows
+
+
+def provenance(item: dict[str, Any]) -> tuple[str, str]:
+    """Where a key's value comes from (``tone (tool)``, with what it merged over) and its policy."""
+    level = f"{item['level']} ({item['level_kind']})"
+    if len(item["levels"]) > 1:
+        level += "\nmerged over " + ", ".join(item["levels"][:-1])
+    return level, item["policy"]
+
+
+def keys_table(data: dict[str, Any]) -> Any:
+    """The merged keys as a table, nearest level first: value, level, policy, verdict and why."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    keys = Table(
+        title="merged metadata",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+    )
     for column in ("KEY", "VALUE", "LEVEL", "POLICY", "VERDICT", "WHY"):
-        keys.add_column(column, no_wrap=column in ("KEY", "VERDICT"))
-    for item in data["keys"]:
-        level = f"{item['level']} ({item['level_kind']})"
-        if len(item["levels"]) > 1:
-            level += "\nmerged over " + ", ".join(item["levels"][:-1])
+        keys.add_column(column, overflow="fold", no_wrap=column in ("KEY", "VERDICT"))
+    for item in nearest_first(data):
+        level, policy = provenance(item)
         verdict = Text(item["verdict"], style="cyan" if item["verdict"] == "middleware" else "dim")
         keys.add_row(
             Text(item["key"], style="bold"),
             Text(compact(item["value"])),
             Text(level),
-            Text(item["policy"]),
+            Text(policy),
             verdict,
             Text(item["reason"]),
         )
@@ -265,18 +360,89 @@ def explanation_view(data: dict[str, Any]) -> list[Any]:
             Text("-"),
             Text("removed by $remove"),
         )
-    view.append("")
-    view.append(keys)
-    view.append("")
+    return keys
 
-    chain = Table(title="chain (run order)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+
+def beside(key: str, value: str) -> list[Any]:
+    """A key in bold with its value beside it, wrapped under itself; under the key when the key is long."""
+    from rich.padding import Padding
+    from rich.table import Table
+    from rich.text import Text
+
+    if len(key) > KEY_WIDTH:
+        return [Text(key, style="bold"), Padding(Text(value), (0, 0, 0, 2))]
+    line = Table.grid(padding=(0, 2))
+    line.add_column(style="bold", no_wrap=True)
+    line.add_column(overflow="fold")
+    line.add_row(Text(key), Text(value))
+    return [line]
+
+
+def keys_blocks(data: dict[str, Any]) -> Any:
+    """The merged keys for a narrow console, nearest level first: one block per key, its value
+    wrapped beside it, then its verdict, level (and policy when not the default) and why."""
+    from rich.console import Group
+    from rich.padding import Padding
+    from rich.text import Text
+
+    blocks: list[Any] = [Text("merged metadata (nearest level first)", style="italic")]
+    for item in nearest_first(data):
+        level, policy = provenance(item)
+        said = [item["verdict"], level.replace("\n", ", ")]
+        if policy != "default":
+            said.append(f"policy {policy}")
+        said.append(item["reason"])
+        blocks += [
+            *beside(item["key"], compact(item["value"])),
+            Padding(Text(" · ".join(said), style="dim"), (0, 0, 0, 2)),
+        ]
+    for key, level in data["removed"].items():
+        blocks.append(Text.assemble((key, "bold"), (f"  (removed by $remove at {level})", "dim")))
+    return Group(*blocks)
+
+
+def constraints_of(entry: dict[str, Any]) -> tuple[str, str]:
+    """An entry's AFTER and BEFORE, with the defaults named when it has no constraints of its own."""
+    if entry["before"] or entry["after"]:
+        return ", ".join(entry["after"]), ", ".join(entry["before"])
+    after, before = (f"{', '.join(names)} (default)" for names in (DEFAULT_AFTER, DEFAULT_BEFORE))
+    return after, before
+
+
+def own_constraints(entry: dict[str, Any], phases: Sequence[str]) -> tuple[list[str], list[str]]:
+    """An entry's constraints less those its phase already says: ``after`` its own phase and
+    ``before`` the next one (``validate-args`` in ``$post-configure`` then has none to name)."""
+    position = phases.index(entry["phase"]) if entry["phase"] in phases else None
+    following = phases[position + 1] if position is not None and position + 1 < len(phases) else None
+    return [a for a in entry["after"] if a != entry["phase"]], [b for b in entry["before"] if b != following]
+
+
+def chain_title(data: dict[str, Any]) -> tuple[str, str]:
+    """The chain's title and style: its run order, or the $order cycle that leaves it unsorted."""
+    if data.get("cycle"):
+        loop = " -> ".join([*data["cycle"], data["cycle"][0]])
+        return f"chain: CANNOT BE SORTED, $order forms a cycle: {loop} (entries unsorted)", "bold red"
+    return "chain (run order)", "italic"
+
+
+def chain_table(data: dict[str, Any]) -> Any:
+    """The chain as a table: each entry's phase, constraints, origin, lock and RUNS."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    title, style = chain_title(data)
+    chain = Table(
+        title=title, title_justify="left", title_style=style, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False
+    )
     for column in ("#", "ENTRY", "PHASE", "AFTER", "BEFORE", "ORIGIN", "LOCKED", "RUNS"):
-        chain.add_column(column, no_wrap=column not in ("AFTER", "BEFORE", "RUNS"))
+        # Names stay whole; the constraints wrap at CONSTRAINTS so that RUNS, a sentence, keeps room.
+        wraps = column in ("AFTER", "BEFORE", "RUNS")
+        chain.add_column(
+            column, overflow="fold", no_wrap=not wraps, max_width=CONSTRAINTS if column in ("AFTER", "BEFORE") else None
+        )
     for index, entry in enumerate(data["chain"], 1):
-        if entry["before"] or entry["after"]:
-            after, before = ", ".join(entry["after"]), ", ".join(entry["before"])
-        else:
-            after, before = (f"{', '.join(names)} (default)" for names in (DEFAULT_AFTER, DEFAULT_BEFORE))
+        after, before = constraints_of(entry)
         chain.add_row(
             Text(str(index)),
             Text(entry["name"], style="bold"),
@@ -285,17 +451,70 @@ def explanation_view(data: dict[str, Any]) -> list[Any]:
             Text(before),
             Text(entry["origin"]),
             Text("locked" if entry["locked"] else "", style="yellow"),
-            runs(entry),
+            runs(entry, data["kind"]),
         )
-    if data.get("cycle"):
-        loop = " -> ".join([*data["cycle"], data["cycle"][0]])
-        chain.title = f"chain: CANNOT BE SORTED, $order forms a cycle: {loop} (entries unsorted)"
-        chain.title_style = "bold red"
-    view.append(chain if data["chain"] else Text("chain: empty (the body runs on its own)"))
-    if data.get("prompt"):
-        title = "prompt (rendered with ARGS)" if data.get("rendered") else "prompt (as written)"
-        view.append("")
-        view.append(Panel(Text(data["prompt"]), title=title, title_align="left", box=box.ROUNDED, expand=False))
+    return chain
+
+
+def chain_blocks(data: dict[str, Any]) -> Any:
+    """The chain for a narrow console: one block per entry, its name, phase and lock, its own
+    constraints, then what it does or why it is skipped."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(justify="right", no_wrap=True)
+    grid.add_column(overflow="fold")
+    for index, entry in enumerate(data["chain"], 1):
+        block = Text(entry["name"], style="bold")
+        facts = [entry["phase"]]
+        if entry["origin"] != "metadata":
+            facts.append(f"from {entry['origin']}")
+        if entry["locked"]:
+            facts.append("locked")
+        after, before = own_constraints(entry, data["phases"])
+        if after:
+            facts.append("after " + ", ".join(after))
+        if before:
+            facts.append("before " + ", ".join(before))
+        block.append(" · " + " · ".join(facts), style="dim")
+        block.append("\n")
+        block.append_text(runs(entry, data["kind"]))
+        grid.add_row(Text(str(index)), block)
+    title, style = chain_title(data)
+    return Group(Text(title, style=style), grid)
+
+
+def brief_view(data: dict[str, Any]) -> list[Any]:
+    """``show --brief``: the tool, the keys the user set and the chain's entries with what each does."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold", no_wrap=True)
+    head.add_column(overflow="fold")
+    head.add_row("tool", Text(f"{data['tool']} ({data['kind']})"))
+    if data["frontmatter"].get("description"):
+        head.add_row("", Text(str(data["frontmatter"]["description"])))
+    for row in notices(data):
+        head.add_row(*row)
+    keys = [block for item in users(data) for block in beside(item["key"], compact(item["value"]))]
+    keys += [Text.assemble((key, "bold"), ("  (removed)", "dim")) for key in data["removed"]]
+    chain = Table.grid(padding=(0, 2))
+    chain.add_column(justify="right", no_wrap=True)
+    chain.add_column(style="bold", overflow="fold", max_width=KEY_WIDTH)
+    chain.add_column(overflow="fold")
+    for index, entry in enumerate(data["chain"], 1):
+        chain.add_row(Text(str(index)), Text(entry["name"]), runs(entry, data["kind"]))
+    title, style = chain_title(data)
+    view: list[Any] = [head, ""]
+    if keys:
+        view += [Group(Text("keys", style="italic"), *keys), ""]
+    view.append(
+        Group(Text(title, style=style), chain) if data["chain"] else Text("chain: empty (the body runs on its own)")
+    )
     return view
 
 
@@ -313,7 +532,7 @@ def mapping_view(data: dict[str, Any]) -> Any:
         show_edge=False,
     )
     for column in ("SOURCE", "OURS", "HOW"):
-        table.add_column(column, no_wrap=column == "SOURCE")
+        table.add_column(column, no_wrap=column == "SOURCE", overflow="fold")
     for item in data.get("mapping", ()):
         target = item["target"] if item["target"] is not None else "(dropped)"
         how = item["note"] + ("" if item["lossless"] else "  [lossy]")

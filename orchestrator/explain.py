@@ -45,6 +45,7 @@ class EntryExplanation:
     locked: bool
     when: str | None = None  # the tool's own ``when`` (R-CHAIN-12), described
     needed: bool = True  # False: with the facts known now, the runner passes over it
+    description: str | None = None  # what the entry's tool says it does (None for an injected function)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +185,7 @@ def explanation(
             locked=e.name in merged.locked,
             when=conditions[e.name][1] if conditions.get(e.name) is not None else None,
             needed=needed.get(e.name, True),
+            description=_description(ctx, e),
         )
         for e in ctx.chain
     )
@@ -232,12 +234,91 @@ def explanation(
     )
 
 
+# The conditions of a ``when`` (orchestrator.conditions describes each), in plain words:
+# what holds when the entry runs, and what is true when that one condition does not hold.
+SAID = {
+    "a directive in the prompt": ("the prompt has a directive", "the prompt has no directive"),
+    "entries after it": (
+        "an entry after it has work",
+        "no entry after it has work; the body runs at the end of the chain",
+    ),
+    "args that narrow the trust": ("its args narrow the tool's trust", "its args leave the tool's trust as it is"),
+    "args that declare a default": ("its args declare a default", "its args declare no default"),
+}
+
+
+def when_words(when: str, needed: bool, kind: str | None = None) -> str:
+    """An entry's ``when`` (``EntryExplanation.when``) in plain words, for a person reading ``show``.
+
+    For an entry that runs, what holds (``the tool has params``); for one
+    skipped, why (``the tool has no returns``). ``kind``, the explained
+    tool's kind, settles the conditions on kind: one that fails is the
+    reason, and those that hold are left out, so a skip names what does not
+    hold (all conditions must hold for the entry to run).
+    """
+    parts = _conditions(when)
+    if needed:
+        return " and ".join(map(_holds, parts))
+    kinds = [names for field, names in parts if field == "kind"]
+    wrong = [names for names in kinds if kind is not None and kind not in names.split(" or ")]
+    if wrong:  # the tool's kind alone rules the entry out
+        return f"the tool is not {wrong[0]}"
+    unmet = [(field, names) for field, names in parts if field != "kind" or kind is None] or parts
+    if len(unmet) > 1 or (unmet[0][0] == "meta" and ", " in unmet[0][1]):
+        return "it runs only when " + " and ".join(map(_holds, unmet))
+    field, names = unmet[0]
+    if field == "meta":
+        return f"the tool has no {names}"
+    if field == "kind":
+        return f"the tool is not {names}"
+    return SAID[field][1] if field in SAID else f"it runs only when {field}"
+
+
+def _conditions(when: str) -> list[tuple[str, str]]:
+    """The parts of a ``when`` description (``kind markdown, meta model``) as (condition, the names it takes).
+
+    The description joins both its parts and a ``meta`` list's names with
+    ", ": a part that is no known condition belongs to the ``meta`` before it.
+    """
+    parts: list[tuple[str, str]] = []
+    for part in when.split(", "):
+        field, _, names = part.partition(" ")
+        if field in ("meta", "kind") and names:
+            parts.append((field, names))
+        elif part not in SAID and parts and parts[-1][0] == "meta":
+            parts[-1] = ("meta", f"{parts[-1][1]}, {part}")
+        else:
+            parts.append((part, ""))
+    return parts
+
+
+def _holds(condition: tuple[str, str]) -> str:
+    field, names = condition
+    if field == "meta":
+        return "the tool has " + " and ".join(names.split(", "))
+    if field == "kind":
+        return f"the tool is {names}"
+    return SAID[field][0] if field in SAID else field
+
+
 def _replaces(tool: Tool) -> str | None:
     """``built-in execute.py`` when ``tool`` takes a built-in's place in the search paths (``show`` marks it)."""
     if tool.kind != "function" and (tool.path is None or tool.root is None or tool.path.parent != tool.root):
         return None  # a tool in a subfolder (team/log) takes no built-in's name
     found = replaced_builtin(tool.name, tool.path)
     return f"built-in {found.name}" if found is not None else None
+
+
+def _description(ctx: Context, entry: Entry) -> str | None:
+    """The description of the tool ``entry`` runs, found as the runner would find it; None for a function."""
+    if entry.fn is not None:
+        return None
+    from .errors import OrchestratorError
+
+    try:
+        return ctx.manager.find_tool(entry.name).description
+    except OrchestratorError:  # a missing tool: show explains the rest, the run reports it
+        return None
 
 
 def _mapped(item: Any) -> dict[str, Any]:
