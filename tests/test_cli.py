@@ -507,3 +507,55 @@ def test_cli_run_verbose_prints_the_runs_usage(project, write):
     assert out.stdout == "It is nine degrees in Oslo today.\n"
     line = out.stderr.strip().splitlines()[-1]
     assert line.startswith("usage: ") and "in 2 model call(s)" in line
+
+
+REPORT = """---
+metadata:
+  returns: {type: object, properties: {city: {type: string}, celsius: {type: number}}, required: [city, celsius]}
+  model:
+    provider: scripted
+    script:
+      - '{"city": "Oslo", "celsius": 9}'
+---
+Weather in Oslo?
+"""
+
+REPORT_WITH_TOOLS = """---
+metadata:
+  tools: [weather]
+  returns: {type: object, properties: {city: {type: string}, celsius: {type: number}}, required: [city, celsius]}
+  model:
+    provider: scripted
+    script:
+      - calls: [{name: weather, arguments: {city: Oslo}}]
+      - It is nine degrees in Oslo today.
+      - '{"city": "Oslo", "celsius": 9}'
+---
+Weather in Oslo?
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+@pytest.mark.parametrize("agent", [REPORT, REPORT_WITH_TOOLS], ids=["alone", "with-tools"])
+def test_cli_run_on_a_terminal_prints_a_returns_answer_once_as_json(project, write, agent):
+    write("tools/weather.py", "def main(ctx):\n    return {'celsius': 9}\n")
+    write("tools/report.md", agent)
+    code, _stdout, shown = run_on_terminal(project, pipe_stdout=False, tool="report")
+    assert code == 0
+    text = shown.decode().replace("\r\n", "\n")
+    assert text.count("Oslo") == (1 if agent is REPORT else 2)  # the answer once (and the tool call's line)
+    assert "nine degrees" not in text  # the prose answer the JSON one replaced is not shown
+    assert text.endswith('{\n  "city": "Oslo",\n  "celsius": 9\n}\n')
+    code, stdout, _shown = run_on_terminal(project, pipe_stdout=True, tool="report")
+    assert code == 0 and json.loads(stdout) == {"city": "Oslo", "celsius": 9}
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_cli_run_on_a_terminal_ends_a_turns_text_before_its_tool_calls_and_prints_the_answer_once(project, write):
+    write("tools/weather.py", "def main(ctx):\n    return {'celsius': 9}\n")
+    write("tools/forecast.md", AGENT.replace("- calls:", "- answer: Let me look.\n        calls:"))
+    code, _stdout, shown = run_on_terminal(project, pipe_stdout=False, tool="forecast")
+    assert code == 0
+    text = shown.decode().replace("\r\n", "\n")
+    assert "Let me look.\n" in text  # its line ends before the tool call shows
+    assert text.count("It is nine degrees in Oslo today.") == 1
