@@ -13,7 +13,6 @@ end and checks that no worker it saw is left, running or unreaped.
 
 from __future__ import annotations
 
-import gc
 import os
 import signal
 import subprocess
@@ -264,36 +263,50 @@ def test_process_specs_are_checked() -> None:
             executor_for(spec)
 
 
-def test_the_pools_end_when_the_last_open_manager_closes(write: Any, tmp_path: Path, workers: set[int]) -> None:
-    """issue 26: ``Manager.close()`` ends the process pools, unless another open Manager may still use them."""
-    gc.collect()  # Managers of earlier tests that nobody holds and nobody closed count no more
+HERE = 'frontmatter = {"metadata": {"delegate": {"engine": "inprocess"}}}\n\ndef main(ctx):\n    return ctx.args["n"] + 1\n'
+LAST_CLOSE = """
+import os, sys
+from orchestrator import Manager
+from orchestrator.executor import executor_for
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+tools = sys.argv[1]
+with Manager([tools]) as first:
+    second = Manager([tools])
+    pid = first.invoke_sync("work", {"n": 2})["pid"]
+print(first.closed, alive(pid))  # the pools are shared: second may still use them
+print(second.invoke_sync("work", {"n": 3}) == {"pid": pid, "square": 9})
+second.close()
+print(alive(pid), executor_for({"engine": "process", "pool": 2}).pids)  # killed and reaped
+with Manager([tools]) as third:  # a later Manager starts new workers
+    again = third.invoke_sync("work", {"n": 4})
+print(again["square"], again["pid"] != pid, alive(again["pid"]))
+# The in-process engine's Managers are closed with the last open Manager, and made anew for the next.
+with Manager([tools]) as fourth:
+    print(fourth.invoke_sync("here", {"n": 1}))
+with Manager([tools]) as fifth:
+    print(fifth.invoke_sync("here", {"n": 2}))
+"""
+
+
+def test_the_executors_end_when_the_last_open_manager_closes(write: Any, tmp_path: Path) -> None:
+    """issue 26: ``Manager.close()`` ends the shared executors, unless another open Manager may still use them.
+
+    In a process of its own: every Manager alive in this one (other tests') would count as open.
+    """
     write("tools/work.py", WORK)
-    with Manager([tmp_path / "tools"]) as first:
-        second = Manager([tmp_path / "tools"])
-        pid = first.invoke_sync("work", {"n": 2})["pid"]
-        workers.add(pid)
-    assert first.closed and alive(pid)  # the pools are shared: second may still use them
-    assert second.invoke_sync("work", {"n": 3}) == {"pid": pid, "square": 9}
-    second.close()
-    assert pool().pids == [] and not alive(pid)  # killed and reaped
-    with Manager([tmp_path / "tools"]) as third:  # a later Manager starts new workers
-        again = third.invoke_sync("work", {"n": 4})
-        workers.add(again["pid"])
-    assert again["square"] == 16 and again["pid"] != pid and not alive(again["pid"])
-
-
-def test_the_in_process_engine_serves_new_managers_after_the_last_one_closed(write: Any, tmp_path: Path) -> None:
-    """The in-process engine's own Managers are closed with the last open one, and made anew when needed."""
-    write(
-        "tools/here.py",
-        'frontmatter = {"metadata": {"delegate": {"engine": "inprocess"}}}\n\n'
-        "def main(ctx):\n    return ctx.args['n'] + 1\n",
+    write("tools/here.py", HERE)
+    done = subprocess.run(
+        [sys.executable, "-c", LAST_CLOSE, str(tmp_path / "tools")], capture_output=True, text=True, timeout=120
     )
-    gc.collect()
-    with Manager([tmp_path / "tools"]) as first:
-        assert first.invoke_sync("here", {"n": 1}) == 2
-    with Manager([tmp_path / "tools"]) as second:
-        assert second.invoke_sync("here", {"n": 2}) == 3
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["True True", "True", "False []", "16 True False", "2", "3"]
 
 
 async def test_delegate_checks_the_process_pool(write: Any, tmp_path: Path) -> None:
