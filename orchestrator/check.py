@@ -29,12 +29,14 @@ import jinja2
 from .agent.model import KEYLESS, route_line, route_setter, untrusted_roots
 from .authorities import FOLDER_FILE, load_authority
 from .cascade import make_level
+from .directives import find_directives
 from .errors import OrchestratorError, ValidationError
 from .interpolate import compile_template, has_templates, is_template
 from .loader import KNOWN_KEYS, read_text, split_frontmatter
 from .ordering import build_chain
 from .planner import order_strays
-from .registry import SearchPath, Snapshot
+from .registry import SearchPath, Snapshot, close_refs
+from .sandbox import meant, reads
 from .schema import check as check_schema
 from .schema import fill_defaults, validator_for
 from .tool import Tool
@@ -258,7 +260,7 @@ def _check_tool(
         return
     _unknown_keys(tool.frontmatter, KNOWN_KEYS, tool.path, tool.lines, report)
     if tool.format is not None:
-        _check_adapted(manager, tool, report, run)
+        _check_adapted(manager, tool, names, report, run)
     _check_templates(tool.metadata, tool.path, tool.lines, report)
     if tool.prompt is not None and is_template(tool.prompt):
         for err in _syntax_errors(tool.prompt):
@@ -274,6 +276,9 @@ def _check_tool(
         report.error(exc, tool.path, tool.line_of("$order"))
         return
     _check_schemas(tool, plan, merged, report)
+    _check_reads(tool, plan, report)
+    _check_agent_tools(manager, tool, plan, names, report, run)
+    _check_directives(manager, tool, near, report, run)
     _check_names(manager, tool, plan, names, report, run)
     _check_middleware_args(manager, tool, plan, verdicts, report, run)
     _check_collisions(manager, tool, plan, verdicts, report, run)
@@ -345,7 +350,7 @@ def _name_line(path: Path) -> int | None:
     return None
 
 
-def _check_adapted(manager: Manager, tool: Tool, report: _Report, run: Snapshot) -> None:
+def _check_adapted(manager: Manager, tool: Tool, names: frozenset[str], report: _Report, run: Snapshot) -> None:
     """A file of another format: what its adapter could not carry over, host tools, tools that do not exist."""
     for line, message in tool.problems:
         report.warn(tool.path, line, f"{tool.format}: {message}")
@@ -362,8 +367,110 @@ def _check_adapted(manager: Manager, tool: Tool, report: _Report, run: Snapshot)
             report.warn(
                 tool.path,
                 tool.line_of("tools"),
-                f"{tool.format}: {name!r} is not a tool in the search paths: the model cannot call it",
+                f"{tool.format}: {name!r} is not a tool in the search paths: the model cannot call it"
+                f"{_did_you_mean(name, names)}",
             )
+
+
+def _did_you_mean(name: str, refs: Iterable[str]) -> str:
+    """``; did you mean 'a' or 'b'?`` with the refs ``name`` may have meant (``close_refs``), else ``""``."""
+    close = close_refs(name, refs)
+    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+
+
+def _check_agent_tools(
+    manager: Manager, tool: Tool, plan: Plan, names: frozenset[str], report: _Report, run: Snapshot
+) -> None:
+    """Names in ``tools`` that are not tools: an agent fails on every run, before asking its model anything.
+
+    Looked up as the agent looks them up: in the search paths, with the
+    folders the tool's ``paths`` adds in front (a templated ``paths`` or
+    ``tools`` is only known at run time). Another format's file is checked by
+    ``_check_adapted``.
+    """
+    value = plan.raw.values.get("tools")
+    if tool.format is not None or not isinstance(value, list) or has_templates(plan.raw.values.get("paths")):
+        return
+    paths = (*(manager.search_path(folder) for folder in _added_folders(tool, plan)), *manager.paths)
+    for name in value:
+        if isinstance(name, str) and not is_template(name) and not manager.registry.exists(name, paths, run):
+            report.add(
+                *_where_key(tool, plan, "tools"),
+                f"tools names {name!r}, which is not a tool: an agent offered it fails on every run"
+                f"{_did_you_mean(name, names)}",
+            )
+
+
+def _check_directives(manager: Manager, tool: Tool, near: NearNames, report: _Report, run: Snapshot) -> None:
+    """A directive one edit from a tool name: it names no tool, so it stays text (most likely a typo)."""
+    prompt = tool.prompt
+    if not isinstance(prompt, str) or ":" not in prompt:
+        return
+    for directive in find_directives(prompt):
+        name = directive.name
+        if len(name) < MIN_TYPO_LENGTH or manager.registry.exists(name, manager.paths, run):
+            continue
+        close = near.near(name)
+        if close:
+            report.warn(
+                tool.path,
+                tool.prompt_line + directive.line - 1,
+                f"directive :{name} names no tool, so it stays text; did you mean {close[0]!r}?",
+            )
+
+
+# The variables every template has (R-CAS-3); ``reads`` reports the rest.
+VARIABLES = ("args", "meta", "tool", "locals", "cwd", "env")
+_FREE_SCHEMA = ("$ref", "allOf", "anyOf", "oneOf", "patternProperties", "if", "dependentSchemas")
+
+
+def _check_reads(tool: Tool, plan: Plan, report: _Report) -> None:
+    """Template reads no render can satisfy: a name that is no variable, a key ``params`` and the metadata lack.
+
+    The prompt and the tool's own metadata templates are read (an authority's
+    serve tools with other params). ``args.KEY`` is checked when the merged
+    ``params`` is an object schema listing ``properties``; ``meta.KEY``
+    against every key the cascade sets. A read guarded with ``is defined``
+    or ``| default`` is never reported.
+    """
+    values = plan.raw.values
+    params = values.get("params")
+    declared: list[str] | None = None
+    if isinstance(params, Mapping) and isinstance(params.get("properties"), Mapping) and not has_templates(params):
+        if not any(key in params for key in _FREE_SCHEMA):
+            declared = [str(key) for key in params["properties"]]
+    variables: dict[str, Any] = dict.fromkeys(VARIABLES, ())
+    variables |= {"args": declared or (), "meta": [str(key) for key in values]}
+    sources: list[tuple[str, str, Path | None, int | None, int]] = []
+    if tool.prompt is not None and is_template(tool.prompt):
+        sources.append(("the prompt", tool.prompt, tool.path, tool.prompt_line, 1))
+    for key, value in tool.metadata.items():
+        if not str(key).startswith("$"):
+            sources.extend(
+                (f"metadata key {key!r}", text, tool.path, tool.lines.get(key), 0) for text in _strings(value)
+            )
+    for where, source, path, first, per_line in sources:
+        try:
+            found = reads(source)
+        except jinja2.TemplateSyntaxError:
+            continue  # reported as a syntax error
+        for read in found:
+            line = first + (read.line - 1) * per_line if first is not None else None
+            if read.key is None:
+                if read.name in VARIABLES:
+                    continue
+                what = f"{where} reads {read.name!r}, which is no template variable ({', '.join(VARIABLES)})"
+            elif read.name == "args":
+                if declared is None or read.key in declared:
+                    continue
+                what = f"{where} reads args.{read.key}, which params does not declare"
+            elif read.key in values:
+                continue
+            else:
+                what = f"{where} reads meta.{read.key}, which no metadata of this tool sets"
+            guess = meant(read.name, read.key, variables)
+            hint = f"did you mean {guess!r}?" if guess else "declare it, or guard it (| default(...), is defined)"
+            report.add(path, line, f"{what}: every render of it fails; {hint}")
 
 
 def _check_authority(

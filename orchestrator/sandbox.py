@@ -37,7 +37,7 @@ from functools import update_wrapper, wraps
 from itertools import chain, islice
 from string import Formatter
 from types import BuiltinMethodType, MethodType
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 import jinja2
 from jinja2 import nodes
@@ -76,9 +76,21 @@ class _Budget:
     built from values built before is measured in one step.
     """
 
-    __slots__ = ("value_cap", "loop_cap", "work_cap", "steps", "work", "sizes", "volatile", "seconds", "deadline")
+    __slots__ = (
+        "value_cap",
+        "loop_cap",
+        "work_cap",
+        "steps",
+        "work",
+        "sizes",
+        "volatile",
+        "seconds",
+        "deadline",
+        "variables",
+    )
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, variables: Mapping[str, Any]) -> None:
+        self.variables = variables  # the render's own: what a misspelt name may have meant
         self.seconds = limits.render_seconds
         self.deadline = time.monotonic() + limits.render_seconds
         self.value_cap = limits.render_value
@@ -721,7 +733,7 @@ class _Template(jinja2.Template):
         flat = self._flat
         if flat is None:
             flat = self._flat = dict(self.globals)
-        token = _BUDGET.set(_Budget(limits))
+        token = _BUDGET.set(_Budget(limits, variables))
         try:
             parts = []
             size = 0
@@ -744,9 +756,29 @@ class EnvClosedError(jinja2.UndefinedError):
 
 
 class _Undefined(jinja2.StrictUndefined):
-    """StrictUndefined, except that a name missing from a closed ``env`` explains the trust rule."""
+    """StrictUndefined, except that a name missing from a closed ``env`` explains the trust rule, and a
+    misspelt name or key says what it may have meant (``args has no key 'titel'; did you mean 'args.title'?``).
+    """
 
     __slots__ = ()
+
+    @property
+    def _undefined_message(self) -> str:
+        name, owner = self._undefined_name, self._undefined_obj
+        budget = _BUDGET.get()
+        if self._undefined_hint is not None or not isinstance(name, str) or budget is None:
+            return super()._undefined_message
+        variables = budget.variables
+        if owner is missing:
+            guess = meant(name, None, variables)
+            message = f"{name!r} is undefined"
+        elif isinstance(owner, Mapping):
+            found = next((n for n, v in variables.items() if v is owner and n in ("args", "meta")), None)
+            guess = meant(found, name, variables) if found is not None else _close(name, owner)
+            message = f"{found} has no key {name!r}" if found is not None else super()._undefined_message
+        else:
+            return super()._undefined_message
+        return f"{message}; did you mean {guess!r}?" if guess else message
 
     def __init__(
         self,
@@ -762,3 +794,118 @@ class _Undefined(jinja2.StrictUndefined):
 
 ENVIRONMENT = _Environment(undefined=_Undefined, autoescape=False, keep_trailing_newline=True)
 ENVIRONMENT.template_class = _Template
+
+
+# -- what a template reads, and what a misspelt read may have meant ------------------------------------
+
+GUARDS = frozenset({"defined", "undefined"})  # tests that make a missing value harmless
+DEFAULTS = frozenset({"default", "d"})  # filters that do
+SCOPED = ("args", "meta")  # the variables whose keys ``reads`` reports
+SUGGEST_FROM = 10_000  # keys one suggestion compares at most: a caller's huge mapping costs a bounded look
+
+
+class Read(NamedTuple):
+    """A variable a template reads without a guard: ``name`` (``args``), ``key`` (``title`` in ``args.title``,
+    None for the name alone), and the line (of the template) it is first read on.
+    """
+
+    name: str
+    key: str | None
+    line: int
+
+
+def reads(source: str) -> list[Read]:
+    """The variables ``source`` reads and no render can do without, in order of first appearance.
+
+    Top-level names it never assigns (jinja2's ``meta.find_undeclared_variables``)
+    that are no global (``range`` ...), and the constant keys it reads of ``args``
+    and ``meta`` (``args.title``, ``meta['tone']``; dict methods such as
+    ``args.get`` are not keys). A read guarded anywhere in the template
+    (``is defined``, ``is undefined``, ``| default``) is left out.
+
+    Raises:
+        jinja2.TemplateSyntaxError: ``source`` does not parse.
+    """
+    from jinja2 import meta
+
+    tree = ENVIRONMENT.parse(source)
+    free = meta.find_undeclared_variables(tree) - set(ENVIRONMENT.globals)
+    guarded = {
+        _read_of(node.node, free)
+        for node in tree.find_all((nodes.Test, nodes.Filter))
+        if node.node is not None and node.name in (GUARDS if isinstance(node, nodes.Test) else DEFAULTS)
+    }
+    found: dict[tuple[str, str | None], int] = {}
+    for node in tree.find_all((nodes.Name, nodes.Getattr, nodes.Getitem)):
+        read = _read_of(node, free)
+        if read is not None and read not in guarded and read not in found:
+            found[read] = node.lineno
+    return [Read(name, key, line) for (name, key), line in found.items()]
+
+
+def _read_of(node: nodes.Node, free: Collection[str]) -> tuple[str, str | None] | None:
+    """``(name, key)`` when ``node`` reads a free variable (``args``) or a constant key of ``args``/``meta``."""
+    if isinstance(node, nodes.Name):
+        return (node.name, None) if node.ctx == "load" and node.name in free else None
+    if isinstance(node, nodes.Getattr):
+        key: Any = node.attr
+    elif isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
+        key = node.arg.value
+    else:
+        return None
+    owner = node.node
+    if not isinstance(owner, nodes.Name) or owner.name not in SCOPED or owner.name not in free:
+        return None
+    if not isinstance(key, str) or (isinstance(node, nodes.Getattr) and hasattr(dict, key)):
+        return None
+    return owner.name, key
+
+
+def meant(name: str, key: str | None, variables: Mapping[str, Any]) -> str | None:
+    """What a read of ``name`` (``name.key`` with ``key``) that ``variables`` lack may have meant, or None.
+
+    ``variables`` maps each template variable to its value or its keys. A
+    key of ``args`` is looked for among the keys of ``args`` and the
+    properties ``meta.params`` declares. A bare name is a variable or global
+    spelt another way (``arg``), else a key of ``args`` or ``meta``
+    (``titel`` -> ``args.title``).
+    """
+    if key is not None:
+        close = _close(key, [k for k in _keys_of(name, variables) if k != key])  # a declared key not passed: no guess
+        return f"{name}.{close}" if close else None
+    close = _close(name, [*variables, *ENVIRONMENT.globals])
+    if close:
+        return close
+    for owner in SCOPED:
+        close = _close(name, _keys_of(owner, variables))
+        if close:
+            return f"{owner}.{close}"
+    return None
+
+
+def _keys_of(name: str, variables: Mapping[str, Any]) -> list[str]:
+    """The string keys of variable ``name`` (and, for ``args``, of the ``params`` properties in ``meta``)."""
+    sources: list[Any] = [variables.get(name)]
+    if name == "args":
+        sources.append(_get(_get(variables.get("meta"), "params"), "properties"))
+    keys: list[str] = []
+    for value in sources:
+        if _iterable(value):
+            keys.extend(k for k in islice(value, SUGGEST_FROM) if isinstance(k, str))
+    return keys
+
+
+def _iterable(value: Any) -> bool:
+    return isinstance(value, (Mapping, Collection)) and not isinstance(value, (str, bytes, bytearray))
+
+
+def _get(value: Any, key: str) -> Any:
+    return value.get(key) if isinstance(value, Mapping) else None
+
+
+def _close(word: str, choices: Iterable[Any]) -> str | None:
+    import difflib  # only a failing render or check needs it
+
+    keys = [c for c in islice(choices, SUGGEST_FROM) if isinstance(c, str)]
+    close = difflib.get_close_matches(word, keys, n=1)
+    return close[0] if close else None

@@ -18,7 +18,8 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client
 
-from orchestrator import Manager, ToolNotFoundError
+from orchestrator import InterpolationError, Manager, ToolNotFoundError
+from orchestrator.check import check
 from orchestrator.cli import cli
 from orchestrator.mcp import build_server
 from orchestrator.registry import builtin_folder
@@ -132,3 +133,166 @@ async def test_mcp_error_result_for_an_unknown_ref_suggests_and_hides_the_builti
     assert nested.is_error and misspelt.is_error
     assert nested.content[0].text == "ToolNotFoundError: no tool 'status' in tools; did you mean 'ops/status'?"
     assert misspelt.content[0].text == "ToolNotFoundError: no tool 'sumary' in tools; did you mean 'summary'?"
+
+
+# -- check sees what a run would hit ---------------------------------------------------------------------------
+
+WORDS = """
+frontmatter = {"description": "Counts words.", "metadata": {"params": {"type": "object"}}}
+
+
+def main(ctx):
+    return str(len(str(ctx.args.get("label", "")).split()))
+"""
+
+
+def problems(tmp_path: Path, tools: Path) -> list[str]:
+    return [str(problem) for problem in check(Manager([tools], cwd=tmp_path))]
+
+
+def test_check_reports_agent_tools_that_are_not_tools_with_a_suggestion(project, tmp_path, write):
+    write("tools/wordcount.py", WORDS)
+    write(
+        "tools/helper.md",
+        """
+        ---
+        description: An agent.
+        metadata:
+          model: {provider: scripted, script: [{answer: hi}]}
+          tools: [wordcout, status, summary]
+        ---
+        Help.
+        """,
+    )
+    found = problems(tmp_path, project)
+    assert "tools/helper.md:5: tools names 'wordcout', which is not a tool" in "\n".join(found)
+    [misspelt] = [p for p in found if "'wordcout'" in p]
+    [nested] = [p for p in found if "'status'" in p]
+    assert "warning" not in misspelt and misspelt.endswith("did you mean 'wordcount'?")
+    assert nested.endswith("did you mean 'ops/status'?")
+    assert not [p for p in found if "'summary'" in p]
+
+
+def test_check_looks_agent_tools_up_in_the_folders_paths_adds(project, tmp_path, write):
+    write("extra/helper2.md", "---\ndescription: Found through paths.\n---\nx\n")
+    write(
+        "tools/helper.md",
+        "---\nmetadata:\n  paths: ../extra\n  model: {provider: scripted, script: [{answer: hi}]}\n"
+        "  tools: [helper2]\n---\nHelp.\n",
+    )
+    assert problems(tmp_path, project) == []
+
+
+def test_cli_check_fails_on_an_agent_tool_that_is_not_a_tool(project, write):
+    write("tools/wordcount.py", WORDS)
+    write("tools/helper.md", "---\nmetadata:\n  model: scripted\n  tools: [wordcout]\n---\nHelp.\n")
+    result = CliRunner().invoke(cli, ["check"])
+    assert result.exit_code == 1
+    assert "tools/helper.md:4:" in output(result) and "did you mean 'wordcount'?" in output(result)
+
+
+TITLED = """
+---
+description: A review.
+metadata:
+  params: {type: object, properties: {title: {type: string}}, required: [title]}
+---
+{{ args.titel }}: said the {{ meta.tone }} reviewer.
+"""
+
+
+@pytest.mark.anyio
+async def test_a_misspelt_args_key_is_reported_by_check_and_run_with_the_same_suggestion(project, tmp_path, write):
+    write("tools/AUTHORITY.md", "---\nmetadata:\n  tone: friendly\n---\n")
+    write("tools/review.md", TITLED)
+    [problem] = problems(tmp_path, project)
+    assert problem.startswith("tools/review.md:6: the prompt reads args.titel, which params does not declare")
+    assert problem.endswith("did you mean 'args.title'?")
+    with pytest.raises(InterpolationError) as info:
+        await Manager([project]).invoke("review", {"title": "Dune"})
+    assert info.value.tool == "review" and info.value.detail.endswith("did you mean 'args.title'?")
+    assert "'titel'" in str(info.value)
+
+
+@pytest.mark.anyio
+async def test_a_misspelt_meta_key_is_reported_by_check_and_run_with_the_same_suggestion(project, tmp_path, write):
+    write("tools/AUTHORITY.md", "---\nmetadata:\n  tone: friendly\n---\n")
+    write("tools/review.md", TITLED.replace("args.titel", "args.title").replace("meta.tone", "meta.tonee"))
+    [problem] = problems(tmp_path, project)
+    assert problem.startswith("tools/review.md:6: the prompt reads meta.tonee, which no metadata of this tool sets")
+    assert problem.endswith("did you mean 'meta.tone'?")
+    with pytest.raises(InterpolationError) as info:
+        await Manager([project]).invoke("review", {"title": "Dune"})
+    assert "'tonee'" in info.value.detail and info.value.detail.endswith("did you mean 'meta.tone'?")
+
+
+@pytest.mark.anyio
+async def test_a_bare_name_that_is_no_variable_is_reported_with_the_args_key_it_may_mean(project, tmp_path, write):
+    write("tools/review.md", TITLED.replace("{{ args.titel }}", "{{ title }}").replace("meta.tone", "tool.name"))
+    [problem] = problems(tmp_path, project)
+    assert "reads 'title', which is no template variable" in problem and problem.endswith("'args.title'?")
+    with pytest.raises(InterpolationError) as info:
+        await Manager([project]).invoke("review", {"title": "Dune"})
+    assert info.value.detail.endswith("did you mean 'args.title'?")
+
+
+def test_check_reports_reads_in_metadata_templates_at_their_key(project, tmp_path, write):
+    write(
+        "tools/greet.md",
+        """
+        ---
+        metadata:
+          params: {type: object, properties: {name: {type: string}}}
+          greeting: "Hello {{ args.nmae }}"
+        ---
+        {{ meta.greeting }}
+        """,
+    )
+    [problem] = problems(tmp_path, project)
+    assert problem.startswith("tools/greet.md:4: metadata key 'greeting' reads args.nmae")
+    assert problem.endswith("did you mean 'args.name'?")
+
+
+def test_check_spares_guarded_reads_declared_keys_dict_methods_and_locals(project, tmp_path, write):
+    write(
+        "tools/fine.md",
+        """
+        ---
+        metadata:
+          params: {type: object, properties: {title: {type: string}, items: {type: array}}}
+          tone: warm
+        ---
+        {% set shout = true %}{% for word in args.title.split() %}{{ word }}{% endfor %}
+        {{ args.subtitle | default("") }}{% if meta.mood is defined %}{{ meta.mood }}{% endif %}
+        {{ args.get("other") }} {{ meta.tone }} {{ locals.anything }} {{ tool.name }} {{ range(2) | list }}
+        {{ args["title"] }} {{ meta["$order"] is undefined }} {{ shout }}
+        """,
+    )
+    assert problems(tmp_path, project) == []
+
+
+def test_check_leaves_args_alone_when_params_declares_no_properties(project, tmp_path, write):
+    write("tools/open.md", "---\nmetadata:\n  params: {type: object}\n---\n{{ args.anything }}\n")
+    write("tools/text.md", "---\nmetadata:\n  params: {type: string}\n---\n{{ args }}\n")
+    write("tools/none.md", "---\ndescription: no params\n---\n{{ args.whatever }}\n")
+    assert problems(tmp_path, project) == []
+
+
+def test_cli_check_fails_on_a_template_typo(project, write):
+    write("tools/review.md", TITLED.replace("meta.tone", "tool.name"))
+    result = CliRunner().invoke(cli, ["check"])
+    assert result.exit_code == 1 and "tools/review.md:6:" in output(result) and "'args.title'?" in output(result)
+
+
+@pytest.mark.anyio
+async def test_a_directive_one_edit_from_a_tool_is_reported_by_check_and_stays_text(project, tmp_path, write):
+    write("tools/words.py", WORDS)
+    write("tools/note.md", "---\ndescription: A note.\n---\nFirst line.\n\n:wrods[quick brown fox] and :words[a b]\n")
+    write("tools/plain.md", "---\ndescription: Unrelated.\n---\n:zzzzzz[far from any tool] at 10:30\n")
+    [problem] = problems(tmp_path, project)
+    assert problem == (
+        "tools/note.md:6: warning: directive :wrods names no tool, so it stays text; did you mean 'words'?"
+    )
+    assert await Manager([project]).invoke("note") == "First line.\n\n:wrods[quick brown fox] and 2"
+    result = CliRunner().invoke(cli, ["check"])
+    assert result.exit_code == 0 and "did you mean 'words'?" in output(result)
