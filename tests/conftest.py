@@ -29,6 +29,23 @@ def _index_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ["TOOLCASCADE_CACHE"] = before
 
 
+NOT_RUN = pytest.StashKey[list[str]]()
+
+
+@pytest.fixture
+def not_run(request: pytest.FixtureRequest) -> list[str]:
+    """Documentation blocks a test could not run here, with why: listed once in the summary, not among the dots."""
+    return request.config.stash.setdefault(NOT_RUN, [])
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    reasons = config.stash.get(NOT_RUN, [])
+    if reasons:
+        terminalreporter.section("documentation blocks not run here")
+        for reason in reasons:
+            terminalreporter.line(f"not run: {reason}")
+
+
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return request.param

@@ -294,14 +294,12 @@ def run_document(document: str, text: str, folder: Path) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("document", DOCUMENTS)
-def test_document_blocks_run_and_print_what_they_show(document, tmp_path, capsys):
+def test_document_blocks_run_and_print_what_they_show(document, tmp_path, not_run):
     text = (ROOT / document).read_text(encoding="utf-8")
     runnable = [b for b in parse_blocks(text) if b.language in {"console", "python", *SHELLS} or "file" in b.options]
     assert runnable, f"{document} has no block this harness runs: show a console, sh or python block"
     skipped = run_document(document, text, workspace(document, tmp_path))
-    if skipped:
-        with capsys.disabled():  # say what was not run, and why, in the test output
-            print("".join(f"\n  not run: {reason}" for reason in skipped))
+    not_run.extend(skipped)  # said once, after the progress dots (conftest's terminal summary)
     assert any(b.skip is None for b in runnable), f"{document}: every block is marked not run"
 
 
