@@ -146,6 +146,7 @@ async def test_once_the_watcher_is_live_a_steady_invoke_does_the_same_work_whate
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the bench runs on asyncio, as MAF and LangChain do
 async def test_w3_times_the_page_beside_the_parts_it_cannot_do_without(tmp_path: Path) -> None:
     """`make bench`'s W3 runs, and shows the page's invocations, renders and validation timed alone."""
     from bench.invoke import tables
