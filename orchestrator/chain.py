@@ -22,10 +22,11 @@ race and a body that runs once: its ``next()`` skips the guard.
 **Sync code never blocks the event loop.** A sync body (a python tool's or
 registered function's ``main(ctx)``, a sync ``ctx.body``) and a sync ``fn``
 entry run in a worker thread; async ones, the built-in middleware among
-them, run on the loop. Whether a function is async is decided once per
-function. A sync function that returns an awaitable has it awaited on the
-loop. Contextvars are copied into the thread. Each manager has
-``limits.threads`` thread slots per event loop; a call waits for a free one.
+them, run on the loop. Whether a function is async is read from its code
+on every call: no cache keeps a per-call closure alive. A sync function that
+returns an awaitable has it awaited on the loop, once. Contextvars are
+copied into the thread. Each manager has ``limits.threads`` thread slots per
+event loop; a call waits for a free one.
 
 When the caller is cancelled (``$timeout``, ``--max-timeout``, a cancelled
 task group) while sync code runs, the caller stops waiting at once and gets
@@ -41,6 +42,14 @@ naming the stuck tools, instead of queueing behind them; async code and
 markdown prompts run on. CPU-bound code that may not return belongs in a
 worker process that can be killed: ``delegate: {engine: process}``
 (``orchestrator.processes``).
+
+**Mistakes are named.** A value is awaited at most once: a body or entry
+whose value is still awaitable after that (``return target.manager.next()``
+without ``await``) fails with ``InvocationError`` naming it, its file and the
+call to await, and the coroutine is closed (no "never awaited" warning).
+When a chain ends with entries that had work, or the body, not run, the
+entry that ended it is reported as a ``chain.stopped`` event, built only when
+someone listens.
 """
 
 from __future__ import annotations
@@ -52,13 +61,14 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
-from types import CoroutineType
+from types import CoroutineType, GeneratorType
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
 from .errors import InvocationError
+from .events import Event
 from .ordering import Entry, entry_from_spec, sort_entries, strip
 
 if TYPE_CHECKING:
@@ -71,6 +81,11 @@ log = logging.getLogger("orchestrator")
 def _awaitable(value: Any) -> bool:
     """inspect.isawaitable without its slow ABC check for the common plain values."""
     return type(value) is CoroutineType or (value is not None and hasattr(type(value), "__await__"))
+
+
+# The values results usually are: never awaitable, told apart with one set lookup (``_awaitable`` on a str
+# looks ``__await__`` up on its type, which raises and catches an AttributeError).
+_PLAIN = frozenset({str, dict, list, int, float, bool, tuple, bytes})
 
 
 SKIPPED: Any = type("Skipped", (), {"__repr__": lambda self: "SKIPPED"})()
@@ -118,6 +133,8 @@ async def advance(ctx: Context) -> Any:
             if _awaitable(value):
                 value = await value
             if value is not None:
+                if type(value) not in _PLAIN and _awaitable(value):
+                    raise unawaited(value, ctx, None)
                 ctx.locals["result"] = value
         return ctx.locals.get("result")
     level = ctx.running
@@ -150,6 +167,8 @@ async def advance(ctx: Context) -> Any:
                     if _awaitable(value):
                         value = await value
                     if value is not None:
+                        if type(value) not in _PLAIN and _awaitable(value):
+                            raise unawaited(value, ctx, None)
                         ctx.locals["result"] = value
                 break
             entry = ctx.chain[ctx.pos]
@@ -171,7 +190,7 @@ async def advance(ctx: Context) -> Any:
                     value = await child._manager._run(child, None)  # its chain, observed or traced
                 else:  # a leaf: its body is all its pipeline runs, awaited here (one coroutine per entry)
                     fn = child.tool.fn
-                    if fn is not None and (_ASYNC.get(fn) or _is_async(fn)):  # body(child), inlined
+                    if fn is not None and _is_async(fn):  # body(child), inlined
                         child.body_ran = True
                         value = await fn(child)
                     else:
@@ -183,12 +202,16 @@ async def advance(ctx: Context) -> Any:
                     else:
                         child.locals["result"] = value
             if value is not None:
+                if type(value) not in _PLAIN and _awaitable(value):
+                    raise unawaited(value, ctx, entry) if entry.fn is not None else unawaited(value, child, None)
                 ctx.locals["result"] = value
                 ctx.finished = True
             break
     finally:
         ctx.running = level
         frames.reset(token)
+    if not level and (not ctx.body_ran or ctx.pos < len(ctx.chain)) and ctx.pos:
+        stopped(ctx)  # the outermost next() of this chain returns: an entry ended it early
     return ctx.locals.get("result")
 
 
@@ -204,6 +227,8 @@ async def execute(ctx: Context) -> Any:
         if _awaitable(value):
             value = await value
         if value is not None:
+            if type(value) not in _PLAIN and _awaitable(value):
+                raise unawaited(value, ctx, None)
             ctx.locals["result"] = value
     return ctx.locals.get("result")
 
@@ -290,11 +315,11 @@ def rewind(ctx: Context, checkpoint: Checkpoint) -> None:
 
 # -- sync code in worker threads ---------------------------------------------
 
-# Whether each function seen is async. A plain dict keyed by the function:
-# the lookup is on every body and entry. Closures made per call (a middleware
-# setting ``ctx.body``) would grow it, so it starts over past _ASYNC_SIZE.
-_ASYNC: dict[Callable[..., Any], bool] = {}
-_ASYNC_SIZE = 2048
+# Whether a function is async is read from its code on every call, never cached: a cache keyed by the
+# function kept every per-call closure (a middleware setting ``ctx.body``) and all it captured alive, and
+# two attribute reads cost less than its lookup. Since 3.12 a sync function may be marked as async.
+_CO_COROUTINE = inspect.CO_COROUTINE
+_MARKS = hasattr(inspect, "markcoroutinefunction")
 
 
 def _decide(fn: Callable[..., Any]) -> bool:
@@ -303,16 +328,92 @@ def _decide(fn: Callable[..., Any]) -> bool:
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
-    """``_decide`` cached per function: the hot path pays a dict lookup, not inspect."""
+    """``_decide``, read from the code flags of a function or method (the hot path) without inspect."""
     try:
-        return _ASYNC[fn]
-    except KeyError:
-        if len(_ASYNC) >= _ASYNC_SIZE:
-            _ASYNC.clear()
-        found = _ASYNC[fn] = _decide(fn)
-        return found
-    except TypeError:  # an unhashable callable: decide on every call
+        flags: int = fn.__code__.co_flags  # type: ignore[attr-defined]
+    except AttributeError:  # a partial, an object with __call__: inspect decides
         return _decide(fn)
+    return bool(flags & _CO_COROUTINE) or (_MARKS and _decide(fn))
+
+
+# -- mistakes, named -----------------------------------------------------------
+
+
+def unawaited(value: Any, ctx: Context, entry: Entry | None) -> InvocationError:
+    """The error for an awaitable returned where a value belongs: ``entry`` of ctx's chain, else ctx's body.
+
+    Closes a coroutine, so no "never awaited" warning follows the error.
+    """
+    if entry is not None:
+        fn: Any = entry.fn
+        who, name = f"entry {entry.name!r} of {ctx.tool.name!r}", entry.name
+    else:
+        fn = ctx.body if ctx.body is not None else ctx.tool.fn
+        name = ctx.tool.name
+        who = f"middleware {name!r} (serving {ctx.target.tool.name!r})" if ctx.entry else f"the body of {name!r}"
+    code = getattr(fn, "__code__", None)
+    path: Any = None
+    line = None
+    if code is not None:
+        path = ctx.tool.path if fn is ctx.tool.fn and ctx.tool.path is not None else code.co_filename
+        line = code.co_firstlineno
+    elif ctx.tool.path is not None:
+        path = ctx.tool.path
+    if isinstance(value, (CoroutineType, GeneratorType)):
+        call = _spelling(value, ctx)
+        value.close()
+        detail = f"{who} returned a coroutine it never awaited: did you forget `await` before `{call}`?"
+    else:
+        detail = f"{who} returned an awaitable {type(value).__name__} instead of its value: did you forget `await`?"
+    return InvocationError(detail, tool=name, path=path, line=line)
+
+
+def _spelling(coroutine: CoroutineType[Any, Any, Any] | GeneratorType[Any, Any, Any], ctx: Context) -> str:
+    """How the code handed ``ctx`` spells the call that made ``coroutine``: ``ctx.target.manager.next()``, ``fetch(...)``."""
+    if type(coroutine) is not CoroutineType:
+        return f"{coroutine.__name__}(...)"
+    runner = {advance.__code__: "next()", execute.__code__: "execute()"}.get(coroutine.cr_code)
+    if runner is None:
+        if coroutine.__qualname__ == "BoundManager.invoke":
+            return "ctx.manager.invoke(...)"
+        return f"{coroutine.__name__}(...)"
+    frame = coroutine.cr_frame
+    on = frame.f_locals.get("ctx") if frame is not None else None
+    if on is ctx:
+        return f"ctx.manager.{runner}"
+    if on is not None and on is ctx.target:
+        return f"ctx.target.manager.{runner}"
+    return f"manager.{runner}"
+
+
+def stopped(ctx: Context) -> None:
+    """Tell the listeners which entry ended ctx's chain before the rest of it (or the body) ran.
+
+    Called once the outermost ``next()`` of a chain returns with entries not run or the body not run: the
+    entry before ``ctx.pos`` is the last one started, and the descent went no further than it. Builds
+    nothing when nobody listens.
+    """
+    events = ctx.manager.events
+    if events:
+        skipped = _waiting(ctx)
+        if skipped or not ctx.body_ran:  # else only entries with no work were left: nothing was cut short
+            data = {"entry": ctx.chain[ctx.pos - 1].name, "skipped": skipped, "body_ran": ctx.body_ran}
+            events.emit(Event("chain.stopped", ctx.tool.name, ctx.depth, ctx.run.id, None, data))
+
+
+def _waiting(ctx: Context) -> list[str]:
+    """The entries after ``ctx.pos`` that had work to do (R-CHAIN-12), each asked as the runner would ask it."""
+    chain, stop = ctx.chain, ctx.pos
+    names = []
+    try:
+        for index in range(stop, len(chain)):
+            entry = chain[index]
+            ctx.pos = index + 1  # right after taking it, where a ``next`` condition looks on from
+            if entry.when is None or entry.when(ctx, entry.args):
+                names.append(entry.name)
+    finally:
+        ctx.pos = stop
+    return names
 
 
 _PENDING, _RUNNING, _ABANDONED, _DONE = range(4)

@@ -20,6 +20,7 @@ from .registry import SearchPath
 from .tool import Tool
 
 if TYPE_CHECKING:
+    from .events import Events
     from .manager import Manager
     from .planner import Resolutions
 
@@ -420,6 +421,11 @@ class BoundManager:
     def rewind(self, checkpoint: chain.Checkpoint) -> None:
         """Go back to ``checkpoint``: the next ``next()`` runs the rest of the chain (and the body) again."""
         chain.rewind(self._ctx, checkpoint)
+
+    @property
+    def events(self) -> Events:
+        """The manager's listeners: true when someone listens (build an event only then); ``emit(event)``."""
+        return self._ctx._manager.events
 
     @property
     def executor(self) -> Any:

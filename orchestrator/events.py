@@ -30,6 +30,7 @@ KINDS = (
     "tool.end",
     "approval.request",
     "approval.decision",
+    "chain.stopped",
 )
 
 
@@ -64,6 +65,13 @@ class Event:
       ``args``, ``reason``, ...), ``by`` (the approver); ``approval.decision``:
       ``call``, ``action`` (approve / deny / edit), ``reason``, ``by``,
       ``args`` (the args the call runs with).
+    - ``chain.stopped``: an entry ended the chain of ``tool`` before the rest
+      of it ran (it returned without calling ``next()``, or finished the
+      chain first): a cache hit, an answer given in place of the body, or a
+      middleware that forgot ``next()``. ``entry`` (its name), ``skipped``
+      (the entries after it, not run), ``body_ran`` (whether the tool's body
+      ran before it ended). ``skipped`` leaves out entries that had no work for
+      the tool (R-CHAIN-12). ``describe(event)`` says it in words.
     """
 
     kind: str
@@ -76,6 +84,21 @@ class Event:
 
 
 Listener = Callable[[Event], Any]
+
+
+def describe(event: Event) -> str | None:
+    """The line for a person about ``event`` (``run --verbose`` prints it on stderr), or None when it needs none.
+
+    ``chain.stopped``: ``cache ended the chain of 'summarize': the tool's body did not run``.
+    """
+    if event.kind != "chain.stopped":
+        return None
+    data = event.data
+    skipped = ", ".join(data["skipped"])
+    head = f"{data['entry']} ended the chain of {event.tool!r}"
+    if data["body_ran"]:
+        return f"{head} after the tool's body: {skipped} did not run"
+    return f"{head}: the tool's body did not run" + (f", nor did {skipped}" if skipped else "")
 
 
 class Events:

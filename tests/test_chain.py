@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 
@@ -393,3 +394,30 @@ async def test_r_chain_4_an_empty_spec_means_the_entry_as_it_is(write, tools):
     assert await manager.invoke("guarded") == "{'level': 2} body"
     assert await manager.invoke("guarded", {"$middleware": {"guard": {}}}) == "{'level': 2} body"
     assert await manager.invoke("guarded", {"$middleware": {"guard": {"args": {"level": 3}}}}) == "{'level': 3} body"
+
+
+KEEPER = """
+import weakref
+frontmatter = {'role': 'middleware'}
+class Blob:
+    def __init__(self):
+        self.data = bytes(1 << 20)
+async def main(ctx):
+    blob = Blob()
+    KIND def body(tctx):
+        return {'size': len(blob.data), 'blob': weakref.ref(blob)}
+    ctx.target.body = body
+    return await ctx.target.manager.next()
+"""
+
+
+@pytest.mark.parametrize("kind", ["async ", ""])
+async def test_r_chain_8_a_body_closure_set_per_call_dies_with_the_call(write, tools, kind):
+    """A middleware that sets target.body to a closure (as delegate does) keeps nothing alive after the call."""
+    write("tools/keeper.py", KEEPER.replace("KIND ", kind))
+    write("tools/t.py", "frontmatter = {'metadata': {'keeper': {}}}\nasync def main(ctx):\n    return 'body'\n")
+    manager = Manager([tools])
+    results = [await manager.invoke("t") for _ in range(3)]
+    gc.collect()
+    assert [r["size"] for r in results] == [1 << 20] * 3
+    assert [r["blob"]() for r in results] == [None] * 3
