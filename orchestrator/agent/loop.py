@@ -29,14 +29,22 @@ messages, rendered like the prompt) and before the new prompt, and saves the
 new messages after every turn. The preamble (system and ``messages``) is
 never stored. A ``model-pipeline`` middleware may rewrite the conversation
 for good through ``ctx.locals["conversation"]`` of ``model-call`` (see
-``Conversation``; the built-in ``compact`` does).
+``Conversation``; the built-in ``compact`` does). A scripted model counts
+the session's earlier turns too, so its failure on a continued session says
+how many messages the session already held.
 
 Batch hook: with ``batch-pipeline`` metadata, a turn's calls first go through
 the built-in ``tool-batch`` tool (``{"calls": [{id, tool, arguments}]}``,
 ``batch-pipeline`` as its overrides); its result says which calls run, with
 which arguments, and which are denied (the model gets an error result).
 
-Bounds: a turn runs at most ``max-tool-calls`` (64) of the model's calls,
+Bounds: a run asks the model at most ``max-iterations`` (40) times; the
+error when that is reached says so, how to raise it, and, when its last
+turns each made the very same call, that the model loops and
+``circuit-breaker`` stops it. There is no default stop for repeated calls:
+a tool polled on purpose (a job's status) is called the same way every turn,
+and ``circuit-breaker`` (opt-in, per tool) already refuses repeats and tells
+the model why. A turn runs at most ``max-tool-calls`` (64) of the model's calls,
 the first ones in its order; each call past it gets an error result saying
 so and is not run (nor shown to the batch hook), so the model hears why and
 the conversation keeps a result for every call. A model answer is read
@@ -238,7 +246,7 @@ class Agent:
         """
         ctx = self.ctx
         levels = self.manager.planner.plan(ctx.tool, ctx.paths, ctx.run.checked).levels
-        setter = next((lv for lv in reversed(levels) if name in (lv.data.get("tools") or ())), None)
+        setter = next((lv for lv in reversed(levels) if _lists(lv.data.get("tools"), name)), None)
         path, line = (setter.path, setter.lines.get("tools")) if setter and setter.path else (ctx.tool.path, None)
         return ConfigurationError(
             f"tools lists {name!r}, which agent {ctx.tool.name!r} cannot offer its model: {exc.detail}",
@@ -823,6 +831,11 @@ class Saver:
 def _deciding(decision: Decision | None) -> AbstractContextManager[None]:
     """``approval.deciding(decision)``, or nothing when there is no decision to hand on."""
     return deciding(decision) if decision is not None else nullcontext()
+
+
+def _lists(value: Any, name: str) -> bool:
+    """Whether a level's ``tools`` value lists ``name``."""
+    return isinstance(value, list) and name in value
 
 
 def _calls(calls: Sequence[Mapping[str, Any]]) -> list[tuple[Any, str]]:
