@@ -59,3 +59,27 @@ def test_every_error_has_a_raised_when_docstring(name):
     doc = getattr(errors, name).__doc__
     assert doc and doc.startswith("Raised when")
     assert getattr(orchestrator, name) is getattr(errors, name)
+
+
+def test_tool_not_found_names_folders_relative_to_the_current_one_and_leaves_out_the_builtins(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    inside, outside, builtin = str(tmp_path / "tools"), "/elsewhere/tools", "/pkg/tools"
+    missing = errors.ToolNotFoundError("x", [inside, outside, builtin], builtin=builtin)
+    assert str(missing) == "no tool 'x' in tools, /elsewhere/tools"
+    assert missing.searched == [inside, outside, builtin]
+
+
+def test_tool_not_found_with_only_the_builtins_says_there_is_no_tools_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    missing = errors.ToolNotFoundError("x", ["/pkg/tools"], builtin="/pkg/tools")
+    assert "only the built-in tools were searched" in str(missing) and "no ./tools here" in str(missing)
+    (tmp_path / "tools").mkdir()
+    assert "no ./tools here" not in str(errors.ToolNotFoundError("x", ["/pkg/tools"], builtin="/pkg/tools"))
+
+
+def test_tool_not_found_asks_for_suggestions_once_and_only_when_read():
+    asked = []
+    missing = errors.ToolNotFoundError("sumary", ["/a"], near=lambda: asked.append(1) or ["summary", "summary"])
+    assert asked == []
+    assert missing.detail == "no tool 'sumary' in /a; did you mean 'summary'?"
+    assert missing.suggestions == ["summary"] and str(missing).endswith("did you mean 'summary'?") and asked == [1]

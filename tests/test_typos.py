@@ -296,3 +296,11 @@ async def test_a_directive_one_edit_from_a_tool_is_reported_by_check_and_stays_t
     assert await Manager([project]).invoke("note") == "First line.\n\n:wrods[quick brown fox] and 2"
     result = CliRunner().invoke(cli, ["check"])
     assert result.exit_code == 0 and "did you mean 'words'?" in output(result)
+
+
+def test_check_suggests_for_a_claude_agents_tools_too(project, tmp_path, write):
+    write(".claude/agents/helper.md", "---\nname: helper\ndescription: Helps.\ntools: Read, sumary\n---\nHelp.\n")
+    found = [str(p) for p in check(Manager([project, tmp_path], cwd=tmp_path))]
+    [problem] = [p for p in found if "'sumary'" in p]
+    assert problem.startswith(".claude/agents/helper.md:4: warning: claude-agent: 'sumary' is not a tool")
+    assert "did you mean 'summary'" in problem
