@@ -363,19 +363,27 @@ def keys_table(data: dict[str, Any]) -> Any:
     return keys
 
 
-def beside(key: str, value: str) -> list[Any]:
-    """A key in bold with its value beside it, wrapped under itself; under the key when the key is long."""
+def beside(rows: Iterable[tuple[str, str]]) -> list[Any]:
+    """Keys in bold with their values beside them, aligned, each value wrapped under itself; a key
+    longer than ``KEY_WIDTH`` has its value under it instead."""
     from rich.padding import Padding
     from rich.table import Table
     from rich.text import Text
 
-    if len(key) > KEY_WIDTH:
-        return [Text(key, style="bold"), Padding(Text(value), (0, 0, 0, 2))]
-    line = Table.grid(padding=(0, 2))
-    line.add_column(style="bold", no_wrap=True)
-    line.add_column(overflow="fold")
-    line.add_row(Text(key), Text(value))
-    return [line]
+    blocks: list[Any] = []
+    grid = None
+    for key, value in rows:
+        if len(key) > KEY_WIDTH:
+            blocks += [Text(key, style="bold"), Padding(Text(value), (0, 0, 0, 2))]
+            grid = None
+            continue
+        if grid is None:
+            grid = Table.grid(padding=(0, 2))
+            grid.add_column(style="bold", no_wrap=True)
+            grid.add_column(overflow="fold")
+            blocks.append(grid)
+        grid.add_row(Text(key), Text(value))
+    return blocks
 
 
 def keys_blocks(data: dict[str, Any]) -> Any:
@@ -393,7 +401,7 @@ def keys_blocks(data: dict[str, Any]) -> Any:
             said.append(f"policy {policy}")
         said.append(item["reason"])
         blocks += [
-            *beside(item["key"], compact(item["value"])),
+            *beside([(item["key"], compact(item["value"]))]),
             Padding(Text(" · ".join(said), style="dim"), (0, 0, 0, 2)),
         ]
     for key, level in data["removed"].items():
@@ -500,7 +508,7 @@ def brief_view(data: dict[str, Any]) -> list[Any]:
         head.add_row("", Text(str(data["frontmatter"]["description"])))
     for row in notices(data):
         head.add_row(*row)
-    keys = [block for item in users(data) for block in beside(item["key"], compact(item["value"]))]
+    keys = beside((item["key"], compact(item["value"])) for item in users(data))
     keys += [Text.assemble((key, "bold"), ("  (removed)", "dim")) for key in data["removed"]]
     chain = Table.grid(padding=(0, 2))
     chain.add_column(justify="right", no_wrap=True)
