@@ -433,6 +433,14 @@ def _check_reads(tool: Tool, plan: Plan, report: _Report) -> None:
     against every key the cascade sets. A read guarded with ``is defined``
     or ``| default`` is never reported.
     """
+    sources: list[tuple[str, str, int | None, int]] = []
+    if tool.prompt is not None and is_template(tool.prompt):
+        sources.append(("the prompt", tool.prompt, tool.prompt_line, 1))
+    for key, value in tool.metadata.items():
+        if not str(key).startswith("$"):
+            sources.extend((f"metadata key {key!r}", text, tool.lines.get(key), 0) for text in _strings(value))
+    if not sources:
+        return
     values = plan.raw.values
     params = values.get("params")
     declared: list[str] | None = None
@@ -440,16 +448,8 @@ def _check_reads(tool: Tool, plan: Plan, report: _Report) -> None:
         if not any(key in params for key in _FREE_SCHEMA):
             declared = [str(key) for key in params["properties"]]
     variables: dict[str, Any] = dict.fromkeys(VARIABLES, ())
-    variables |= {"args": declared or (), "meta": [str(key) for key in values]}
-    sources: list[tuple[str, str, Path | None, int | None, int]] = []
-    if tool.prompt is not None and is_template(tool.prompt):
-        sources.append(("the prompt", tool.prompt, tool.path, tool.prompt_line, 1))
-    for key, value in tool.metadata.items():
-        if not str(key).startswith("$"):
-            sources.extend(
-                (f"metadata key {key!r}", text, tool.path, tool.lines.get(key), 0) for text in _strings(value)
-            )
-    for where, source, path, first, per_line in sources:
+    variables |= {"args": declared or (), "meta": values}
+    for where, source, first, per_line in sources:
         try:
             found = reads(source)
         except jinja2.TemplateSyntaxError:
@@ -470,7 +470,7 @@ def _check_reads(tool: Tool, plan: Plan, report: _Report) -> None:
                 what = f"{where} reads meta.{read.key}, which no metadata of this tool sets"
             guess = meant(read.name, read.key, variables)
             hint = f"did you mean {guess!r}?" if guess else "declare it, or guard it (| default(...), is defined)"
-            report.add(path, line, f"{what}: every render of it fails; {hint}")
+            report.add(tool.path, line, f"{what}: every render of it fails; {hint}")
 
 
 def _check_authority(

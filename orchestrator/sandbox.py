@@ -33,7 +33,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextvars import ContextVar
-from functools import update_wrapper, wraps
+from functools import lru_cache, update_wrapper, wraps
 from itertools import chain, islice
 from string import Formatter
 from types import BuiltinMethodType, MethodType
@@ -814,7 +814,8 @@ class Read(NamedTuple):
     line: int
 
 
-def reads(source: str) -> list[Read]:
+@lru_cache(maxsize=2048)
+def reads(source: str) -> tuple[Read, ...]:
     """The variables ``source`` reads and no render can do without, in order of first appearance.
 
     Top-level names it never assigns (jinja2's ``meta.find_undeclared_variables``)
@@ -840,7 +841,7 @@ def reads(source: str) -> list[Read]:
         read = _read_of(node, free)
         if read is not None and read not in guarded and read not in found:
             found[read] = node.lineno
-    return [Read(name, key, line) for (name, key), line in found.items()]
+    return tuple(Read(name, key, line) for (name, key), line in found.items())
 
 
 def _read_of(node: nodes.Node, free: Collection[str]) -> tuple[str, str | None] | None:
