@@ -39,6 +39,7 @@ from .events import Event
 from .manager import Manager
 from .planner import replaced_builtin
 from .registry import builtin_folder
+from .tool import ToolInfo
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -133,8 +134,12 @@ def command_manager(paths: Sequence[Path], **options: Any) -> Manager:
 
 
 def search_paths(paths: Sequence[Path]) -> list[Path]:
+    """The ``--path`` folders, each once (``tools`` and ``./tools/`` are one), else ``./tools`` when it exists."""
     if paths:
-        return list(paths)
+        unique: dict[Path, Path] = {}
+        for path in paths:
+            unique.setdefault(path.resolve(), path)
+        return list(unique.values())
     default = Path("tools")
     return [default] if default.is_dir() else []
 
@@ -506,7 +511,7 @@ def list_(show_all: bool, as_json: bool, paths: Sequence[Path], debug: bool) -> 
       toolcascade list --json
     """
     with reporting(debug):
-        infos = command_manager(paths).list_tools(hidden=show_all)
+        infos = once_per_file(command_manager(paths).list_tools(hidden=show_all))
     builtins = {path.stem for path in builtin_folder("tools").iterdir()}
     replacing = {}  # ref -> the built-in file a user tool takes the place of
     for info in infos:
@@ -565,6 +570,20 @@ def list_(show_all: bool, as_json: bool, paths: Sequence[Path], debug: bool) -> 
     else:
         hint = "" if paths or Path("tools").is_dir() else " (no ./tools here; use --path DIR)"
         click.echo(f"no tools found{hint}", err=True)
+
+
+def once_per_file(infos: Sequence[ToolInfo]) -> list[ToolInfo]:
+    """``infos`` with a file reachable from two search paths (``--path tools --path .``) listed once, by its first ref."""
+    seen: set[Path] = set()
+    kept = []
+    for info in infos:
+        if info.path is not None:
+            where = info.path.resolve()
+            if where in seen:
+                continue
+            seen.add(where)
+        kept.append(info)
+    return kept
 
 
 @cli.command(short_help="Explain a tool's metadata cascade and chain.")
@@ -639,14 +658,14 @@ def check_(paths: Sequence[Path]) -> None:
             problems = check(manager)
     finally:
         quiet.setLevel(level)
-    for problem in problems:
+    for problem in problems:  # the report, summary included, is the command's output: stdout
         click.echo(str(problem))
     errors = sum(p.severity == "error" for p in problems)
     warnings = len(problems) - errors
-    tools = sum(1 for _ in manager.registry.discover(manager.paths[:-1]))
+    tools = len({path.resolve() if path else ref for ref, path, _ in manager.registry.discover(manager.paths[:-1])})
     where = ", ".join(str(f) for f in folders) or "no folder (use --path DIR)"
     counts = [f"{n} {word}{'s' if n != 1 else ''}" for n, word in ((errors, "error"), (warnings, "warning")) if n]
-    click.echo(f"checked {tools} tool{'s' if tools != 1 else ''} in {where}: {', '.join(counts) or 'ok'}", err=True)
+    click.echo(f"checked {tools} tool{'s' if tools != 1 else ''} in {where}: {', '.join(counts) or 'ok'}")
     sys.exit(1 if errors else 0)
 
 

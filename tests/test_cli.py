@@ -559,3 +559,44 @@ def test_cli_run_on_a_terminal_ends_a_turns_text_before_its_tool_calls_and_print
     text = shown.decode().replace("\r\n", "\n")
     assert "Let me look.\n" in text  # its line ends before the tool call shows
     assert text.count("It is nine degrees in Oslo today.") == 1
+
+
+# -- streams and search paths ---------------------------------------------------
+
+
+def test_cli_check_prints_its_report_and_summary_on_stdout(project, write):
+    write("tools/typo.md", "---\ndescripton: oops\n---\nhi\n")
+    out = toolcascade("check", cwd=project)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == ""
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("tools/typo.md:") and "descripton" in lines[0]
+    assert lines[-1].startswith("checked 4 tools in tools: 1 warning")
+    write("tools/broken.md", "---\nmetadata: [1\n---\nhi\n")
+    out = toolcascade("check", cwd=project)
+    assert out.returncode == 1 and out.stderr == ""
+    assert "1 error" in out.stdout.splitlines()[-1]
+
+
+def test_cli_list_shows_a_file_reachable_from_two_search_paths_once(project, monkeypatch):
+    monkeypatch.chdir(project)
+    alone = [row["ref"] for row in json.loads(invoke("list", "--json", "--path", "tools").stdout)]
+    assert sorted(alone) == ["echo", "greet", "shout"]
+    out = invoke("list", "--json", "--path", "tools", "--path", ".")
+    assert out.exit_code == 0, out.output
+    assert [row["ref"] for row in json.loads(out.stdout)] == alone  # not tools/echo ...: the first path's ref wins
+    plain = toolcascade("list", "--path", ".", "--path", "tools", cwd=project)
+    assert plain.returncode == 0, plain.stderr
+    assert sorted(line.split("\t")[0] for line in plain.stdout.splitlines()[1:]) == [
+        "tools/echo",
+        "tools/greet",
+        "tools/shout",
+    ]
+
+
+def test_cli_identical_search_paths_are_searched_once(project, monkeypatch):
+    monkeypatch.chdir(project)
+    alone = json.loads(invoke("list", "--json", "--path", "tools").stdout)
+    out = invoke("list", "--json", "--path", "tools", "--path", "./tools/", "--path", str(project / "tools"))
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout) == alone
