@@ -68,12 +68,11 @@ import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..approval import Decision, deciding
+from ..approval import Decision
 from ..callers import Caller
 from ..errors import (
     ApprovalRequired,
@@ -82,25 +81,23 @@ from ..errors import (
     ModelError,
     OrchestratorError,
     ReturnsValidationError,
-    ToolNotFoundError,
 )
 from ..options import extract_options
 from ..prompt import render_prompt
-from ..schema import object_schema, validator_for
-from ..sessions import check_unchanged
-from ..tool import wire_name
+from ..schema import validator_for
 from .answer import bounded
+from .conversation import Conversation, Saver
 from .model import Deltas, authorize_model, authorize_pipeline, check_tool_pipeline, label, parse_model
+from .toolset import NEXT, allowed_tools, offered_tools
+from .turn import batch, deciding_on, kept_outcomes, refuse_extra, runs_of
 
 if TYPE_CHECKING:
     from ..context import Context
 
 log = logging.getLogger("orchestrator.agent")
 
-NEXT = "next"
 _FENCE = re.compile(r"^```[A-Za-z]*\n|\n?```$")
 CHOICES = ("auto", "none", "required")
-ROLES = ("system", "user", "assistant", "tool")
 PRIOR_ROLES = ("system", "user", "assistant")
 RESUMING = "resume"
 """``ctx.locals`` key of a resumed run: ``{state, decision}`` (set by ``orchestrator.interrupts`` only)."""
@@ -154,8 +151,8 @@ class Agent:
             )
         choice = _setting(ctx, "tool-choice", "auto", str)
         self.choice = choice
-        self.allowed = self._allowed()
-        self.tools = self._offered()
+        self.allowed = allowed_tools(ctx)
+        self.tools = offered_tools(ctx, self.manager, self.allowed)
         self.wire = {t["name"]: t for t in self.tools}
         if choice not in CHOICES and choice not in self.allowed:
             raise ConfigurationError(
@@ -179,82 +176,6 @@ class Agent:
         self.history = 0  # messages the session held before this run
         self.choice_now = choice
         self.answering = False
-
-    def _allowed(self) -> frozenset[str]:
-        ctx = self.ctx
-        names = ctx.meta.get("tools") or []
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise ConfigurationError("tools must be a list of tool names", tool=ctx.tool.name, key="tools")
-        allowed = ctx.locals.get("allowed-tools")
-        if allowed is None and ctx.meta.get("allowed-tools") is not None:
-            allowed = frozenset(ctx.meta["allowed-tools"])
-        found = [n for n in names if allowed is None or n in allowed]
-        if ctx.target is not ctx:
-            found.append(NEXT)
-        return frozenset(found)
-
-    def _offered(self) -> list[dict[str, Any]]:
-        ctx = self.ctx
-        offered = []
-        wires: dict[str, str] = {}
-        for name in [*(ctx.meta.get("tools") or []), NEXT]:
-            if name not in self.allowed:
-                continue
-            wire = wire_name(name)
-            if wires.setdefault(wire, name) != name:
-                raise ConfigurationError(
-                    f"tools {wires[wire]!r} and {name!r} would both be offered to the model as {wire!r}; "
-                    "rename one of them",
-                    tool=ctx.tool.name,
-                    key="tools",
-                )
-            if name == NEXT:
-                schema: dict[str, Any] = {"type": "object", "properties": {}}
-                wrapped, description = False, "Continue the wrapped tool's pipeline and return its result."
-            else:
-                try:
-                    info = self.manager.describe(name, ctx.paths, ctx.run.checked)
-                except ToolNotFoundError as exc:
-                    raise self._not_a_tool(name, exc) from exc
-                if info.role == "middleware":
-                    raise ConfigurationError(
-                        f"tool {name!r} is middleware (role: middleware): it wraps other tools and cannot be offered "
-                        "to a model",
-                        tool=ctx.tool.name,
-                        key="tools",
-                    )
-                try:
-                    schema, wrapped = object_schema(info.params)
-                except ValueError as exc:
-                    raise ConfigurationError(f"tool {name!r}: {exc}", tool=ctx.tool.name, key="tools") from exc
-                description = info.description or ""
-            offered.append(
-                {
-                    "name": wire,
-                    "ref": name,
-                    "wrapped": wrapped,
-                    "description": description,
-                    "parameters": schema,
-                }
-            )
-        return offered
-
-    def _not_a_tool(self, name: str, exc: ToolNotFoundError) -> ConfigurationError:
-        """The error for a name in ``tools`` that is no tool, at the file and line that listed it.
-
-        The not-found error's own "did you mean" (built only now) comes along in its detail.
-        """
-        ctx = self.ctx
-        levels = self.manager.planner.plan(ctx.tool, ctx.paths, ctx.run.checked).levels
-        setter = next((lv for lv in reversed(levels) if _lists(lv.data.get("tools"), name)), None)
-        path, line = (setter.path, setter.lines.get("tools")) if setter and setter.path else (ctx.tool.path, None)
-        return ConfigurationError(
-            f"tools lists {name!r}, which agent {ctx.tool.name!r} cannot offer its model: {exc.detail}",
-            tool=ctx.tool.name,
-            path=path,
-            line=line,
-            key="tools",
-        )
 
     async def run(self) -> Any:
         """Ask the model until it answers; run its tool calls in between.
@@ -365,7 +286,7 @@ class Agent:
                 )
             await self._save()
             if choice == "required":
-                kept = self._kept(calls, outcomes)
+                kept = kept_outcomes(calls, outcomes, self._is_next)
                 if all(ok for ok, _value in kept):
                     values = [value for _ok, value in kept]
                     return values[0] if len(values) == 1 else values
@@ -421,12 +342,12 @@ class Agent:
         """
         calls = turn["calls"]
         if turn["runs"] is None:
-            self._refuse_extra(turn)
-            runs = self._runs(calls[: self.max_calls])
+            refuse_extra(turn, self.max_calls, self.ctx.tool.name)
+            runs = runs_of(calls[: self.max_calls], self._ref)
             if self.batch_pipeline:
                 try:
-                    with _deciding(decision if turn["held"] == "batch" else None):
-                        runs = await self._batch(runs)
+                    with deciding_on(decision if turn["held"] == "batch" else None):
+                        runs = await batch(self.ctx, runs, self.batch_pipeline)
                 except ApprovalRequired as exc:
                     turn["held"] = "batch"
                     raise self._suspension(exc, turn) from exc
@@ -440,7 +361,7 @@ class Agent:
         results: dict[int, tuple[bool, Any, str] | ApprovalRequired] = {}
 
         async def one(index: int) -> None:
-            with _deciding(decision if index == held else None):
+            with deciding_on(decision if index == held else None):
                 results[index] = await self._call(calls[index], runs[index], iteration)
 
         async with anyio.create_task_group() as group:
@@ -457,69 +378,6 @@ class Agent:
             turn["held"] = waiting[0][0]
             raise self._suspension(waiting[0][1], turn) from waiting[0][1]
         return [(bool(o[0]), o[1], str(o[2])) for o in outcomes]
-
-    def _refuse_extra(self, turn: dict[str, Any]) -> None:
-        """Give the calls past ``max-tool-calls`` an error result: they are not run (nor shown to the batch hook)."""
-        calls = turn["calls"]
-        if len(calls) <= self.max_calls:
-            return
-        log.warning("%s: the model asked for %d tool calls in one turn", self.ctx.tool.name, len(calls))
-        text = (
-            f"error: not run: this turn asked for {len(calls)} tool calls and max-tool-calls is {self.max_calls}; "
-            f"only the first {self.max_calls} ran: call the others in a later turn"
-        )
-        for index in range(self.max_calls, len(calls)):
-            turn["outcomes"][index] = [False, None, text]
-
-    def _runs(self, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The turn's calls as the batch hook sees them: ``{id, tool (our ref), arguments}``."""
-        runs = []
-        seen: set[str] = set()
-        for index, call in enumerate(calls):
-            ident = str(call.get("id") or f"call-{index + 1}")
-            if ident in seen:
-                ident = f"{ident}-{index + 1}"  # ids must tell calls apart for the hook's answer
-            seen.add(ident)
-            arguments = call.get("arguments")
-            if isinstance(arguments, str):
-                try:
-                    arguments = json.loads(arguments or "{}")
-                except json.JSONDecodeError:
-                    pass  # the call reports it
-            runs.append({"id": ident, "tool": self._ref(call.get("name")), "arguments": arguments})
-        return runs
-
-    async def _batch(self, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The turn's calls through ``tool-batch`` with ``batch-pipeline``: each to run (maybe edited) or denied.
-
-        A call the pipeline leaves out is denied; ``tool`` cannot be changed.
-
-        Raises:
-            InvocationError: the pipeline returned something other than a list of calls with the turn's ids.
-        """
-        ctx = self.ctx
-        result = await ctx.manager.invoke(
-            "tool-batch", {"calls": [dict(r) for r in runs]}, overrides=self.batch_pipeline
-        )
-        ids = {r["id"] for r in runs}
-        if not isinstance(result, list) or not all(isinstance(r, Mapping) and r.get("id") in ids for r in result):
-            raise InvocationError(
-                "batch-pipeline must return the list of calls it was given ({id, tool, arguments} or "
-                f"{{id, denied: reason}}), not {json.dumps(result, default=str)[:200]}",
-                tool=ctx.tool.name,
-                key="batch-pipeline",
-            )
-        decided = {r["id"]: r for r in result}
-        kept = []
-        for run in runs:
-            got = decided.get(run["id"])
-            if got is None:
-                kept.append({**run, "denied": "the batch pipeline dropped this call"})
-            elif got.get("denied") is not None and got.get("denied") is not False:
-                kept.append({**run, "denied": str(got["denied"])})
-            else:
-                kept.append({**run, "arguments": got.get("arguments", run["arguments"])})
-        return kept
 
     def _suspension(self, exc: ApprovalRequired, turn: dict[str, Any]) -> ApprovalRequired:
         """What a held call raises out of the loop: with the loop's state when this agent is the top-level call.
@@ -545,23 +403,6 @@ class Agent:
             "turn": turn,
         }
         return Suspension(exc, json.loads(json.dumps(state, default=str)))
-
-    def _kept(self, calls: list[dict[str, Any]], outcomes: list[tuple[bool, Any, str]]) -> list[tuple[bool, Any]]:
-        """The outcomes ``tool-choice: required`` returns: the wrapped chain's result once, however often it ran.
-
-        Calls of ``next`` in one turn run at once; one continues the chain and
-        the others fail (``next()`` is already running) or repeat its result.
-        """
-        kept: list[tuple[bool, Any]] = []
-        continued = [(ok, value) for call, (ok, value, _t) in zip(calls, outcomes, strict=True) if self._is_next(call)]
-        done = next((pair for pair in continued if pair[0]), continued[0] if continued else None)
-        for call, (ok, value, _text) in zip(calls, outcomes, strict=True):
-            if not self._is_next(call):
-                kept.append((ok, value))
-            elif done is not None:
-                kept.append(done)
-                done = None
-        return kept
 
     def _is_next(self, call: Mapping[str, Any]) -> bool:
         return self._ref(call.get("name")) == NEXT
@@ -727,115 +568,6 @@ class Agent:
             return False, None, text
         self.manager.emit("tool.end", ctx, iteration, call=name, error=None)
         return True, value, value if isinstance(value, str) else json.dumps(value, default=str)
-
-
-class Conversation:
-    """The messages an agent run sends: a fixed ``preamble`` and the ``messages`` later turns continue.
-
-    The preamble is the system message and the ``messages`` metadata: the
-    agent's own, rebuilt on every run and never stored. ``messages`` is the
-    conversation: the session's history, the prompt, then every assistant
-    message and tool result of this run; a session stores exactly this list.
-
-    ``model-call`` finds the run's conversation in ``ctx.locals["conversation"]``.
-    A ``model-pipeline`` middleware that calls ``rewrite(new_messages)``
-    changes it for good (Eino's BeforeModelRewriteState): the following
-    requests continue from ``new_messages`` and the session is rewritten to
-    them at the end of the turn. ``ctx.target.args["messages"]`` stays this
-    request's own copy: set it to ``request()`` to send the rewritten list now.
-    """
-
-    __slots__ = ("preamble", "messages", "rewritten")
-
-    def __init__(self, preamble: list[dict[str, Any]], messages: list[dict[str, Any]]) -> None:
-        self.preamble = preamble
-        self.messages = messages
-        self.rewritten = False
-
-    def request(self) -> list[dict[str, Any]]:
-        """A new list of every message to send: the preamble, then the conversation."""
-        return [*self.preamble, *self.messages]
-
-    def rewrite(self, messages: Sequence[Mapping[str, Any]]) -> None:
-        """Replace the conversation (not the preamble) for the rest of the run and the session.
-
-        Raises:
-            ConfigurationError: a message without a known role, or a tool result
-                separated from the assistant message that made its call.
-        """
-        rewritten = [dict(m) if isinstance(m, Mapping) else m for m in messages]
-        calls: set[Any] = set()
-        for index, message in enumerate(rewritten):
-            role = message.get("role") if isinstance(message, dict) else None
-            if role not in ROLES:
-                raise ConfigurationError(
-                    f"a rewritten conversation's message {index} needs a role of {', '.join(ROLES)}", key="conversation"
-                )
-            if role == "tool":
-                if message.get("tool_call_id") not in calls:
-                    raise ConfigurationError(
-                        f"a rewritten conversation's message {index} is a tool result without the assistant message "
-                        "that made its call: keep them together",
-                        key="conversation",
-                    )
-                calls.discard(message.get("tool_call_id"))
-            else:
-                if calls:
-                    raise ConfigurationError(
-                        f"a rewritten conversation's message {index} comes between a tool call and its result",
-                        key="conversation",
-                    )
-                calls = {c.get("id") for c in message.get("tool_calls") or () if isinstance(c, Mapping)}
-        self.messages[:] = rewritten
-        self.rewritten = True
-
-
-class Saver:
-    """Saves a run's new messages to its session after every turn (``orchestrator.sessions``)."""
-
-    __slots__ = ("store", "session", "lease", "agent", "saved")
-
-    def __init__(self, store: Any, session: str, lease: str, agent: str) -> None:
-        self.store = store
-        self.session = session
-        self.lease = lease
-        self.agent = agent
-        self.saved = 0  # how many of the conversation's messages the store holds
-
-    async def resume(self, saved: int) -> None:
-        """Continue a suspended run that had saved ``saved`` messages.
-
-        Raises:
-            SessionLostError: another run wrote the session while this one waited for a decision.
-        """
-        await check_unchanged(self.store, self.session, saved, agent=self.agent)
-        self.saved = saved
-
-    async def load(self) -> list[dict[str, Any]]:
-        """The session's messages; the run continues them."""
-        history = await self.store.messages(self.session)
-        self.saved = len(history)
-        return list(history)
-
-    async def save(self, conversation: Conversation) -> None:
-        """Append the messages not saved yet; after a rewrite, replace the session's whole conversation."""
-        if conversation.rewritten:
-            await self.store.replace(self.session, conversation.messages, agent=self.agent, lease=self.lease)
-            conversation.rewritten = False
-        elif len(conversation.messages) > self.saved:
-            new = conversation.messages[self.saved :]
-            await self.store.append(self.session, new, agent=self.agent, lease=self.lease)
-        self.saved = len(conversation.messages)
-
-
-def _deciding(decision: Decision | None) -> AbstractContextManager[None]:
-    """``approval.deciding(decision)``, or nothing when there is no decision to hand on."""
-    return deciding(decision) if decision is not None else nullcontext()
-
-
-def _lists(value: Any, name: str) -> bool:
-    """Whether a level's ``tools`` value lists ``name``."""
-    return isinstance(value, list) and name in value
 
 
 def _calls(calls: Sequence[Mapping[str, Any]]) -> list[tuple[Any, str]]:

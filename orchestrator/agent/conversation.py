@@ -1,0 +1,116 @@
+"""A run's conversation and its session: what the agent loop sends and what it saves.
+
+``Conversation`` is the list of messages a run sends (a fixed preamble, then
+the conversation later turns continue); ``Saver`` writes a run's new messages
+to its session after every turn (``orchestrator.sessions``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import ConfigurationError
+from ..sessions import check_unchanged
+
+ROLES = ("system", "user", "assistant", "tool")
+"""Roles a message of a (rewritten) conversation may have."""
+
+
+class Conversation:
+    """The messages an agent run sends: a fixed ``preamble`` and the ``messages`` later turns continue.
+
+    The preamble is the system message and the ``messages`` metadata: the
+    agent's own, rebuilt on every run and never stored. ``messages`` is the
+    conversation: the session's history, the prompt, then every assistant
+    message and tool result of this run; a session stores exactly this list.
+
+    ``model-call`` finds the run's conversation in ``ctx.locals["conversation"]``.
+    A ``model-pipeline`` middleware that calls ``rewrite(new_messages)``
+    changes it for good (Eino's BeforeModelRewriteState): the following
+    requests continue from ``new_messages`` and the session is rewritten to
+    them at the end of the turn. ``ctx.target.args["messages"]`` stays this
+    request's own copy: set it to ``request()`` to send the rewritten list now.
+    """
+
+    __slots__ = ("preamble", "messages", "rewritten")
+
+    def __init__(self, preamble: list[dict[str, Any]], messages: list[dict[str, Any]]) -> None:
+        self.preamble = preamble
+        self.messages = messages
+        self.rewritten = False
+
+    def request(self) -> list[dict[str, Any]]:
+        """A new list of every message to send: the preamble, then the conversation."""
+        return [*self.preamble, *self.messages]
+
+    def rewrite(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Replace the conversation (not the preamble) for the rest of the run and the session.
+
+        Raises:
+            ConfigurationError: a message without a known role, or a tool result
+                separated from the assistant message that made its call.
+        """
+        rewritten = [dict(m) if isinstance(m, Mapping) else m for m in messages]
+        calls: set[Any] = set()
+        for index, message in enumerate(rewritten):
+            role = message.get("role") if isinstance(message, dict) else None
+            if role not in ROLES:
+                raise ConfigurationError(
+                    f"a rewritten conversation's message {index} needs a role of {', '.join(ROLES)}", key="conversation"
+                )
+            if role == "tool":
+                if message.get("tool_call_id") not in calls:
+                    raise ConfigurationError(
+                        f"a rewritten conversation's message {index} is a tool result without the assistant message "
+                        "that made its call: keep them together",
+                        key="conversation",
+                    )
+                calls.discard(message.get("tool_call_id"))
+            else:
+                if calls:
+                    raise ConfigurationError(
+                        f"a rewritten conversation's message {index} comes between a tool call and its result",
+                        key="conversation",
+                    )
+                calls = {c.get("id") for c in message.get("tool_calls") or () if isinstance(c, Mapping)}
+        self.messages[:] = rewritten
+        self.rewritten = True
+
+
+class Saver:
+    """Saves a run's new messages to its session after every turn (``orchestrator.sessions``)."""
+
+    __slots__ = ("store", "session", "lease", "agent", "saved")
+
+    def __init__(self, store: Any, session: str, lease: str, agent: str) -> None:
+        self.store = store
+        self.session = session
+        self.lease = lease
+        self.agent = agent
+        self.saved = 0  # how many of the conversation's messages the store holds
+
+    async def resume(self, saved: int) -> None:
+        """Continue a suspended run that had saved ``saved`` messages.
+
+        Raises:
+            SessionLostError: another run wrote the session while this one waited for a decision.
+        """
+        await check_unchanged(self.store, self.session, saved, agent=self.agent)
+        self.saved = saved
+
+    async def load(self) -> list[dict[str, Any]]:
+        """The session's messages; the run continues them."""
+        history = await self.store.messages(self.session)
+        self.saved = len(history)
+        return list(history)
+
+    async def save(self, conversation: Conversation) -> None:
+        """Append the messages not saved yet; after a rewrite, replace the session's whole conversation."""
+        if conversation.rewritten:
+            await self.store.replace(self.session, conversation.messages, agent=self.agent, lease=self.lease)
+            conversation.rewritten = False
+        elif len(conversation.messages) > self.saved:
+            new = conversation.messages[self.saved :]
+            await self.store.append(self.session, new, agent=self.agent, lease=self.lease)
+        self.saved = len(conversation.messages)
