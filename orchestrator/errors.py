@@ -105,12 +105,10 @@ class ToolNotFoundError(OrchestratorError):
         self.searched = [str(p) for p in searched]
         self._reason = reason
         self._builtin = None if builtin is None else str(builtin)
-        self._near: Callable[[], Iterable[str]] | None = None
-        self._suggestions: list[str] = []
-        self._cwd = _cwd()
-        super().__init__(f"no tool {ref!r}")
         self._near = near
-        self._pending = True
+        self._suggestions: list[str] = []
+        super().__init__(f"no tool {ref!r}")
+        self._pending = True  # from here on, reading the message builds it
 
     @property
     def suggestions(self) -> list[str]:
@@ -120,6 +118,7 @@ class ToolNotFoundError(OrchestratorError):
 
     @property
     def detail(self) -> str:
+        """The message without its ``file:line`` prefix (built on first read)."""
         self._complete()
         return self._detail
 
@@ -142,12 +141,16 @@ class ToolNotFoundError(OrchestratorError):
         self._pending = False
         near, self._near = self._near, None
         if near is not None:
-            self._suggestions = list(dict.fromkeys(near()))
+            try:
+                self._suggestions = list(dict.fromkeys(near()))
+            except Exception:  # noqa: BLE001 - a failed suggestion must never replace the error being reported
+                self._suggestions = []
+        cwd = _cwd()  # read with the message: a raise the engine handles itself costs no system call
         mine = [p for p in self.searched if p != self._builtin]
         if mine:
-            where = f" in {', '.join(_shown(p, self._cwd) for p in mine)}"
+            where = f" in {', '.join(_shown(p, cwd) for p in mine)}"
         elif self.searched and self._builtin is not None:
-            here = "" if self._cwd is None or os.path.isdir(os.path.join(self._cwd, "tools")) else "no ./tools here; "
+            here = "" if cwd is None or os.path.isdir(os.path.join(cwd, "tools")) else "no ./tools here; "
             where = f" (only the built-in tools were searched: {here}use --path DIR, or Manager(paths=[...]))"
         else:
             where = f" in {', '.join(self.searched)}" if self.searched else ""
