@@ -25,7 +25,10 @@ What maps:
   tool whose prompt is ``{{ args.prompt }}`` maps without loss.
 
 Everything else (middleware keys, ``$`` annotations, python bodies) is lost
-and said so.
+and said so. So is the middleware the tool gets from its authorities
+(``default`` included) and the tools it ``$inherit``s, which the exported
+file no longer runs (``pipeline_losses``); the entries of the ``$execute``
+phase are not, since they run the body, which the other host runs itself.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import click
 import yaml
 
 from .errors import ConfigurationError, OrchestratorError
+from .explain import Explanation
 from .frozen import thaw
 from .tool import Tool
 
@@ -91,6 +95,29 @@ def export_tool(tool: Tool, fmt: str) -> Exported:
     lost: list[Lost] = []
     text = writer(tool, _own(tool), lost)
     return Exported(fmt, text, tuple(lost))
+
+
+def pipeline_losses(explanation: Explanation) -> tuple[Lost, ...]:
+    """The middleware of a tool's authorities and inherited tools, which its exported file does not run.
+
+    One ``Lost`` per chain entry set by a level other than the tool's own, in
+    chain order. Left out: entries with nothing to do for this tool (R-CHAIN-12),
+    and those of the ``$execute`` phase (they run the body: the other host runs it itself).
+    """
+    levels = dict(explanation.levels)  # level name -> 'authority' | 'tool'
+    lost = []
+    for entry in explanation.chain:
+        if entry.origin != "metadata" or not entry.needed or entry.phase == "$execute":
+            continue
+        try:
+            level = explanation.key(entry.name).level
+        except KeyError:
+            continue
+        if level == explanation.tool or level not in levels:
+            continue  # the tool's own key: reported with its fields
+        source = f"{'authority' if levels[level] == 'authority' else 'inherited tool'} {level!r}"
+        lost.append(Lost(entry.name, f"middleware from {source}: the exported file does not run it"))
+    return tuple(lost)
 
 
 def _own(tool: Tool) -> dict[str, Any]:
@@ -569,13 +596,14 @@ def _command() -> click.Command:
           toolcascade export summarize --format prompty --strict
         """
         with reporting(debug):
-            found = Manager(search_paths(paths)).find_tool(tool)
-            exported = export_tool(found, fmt)
-        if strict and exported.lost:
-            for item in exported.lost:
+            manager = Manager(search_paths(paths))
+            exported = export_tool(manager.find_tool(tool), fmt)
+            lost = exported.lost + pipeline_losses(manager.explain(tool, render=False))
+        if strict and lost:
+            for item in lost:
                 click.echo(f"lost: {item}", err=True)
             click.echo(
-                f"error: {tool!r} does not export to {fmt} without loss ({len(exported.lost)} field(s) above); "
+                f"error: {tool!r} does not export to {fmt} without loss ({len(lost)} field(s) above); "
                 "nothing written (--strict)",
                 err=True,
             )
@@ -585,7 +613,7 @@ def _command() -> click.Command:
         else:
             output.parent.mkdir(parents=True, exist_ok=True)
             output.write_text(exported.text, encoding="utf-8")
-        for item in exported.lost:
+        for item in lost:
             click.echo(f"lost: {item}", err=True)
 
     return export

@@ -177,7 +177,11 @@ def test_export_cli_writes_the_file_and_lists_losses_on_stderr(write, tmp_path):
     out = tmp_path / "out" / "summarize.prompty"
     result = cli_run("export", "summarize", "--format", "prompty", "-o", str(out), "--path", str(tmp_path / "tools"))
     assert result.exit_code == 0, result.output
-    assert result.stdout == "" and result.stderr == ""
+    assert result.stdout == ""
+    # its own fields all map; the default authority's validate-args (it has params) does not run in Prompty
+    assert [line.split(": ")[:3] for line in result.stderr.splitlines()] == [
+        ["lost", "validate-args", "middleware from authority 'default'"]
+    ]
     assert out.read_text().startswith("---\nname: summarize\n")
 
     lossy = cli_run("export", "lossy", "--format", "prompty", "--path", str(tmp_path / "tools"))
@@ -217,3 +221,31 @@ def test_export_an_input_named_like_our_variables_is_not_reported(write, tmp_pat
     exported = export_tool(Manager([tmp_path / "tools"]).find_tool("pick"), "prompty")
     assert exported.lost == ()
     assert exported.text.endswith("user:\nUse {{ tool }}.\n")
+
+
+MIDDLEWARE = """
+frontmatter = {"role": "middleware", "metadata": {"params": {"type": "object"}}}
+async def main(ctx):
+    return str(await ctx.target.manager.next()).upper()
+"""
+
+
+def test_export_names_the_middleware_of_authorities_and_inherited_tools_it_will_not_run(write, tmp_path):
+    write("tools/AUTHORITY.md", "---\nmetadata:\n  shout: {}\n---\n")
+    write("tools/shout.py", MIDDLEWARE)
+    write("tools/loud.py", MIDDLEWARE.replace("upper", "strip"))
+    write("tools/base.md", "---\nmetadata:\n  loud: {}\n---\nbase\n")
+    write(
+        "tools/hello.md",
+        "---\ndescription: Greets.\nmetadata:\n  $inherit: base\n"
+        "  params: {type: object, properties: {name: {type: string}}}\n---\nHello {{ args.name }}\n",
+    )
+    tools = str(tmp_path / "tools")
+    result = cli_run("export", "hello", "--format", "prompty", "--path", tools)
+    assert result.exit_code == 0, result.output
+    lost = result.stderr.splitlines()
+    assert [line.split(":")[1].strip() for line in lost] == ["$inherit", "shout", "loud", "validate-args"], lost
+    assert "authority 'AUTHORITY.md'" in lost[1] and "tool 'base'" in lost[2] and "authority 'default'" in lost[3]
+    assert not any(name in result.stderr for name in ("execute", "trust", "directives"))  # the host runs the body
+    strict = cli_run("export", "hello", "--format", "prompty", "--strict", "--path", tools)
+    assert strict.exit_code == 1 and strict.stdout == ""
