@@ -10,6 +10,7 @@ run-time error for the same template typo carries the same suggestion.
 
 from __future__ import annotations
 
+import os
 import pickle
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client
 
-from orchestrator import InterpolationError, Manager, ToolNotFoundError
+from orchestrator import InterpolationError, Limits, Manager, ToolNotFoundError
 from orchestrator.check import check
 from orchestrator.cli import cli
 from orchestrator.mcp import build_server
@@ -304,3 +305,22 @@ def test_check_suggests_for_a_claude_agents_tools_too(project, tmp_path, write):
     [problem] = [p for p in found if "'sumary'" in p]
     assert problem.startswith(".claude/agents/helper.md:4: warning: claude-agent: 'sumary' is not a tool")
     assert "did you mean 'summary'" in problem
+
+
+def test_suggestions_pass_over_a_search_path_past_the_folder_limit(tmp_path, tools, write):
+    """A nested ref is looked for within ``Limits.folder_files`` entries only; the error is still given, and read."""
+    limit = len(os.listdir(builtin_folder("tools"))) + 2  # the built-in folder's lookups stay within it
+    write("tools/summary.md", "---\ndescription: s\n---\nsum\n")
+    for i in range(limit):
+        write(f"tools/deep/t{i}.md", "---\ndescription: d\n---\nd\n")
+    write("tools/deep/status.md", "---\ndescription: s\n---\nok\n")
+    small = Manager([tools], limits=Limits(folder_files=limit))
+    with pytest.raises(ToolNotFoundError) as nested:
+        small.invoke_sync("status")
+    assert nested.value.suggestions == []  # the tree holds more than the limit: not walked
+    with pytest.raises(ToolNotFoundError) as close:
+        small.invoke_sync("sumary")
+    assert close.value.suggestions == ["summary"]  # the ref's own folder, as its lookup read it
+    with pytest.raises(ToolNotFoundError) as found:
+        Manager([tools]).invoke_sync("status")
+    assert found.value.suggestions == ["deep/status"]
