@@ -87,7 +87,8 @@ from ..prompt import render_prompt
 from ..schema import validator_for
 from .answer import bounded
 from .conversation import Conversation, Saver
-from .model import Deltas, authorize_model, authorize_pipeline, check_tool_pipeline, label, parse_model
+from .model import Deltas, label, parse_model
+from .routes import authorize_model, authorize_pipeline, check_tool_pipeline
 from .toolset import NEXT, allowed_tools, offered_tools
 from .turn import batch, deciding_on, kept_outcomes, refuse_extra, runs_of
 
