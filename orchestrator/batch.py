@@ -25,8 +25,8 @@ from typing import IO, Any
 import anyio
 import click
 
-from .cli import command_manager, debug_option, path_option, reporting, set_option
-from .errors import ConfigurationError
+from .cli import SUSPENDED, command_manager, debug_option, path_option, reporting, set_option
+from .errors import ConfigurationError, Interrupted
 from .executor import executor_for, unit_for
 
 CONCURRENCY = 256  # units in flight by default
@@ -36,17 +36,25 @@ WINDOW_PER_UNIT = 4  # the reorder window is this many lines per unit in flight
 
 @dataclass(slots=True)
 class Summary:
-    """What one batch run did: lines seen, skipped (already done), results and errors written."""
+    """What one batch run did: lines seen, skipped (already done), results and errors written.
+
+    ``suspended`` counts the lines whose run paused for a decision (an
+    ``Interrupted`` error record, its resume token in the message); they are
+    not counted in ``errors``.
+    """
 
     lines: int = 0
     skipped: int = 0
     results: int = 0
     errors: int = 0
+    suspended: int = 0
 
     def line(self, output: Path) -> str:
         """One line for stderr."""
+        waiting = f"{self.suspended} waiting for a decision, " if self.suspended else ""
         return (
-            f"{self.lines} lines: {self.results} results, {self.errors} errors, {self.skipped} already done -> {output}"
+            f"{self.lines} lines: {self.results} results, {self.errors} errors, {waiting}"
+            f"{self.skipped} already done -> {output}"
         )
 
 
@@ -160,7 +168,9 @@ async def run_batch(
             except (TypeError, ValueError) as exc:  # cannot happen with JSON replies; never lose the line
                 text = json.dumps({"line": number, "error": error_record(exc)})
             ready[number] = text
-            if "error" in record:
+            if "error" in record and record["error"].get("type") == Interrupted.__name__:
+                summary.suspended += 1
+            elif "error" in record:
                 summary.errors += 1
             else:
                 summary.results += 1
@@ -340,7 +350,8 @@ def batch(
     {"line": N, "result": ...} or {"line": N, "error": {"type": ..., "message": ...}}.
     Lines already in RESULTS.jsonl are skipped, so an interrupted batch
     resumes where it stopped. A summary goes to stderr; the exit status is 1
-    when a line failed.
+    when a line failed, else 3 when a line waits for a decision (its record
+    holds the token for toolcascade resume).
 
     \b
     Examples:
@@ -353,6 +364,8 @@ def batch(
     click.echo(summary.line(output), err=True)
     if summary.errors:
         sys.exit(1)
+    if summary.suspended:
+        sys.exit(SUSPENDED)
 
 
 __all__ = ["Summary", "batch", "count_lines", "done_lines", "run_batch"]

@@ -135,3 +135,53 @@ def test_batch_reads_only_the_formats_asked_for(folder: Path) -> None:
     assert CliRunner().invoke(cli, ["batch", "card", str(folder / "args.jsonl"), *out]).exit_code == 0
     ours = CliRunner().invoke(cli, ["batch", "card", str(folder / "args.jsonl"), *out, "--format", "none"])
     assert ours.exit_code == 1 and "ToolNotFoundError" in ours.stderr
+
+
+HOLD = """
+    from orchestrator.approval import take_decision
+    from orchestrator.errors import ApprovalRequired
+    frontmatter = {"role": "middleware", "metadata": {"params": {"type": "object"}}}
+    async def main(ctx):
+        if take_decision() is None:
+            raise ApprovalRequired("held", request={"tool": ctx.target.tool.name, "args": dict(ctx.target.args)})
+        return await ctx.target.manager.next()
+    """
+
+SEND = """
+    frontmatter = {"metadata": {"hold": {}, "params": {"type": "object", "properties": {"to": {"type": "string"}}}}}
+    def main(ctx):
+        return "sent to " + ctx.args["to"]
+    """
+
+
+def test_lines_waiting_for_a_decision_are_counted_and_exit_suspended(
+    folder: Path, write: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.cli import SUSPENDED
+
+    monkeypatch.setenv("TOOLCASCADE_SESSIONS", str(folder / "sessions.db"))
+    write("tools/hold.py", HOLD)
+    write("tools/send.py", SEND)
+    (folder / "args.jsonl").write_text('{"to": "ann"}\n{"to": "bo"}\n')
+    held = CliRunner().invoke(
+        cli,
+        ["batch", "send", str(folder / "args.jsonl"), "-o", str(folder / "out.jsonl"), "--path", str(folder / "tools")],
+    )
+    assert held.exit_code == SUSPENDED, held.output  # nothing failed: two calls wait for a decision
+    assert [r["error"]["type"] for r in records(folder / "out.jsonl")] == ["Interrupted", "Interrupted"]
+    assert "0 errors, 2 waiting for a decision" in held.stderr
+    (folder / "more.jsonl").write_text('{"to": "cy"}\n{not json\n')
+    failed = CliRunner().invoke(
+        cli,
+        [
+            "batch",
+            "send",
+            str(folder / "more.jsonl"),
+            "-o",
+            str(folder / "more-out.jsonl"),
+            "--path",
+            str(folder / "tools"),
+        ],
+    )
+    assert failed.exit_code == 1  # a failed line outweighs a waiting one
+    assert "1 errors, 1 waiting for a decision" in failed.stderr
