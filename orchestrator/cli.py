@@ -36,6 +36,7 @@ from . import __version__
 from .display import Live, Usage, display, explanation_view, plain_rows, progress, terminal
 from .errors import InterpolationError, Interrupted, OrchestratorError, describe
 from .events import Event
+from .events import describe as describe_event
 from .manager import Manager
 from .planner import replaced_builtin
 from .registry import builtin_folder
@@ -334,7 +335,13 @@ def cli() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="The session store (default: $TOOLCASCADE_SESSIONS, else ~/.local/state/toolcascade/sessions.db).",
 )
-@click.option("--verbose", "-v", is_flag=True, help="Print the run's token usage on stderr at the end.")
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Print on stderr the run's token usage at the end (also when it fails or pauses) "
+    "and each middleware that ended a chain without calling next().",
+)
 @click.option(
     "--executor",
     "executor_spec",
@@ -414,7 +421,7 @@ def running(
             manager.events.listeners.append(screen)
         context = {"session": session} if session else None
         if usage is not None:
-            manager.events.listeners.append(usage)
+            manager.events.listeners.extend([usage, say_stopped])
         if executor is None:
             result = manager.invoke_sync(tool, value, overrides=overrides or None, context=context)
         else:
@@ -422,6 +429,13 @@ def running(
 
             result = anyio.run(partial(invoke_on, executor, manager, tool, value, overrides=overrides or None))
     return result, screen
+
+
+def say_stopped(event: Event) -> None:
+    """``run --verbose``: name the entry that ended a chain without calling ``next()`` (a ``chain.stopped`` event)."""
+    line = describe_event(event)
+    if line is not None:
+        click.echo(line, err=True)
 
 
 class Screen:
@@ -590,11 +604,20 @@ def once_per_file(infos: Sequence[ToolInfo]) -> list[ToolInfo]:
 @click.argument("tool")
 @click.argument("args", required=False, metavar="[ARGS]")
 @json_option
+@click.option(
+    "--brief", is_flag=True, help="Only the keys the tool's own files set and what each chain entry does (no --json)."
+)
 @path_option
 @set_option
 @debug_option
 def show(
-    tool: str, args: str | None, as_json: bool, paths: Sequence[Path], overrides: dict[str, Any], debug: bool
+    tool: str,
+    args: str | None,
+    as_json: bool,
+    brief: bool,
+    paths: Sequence[Path],
+    overrides: dict[str, Any],
+    debug: bool,
 ) -> None:
     """Explain TOOL: its frontmatter, every merged key and the sorted chain.
 
@@ -609,8 +632,11 @@ def show(
     Examples:
       toolcascade show greet
       toolcascade show greet '{"name": "Ada"}' --set 'shout={times: 5}'
+      toolcascade show greet --brief
       toolcascade show greet --json | jq '.chain[].name'
     """
+    if brief and as_json:
+        raise click.UsageError("--brief shortens the table; --json is always the whole explanation")
     value = parse_args(args)
     with reporting(debug):
         manager = command_manager(paths)
@@ -626,7 +652,7 @@ def show(
     if as_json:
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))
     else:
-        display(*explanation_view(data))
+        display(*explanation_view(data, brief=brief))
     if explanation.cycle:
         loop = " -> ".join([*explanation.cycle, explanation.cycle[0]])
         fail(f"OrderCycleError: $order constraints form a cycle: {loop} (tool {explanation.tool!r})")

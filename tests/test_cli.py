@@ -600,3 +600,26 @@ def test_cli_identical_search_paths_are_searched_once(project, monkeypatch):
     out = invoke("list", "--json", "--path", "tools", "--path", "./tools/", "--path", str(project / "tools"))
     assert out.exit_code == 0, out.output
     assert json.loads(out.stdout) == alone
+
+
+def test_cli_show_brief_prints_less_than_the_whole_explanation(project):
+    full = toolcascade("show", "greet", cwd=project)
+    brief = toolcascade("show", "greet", "--brief", cwd=project)
+    assert brief.returncode == 0, brief.stderr
+    assert "shout" in brief.stdout
+    assert 0 < len(brief.stdout.splitlines()) < len(full.stdout.splitlines())
+
+
+def test_cli_run_verbose_names_the_middleware_that_ended_the_chain(project, write):
+    write(
+        "tools/stopper.py",
+        "frontmatter = {'role': 'middleware', 'metadata': {'params': {'type': 'object'}}}\n"
+        "def main(ctx):\n    return 'stopped early'\n",
+    )
+    write("tools/greeter.md", "---\nmetadata:\n  stopper: {}\n---\nHello\n")
+    quiet = toolcascade("run", "greeter", cwd=project)
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "stopped early\n", "")
+    out = toolcascade("run", "greeter", "--verbose", cwd=project)
+    assert out.returncode == 0 and out.stdout == "stopped early\n"
+    told = [line for line in out.stderr.splitlines() if "stopper" in line]
+    assert len(told) == 1 and "greeter" in told[0], out.stderr
