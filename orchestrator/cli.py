@@ -826,7 +826,7 @@ def ending_within(grace: float) -> Iterator[None]:
                     break
         time.sleep(grace)
         os.write(2, f"toolcascade serve: still running {grace:g} s after signal {signals[0]}; exiting\n".encode())
-        os._exit(128 + signals[0])
+        end_now(128 + signals[0])
 
     threading.Thread(target=watch, name="toolcascade-exit-watchdog", daemon=True).start()
     try:
@@ -851,10 +851,8 @@ def leave(code: object, wait: float = 0.5) -> None:
     A sync tool that outlived its ``$timeout`` or a Ctrl-C keeps running in
     its worker thread, and no thread can be killed. Threads that end within
     ``wait`` seconds get to; if one is still running, the output is flushed
-    and ``os._exit`` ends the process, as ``serve --grace`` does.
+    and ``end_now`` ends the process, as ``serve --grace`` does.
     """
-    import os
-
     deadline = time.monotonic() + wait
     current = threading.current_thread()
     stuck = [t for t in threading.enumerate() if t is not current and not t.daemon]
@@ -869,10 +867,16 @@ def leave(code: object, wait: float = 0.5) -> None:
     else:
         click.echo(code, err=True)
         status = 1
+    end_now(status)
+
+
+def end_now(status: int) -> NoReturn:
+    """End the process with ``status`` at once, its output flushed, waiting for no thread (``os._exit``)."""
+    import os
+
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe: nothing more can be said
             pass
-    logging.shutdown()
     os._exit(status)
