@@ -275,7 +275,8 @@ def resume(
     """Continue the run paused under TOKEN with a decision, and print its result.
 
     Search the same --path folders as the run that paused. The held call
-    runs at most once: a token works once.
+    runs at most once: a token works once. When the run holds another call,
+    it pauses again: the new token is printed and the exit status is 3.
 
     \b
     Examples:

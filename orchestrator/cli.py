@@ -311,6 +311,10 @@ def cli() -> None:
     built-in tools.
 
     \b
+    Exit status: 0 done, 1 an error, 2 a usage error, 3 a run paused for
+    a decision (continue it with toolcascade resume), 130 Ctrl-C.
+
+    \b
     Examples:
       toolcascade run greet '{"name": "Ada"}'
       toolcascade list --path tools
@@ -365,8 +369,10 @@ def run(
 
     A string result is printed as it is, anything else as JSON. On a
     terminal an agent's answer streams as it arrives and its tool calls show
-    on stderr; piped, stdout carries only the result. Errors print one line
-    on stderr and exit 1.
+    on stderr; piped, stdout carries only the result. An answer with
+    returns prints once, as JSON. Errors print one line on stderr and exit 1;
+    a call held for approval with nobody to ask prints what is held and the
+    resume command on stderr and exits 3.
 
     \b
     Examples:
