@@ -1,0 +1,110 @@
+"""Approval over MCP: the form that asks a client's user about a held call, and what its answer decides.
+
+Handshake-era sessions are asked during the call (``Elicitor``); on the
+2026-07-28 protocol a held call returns an ``input_required`` result
+(``held``) whose ``request_state`` is the resume token.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .approval import Decision
+
+if TYPE_CHECKING:
+    import mcp.types as types
+    from mcp.server.context import ServerRequestContext
+
+    Context = ServerRequestContext[dict[str, Any], Any]
+
+ASKS = 3  # elicitations per held call before a still-unreadable answer denies it
+APPROVAL = "approval"  # the key of the elicitation in an input_required result
+
+
+def question(request: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The message and form schema that ask a client's user about a held call (or batch)."""
+    tool = request.get("tool")
+    who = f" (asked by {request['agent']})" if request.get("agent") else ""
+    lines = [f"Approve the call of {tool}{who}?"]
+    if request.get("kind") == "batch":
+        lines = [f"Approve this batch of calls{who}?"]
+        for call in request.get("calls") or []:
+            lines.append(f"- {call.get('tool')} {json.dumps(call.get('arguments'), ensure_ascii=False)}")
+    elif request.get("args") is not None:
+        lines.append(f"Arguments: {json.dumps(request.get('args'), ensure_ascii=False)}")
+    if request.get("description"):
+        lines.append(f"What it does: {request['description']}")
+    if request.get("reason"):
+        lines.append(f"Why it asks: {request['reason']}")
+    changed = request.get("changed")
+    if isinstance(changed, Mapping):
+        before = json.dumps(changed.get("args"), ensure_ascii=False)
+        lines.append(f"The call changed since you were last asked, which was about: {changed.get('tool')} {before}")
+    if request.get("problem"):
+        lines.append(f"Your last answer could not be used: {request['problem']}")
+    properties: dict[str, Any] = {
+        "approve": {"type": "boolean", "title": "Approve", "description": "Run the call"},
+        "reason": {"type": "string", "title": "Reason", "description": "Why not (the caller is told)"},
+    }
+    if request.get("kind") != "batch":
+        properties["args"] = {
+            "type": "string",
+            "title": "Arguments",
+            "description": "Edited arguments as a JSON object; leave empty to keep them",
+        }
+    return "\n".join(lines), {"type": "object", "properties": properties, "required": ["approve"]}
+
+
+def read_answer(answer: Any, *, batch: bool) -> tuple[Decision, str | None]:
+    """The decision an elicitation answer gives, or (deny, problem) when its edited arguments are unusable.
+
+    Decline, cancel or no answer deny; ``approve: false`` denies with the reason given.
+    """
+    if answer is None or getattr(answer, "action", None) != "accept":
+        why = getattr(answer, "action", None) or "no answer"
+        return Decision("deny", reason=f"the MCP client's user did not approve ({why})"), None
+    content = getattr(answer, "content", None) or {}
+    if content.get("approve") is not True:
+        reason = content.get("reason")
+        return Decision("deny", reason=str(reason) if reason else "the MCP client's user denied it"), None
+    text = content.get("args")
+    if batch or not isinstance(text, str) or not text.strip():
+        return Decision("approve"), None
+    try:
+        edited = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return Decision("deny"), f"the arguments are not JSON ({exc.msg} at column {exc.colno})"
+    if not isinstance(edited, dict):
+        return Decision("deny"), "the arguments must be a JSON object"
+    return Decision("edit", args=edited), None
+
+
+class Elicitor:
+    """The approver of one handshake-era MCP call: asks the client's user with an ``elicitation/create`` form."""
+
+    label = "the MCP client"
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    async def __call__(self, request: dict[str, Any]) -> Decision:
+        asked = dict(request)
+        for _ in range(ASKS):
+            message, schema = question(asked)
+            answer = await self.ctx.session.elicit_form(message, schema, related_request_id=self.ctx.request_id)
+            decision, problem = read_answer(answer, batch=request.get("kind") == "batch")
+            if problem is None:
+                return decision
+            asked["problem"] = problem
+        return Decision("deny", reason=f"the MCP client's user gave unusable arguments {ASKS} times")
+
+
+def held(token: str, request: Mapping[str, Any]) -> types.InputRequiredResult:
+    """The 2026-era answer to a held call: an elicitation to fulfil, and the token to retry with."""
+    import mcp.types as types
+
+    message, schema = question(request)
+    ask = types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=schema))
+    return types.InputRequiredResult(input_requests={APPROVAL: ask}, request_state=token)

@@ -1,0 +1,76 @@
+"""How the MCP server is reached: stdio, or streamable HTTP (stateless by default), and a session id per connection."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from .errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
+
+    State = dict[str, Any]
+
+log = logging.getLogger("orchestrator.mcp")
+
+
+@asynccontextmanager
+async def lifespan(server: Server[State]) -> AsyncIterator[State]:
+    # Entered once per stdio (or in-process) connection, once per app over HTTP.
+    yield {"session": secrets.token_hex(8)}
+
+
+@functools.cache
+def server_class() -> type[Server[State]]:
+    from mcp.server.lowlevel import NotificationOptions, Server
+    from mcp.server.models import InitializationOptions
+
+    class ToolServer(Server[dict[str, Any]]):
+        """The SDK server, advertising ``tools.listChanged`` to handshake clients on every transport."""
+
+        def create_initialization_options(
+            self,
+            notification_options: NotificationOptions | None = None,
+            experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+            extensions: dict[str, dict[str, Any]] | None = None,
+        ) -> InitializationOptions:
+            return super().create_initialization_options(
+                notification_options or NotificationOptions(tools_changed=True), experimental_capabilities, extensions
+            )
+
+    return ToolServer
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``"127.0.0.1:8000"`` -> ``("127.0.0.1", 8000)``; ``"[::1]:8000"`` -> ``("::1", 8000)``.
+
+    Raises:
+        ConfigurationError: not ``HOST:PORT`` with a port from 0 to 65535.
+    """
+    host, sep, port = address.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ConfigurationError(f"the HTTP address must be HOST:PORT (like 127.0.0.1:8000), not {address!r}")
+    return host, int(port)
+
+
+async def serve_stdio(server: Server[State]) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+async def serve_http(server: Server[State], host: str, port: int, stateless: bool = True) -> None:
+    import uvicorn
+
+    # One process per container, scaled by replicas: stateless, any replica answers any request.
+    app = server.streamable_http_app(host=host, stateless_http=stateless)
+    config = uvicorn.Config(app, host=host, port=port, access_log=False, lifespan="on")
+    log.info("serving MCP on http://%s:%d/mcp", host, port)
+    await uvicorn.Server(config).serve()
