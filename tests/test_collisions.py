@@ -131,11 +131,11 @@ def test_a_data_key_naming_a_markdown_template_is_reported_by_check_with_both_fi
     assert line.startswith("tools/summary.md:4: warning: 'note' runs tools/note.md as middleware")
     assert "not declared role: middleware" in line and "a markdown template" in line
     assert "write $static: [note] beside it or rename it" in line
-    assert "1 warning" in done.stderr
+    assert "1 warning" in done.stdout
     write("tools/summary.md", SUMMARY.replace('  note: "draft"', '  note: "draft"\n  $static: [note]'))
     assert cli_run("run", "summary", cwd=tmp_path).stdout == "The summary.\n"
     checked = cli_run("check", cwd=tmp_path)
-    assert checked.stdout == "" and "ok" in checked.stderr
+    assert checked.stderr == "" and checked.stdout.endswith(": ok\n")  # the summary alone: nothing found
 
 
 def test_an_authority_data_key_shared_with_a_new_tool_is_reported_once_at_the_authority(write, tmp_path):
@@ -169,7 +169,8 @@ def test_a_data_key_naming_a_python_tool_is_reported_and_a_value_its_params_refu
     )
     done = cli_run("check", cwd=tmp_path)
     assert done.exit_code == 1 and warnings_of(done) == []
-    [line] = done.stdout.splitlines()
+    [line, summary] = done.stdout.splitlines()
+    assert "1 error" in summary
     assert line.startswith("tools/count.md:4: 'words' runs the middleware tools/words.py with args that fail")
     assert line.endswith("if 'words' is meant as data, list it in $static")
 
@@ -258,7 +259,7 @@ def test_attach_middleware_through_the_cli_and_for_nested_folders_and_dynamic(wr
     shown = cli_run("show", "team/hello", cwd=tmp_path).stdout
     assert "$attach: middleware (house): tone names tools/tone.md" in " ".join(shown.split())
     checked = cli_run("check", cwd=tmp_path)
-    assert checked.exit_code == 0 and checked.stdout == ""
+    assert checked.exit_code == 0 and checked.stderr == "" and checked.stdout.endswith(": ok\n")
 
 
 @pytest.mark.anyio
@@ -308,4 +309,4 @@ def test_the_init_starter_keeps_its_tone_data_when_a_tone_tool_is_added(tmp_path
         cli_run("run", "hello", '{"name": "Ada"}', cwd=tmp_path).stdout == "Hello, Ada! This is a friendly tool. :)\n"
     )
     checked = cli_run("check", cwd=tmp_path)
-    assert checked.exit_code == 0 and checked.stdout == ""
+    assert checked.exit_code == 0 and checked.stderr == "" and checked.stdout.endswith(": ok\n")

@@ -45,8 +45,8 @@ def test_init_folder_works_at_once_with_run_list_show_check(tmp_path, monkeypatc
     chain = [entry["name"] for entry in json.loads(invoke("show", "hello", "--json").output)["chain"]]
     assert chain.index("validate-args") < chain.index("polish") < chain.index("execute")
     checked = CliRunner().invoke(cli, ["check"])
-    assert checked.exit_code == 0 and checked.stdout == ""
-    assert "checked 2 tools in tools: ok" in checked.stderr
+    assert checked.exit_code == 0 and checked.stderr == ""  # the report goes to stdout
+    assert "checked 2 tools in tools: ok" in checked.stdout
 
 
 def test_init_refuses_to_overwrite_and_writes_nothing(tmp_path, monkeypatch):

@@ -335,7 +335,7 @@ def test_cli_resume_of_a_changed_call_holds_again_and_a_dollar_edit_is_refused(p
 
     targets(project, "production-db")
     code, out, err = run("resume", token, "--approve", *where)
-    assert code == 1 and "Interrupted" in err and "changed" in err and "production-db" in err
+    assert code == 3 and "changed" in err and "production-db" in err  # 3: paused again, waiting for a decision
     assert "DROPPED" not in out and dropped(project) == []
     new = err.split("toolcascade resume ", 1)[1].split()[0]
     assert new != token

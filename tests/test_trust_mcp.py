@@ -60,7 +60,7 @@ async def test_error_results_name_files_relative_to_the_served_folder(served, tm
             invalid = await client.call_tool("greet", {"name": 3})
     assert all(result.is_error for result in (broken, missing, unreadable, invalid))
     assert text(broken).startswith("ToolDefinitionError: team/broken.md")
-    assert text(missing).startswith("ToolNotFoundError: no tool 'nowhere' in tools, built-in tools")
+    assert text(missing).startswith("ToolNotFoundError: no tool 'nowhere' in tools")
     assert SERVER_PATH in text(unreadable) and "secret.csv" not in text(unreadable)
     assert "invalid args: /name: " in text(invalid)  # a JSON pointer is not a path
     for result in (broken, missing, unreadable, invalid):
