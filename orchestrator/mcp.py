@@ -86,7 +86,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from . import __version__, approval
+from . import approval
 from .approval import Denier
 from .callers import Caller, check_untrusted
 from .elicitation import APPROVAL, Elicitor, held, read_answer
@@ -106,10 +106,12 @@ from .listings import POLL_INTERVAL, Listing, Listings
 from .manager import Manager
 from .options import extract_options
 from .progress import PROGRESS, report_progress
+from .registry import close_refs
 from .results import SERVER_PATH as SERVER_PATH
 from .results import ServedPaths, failure, success
 from .tool import wire_name
 from .transports import lifespan, parse_address, serve_http, serve_stdio, server_class
+from .version import __version__
 
 if TYPE_CHECKING:
     import mcp.types as types
@@ -200,7 +202,9 @@ class Service(Listings):
             why = f"the served tools cannot be listed: {describe(exc)}"
             return self.failure(ToolNotFoundError(params.name, reason=why))
         if listing is None:  # an isError result, as for any other failure, so the model can read it
-            return self.failure(ToolNotFoundError(params.name, reason=f"this server serves {served_names(served)}"))
+            why = f"this server serves {served_names(served)}"
+            near = functools.partial(close_refs, params.name, served)  # worked out only if the message is read
+            return self.failure(ToolNotFoundError(params.name, reason=why, near=near))
         try:
             if params.request_state is not None:  # a 2026-era retry answering an approval
                 return await self.resumed(ctx, listing, params)

@@ -136,6 +136,17 @@ async def test_mcp_error_result_for_an_unknown_ref_suggests_and_hides_the_builti
     assert misspelt.content[0].text == "ToolNotFoundError: no tool 'sumary' in tools; did you mean 'summary'?"
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_mcp_call_of_a_misspelt_served_name_suggests_the_served_one(project, mode):
+    with anyio.fail_after(LIMIT):
+        async with Client(build_server(Manager([project])), mode=mode) as client:
+            misspelt = await client.call_tool("sumary", {})
+            bare = await client.call_tool("status", {})
+    assert misspelt.is_error and misspelt.content[0].text.endswith("did you mean 'summary'?")
+    assert bare.is_error and bare.content[0].text.endswith("did you mean 'ops__status'?")  # its served name
+
+
 # -- check sees what a run would hit ---------------------------------------------------------------------------
 
 WORDS = """
