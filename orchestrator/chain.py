@@ -189,8 +189,9 @@ async def advance(ctx: Context) -> Any:
                 if child.chain or events.listeners or events.streams or child._shared.tracer is not None:
                     value = await child._manager._run(child, None)  # its chain, observed or traced
                 else:  # a leaf: its body is all its pipeline runs, awaited here (one coroutine per entry)
-                    fn = child.tool.fn
-                    if fn is not None and _is_async(fn):  # body(child), inlined
+                    code = getattr(child.tool.fn, "__code__", None)
+                    if code is not None and code.co_flags & _CO_COROUTINE:  # body(child) of an async main, inlined
+                        fn = child.tool.fn
                         child.body_ran = True
                         value = await fn(child)
                     else:
