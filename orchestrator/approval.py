@@ -396,7 +396,7 @@ async def decide(target: Context, request: dict[str, Any]) -> Decision:
         ApprovalRequired: no approver can be asked.
         ApproverError: the approver failed or answered garbage.
     """
-    manager = target._manager
+    manager = target.owner
     ledger = _decided.get()
     decision = ledger.take(request) if ledger is not None else None
     by = "resumed run"

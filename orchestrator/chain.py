@@ -182,12 +182,12 @@ async def advance(ctx: Context) -> Any:
                     value = await value
             else:
                 # The entry's level of max_stack: the frame's count, one more inside the entry (see frames).
-                child = ctx._manager._enter(ctx, entry, inner if ctx.entry else stacked)
+                child = ctx.owner.enter(ctx, entry, inner if ctx.entry else stacked)
                 if child is SKIPPED:
                     continue
-                events = child._manager.events  # its lists, not its __bool__: a Python call per entry
-                if child.chain or events.listeners or events.streams or child._shared.tracer is not None:
-                    value = await child._manager._run(child, None)  # its chain, observed or traced
+                events = child.owner.events  # its lists, not its __bool__: a Python call per entry
+                if child.chain or events.listeners or events.streams or child.shared.tracer is not None:
+                    value = await child.owner.run(child)  # its chain, observed or traced
                 else:  # a leaf: its body is all its pipeline runs, awaited here (one coroutine per entry)
                     code = getattr(child.tool.fn, "__code__", None)
                     if code is not None and code.co_flags & _CO_COROUTINE:  # body(child) of an async main, inlined
@@ -554,7 +554,7 @@ async def _in_thread(ctx: Context, fn: Callable[..., Any], *args: Any) -> Any:
         InvocationError: ``limits.stuck_threads`` of the manager's threads on this loop are stuck.
         BaseException: whatever ``fn`` raises; the caller's cancellation at once (the thread runs on, stuck).
     """
-    threads = _threads(ctx._manager)
+    threads = _threads(ctx.owner)
     if len(threads.stuck) >= threads.stuck_limit:
         raise threads.refusal(ctx.tool.name)
     slot = _Slot(threads, ctx.tool.name)

@@ -21,6 +21,7 @@ from .tool import Tool
 
 if TYPE_CHECKING:
     from .events import Events
+    from .limits import Limits
     from .manager import Manager
     from .planner import Resolutions
 
@@ -69,6 +70,11 @@ class Shared:
         if state is None:
             state = self._state = {}
         return state
+
+    @property
+    def kept_state(self) -> dict[str, Any] | None:
+        """``state`` when someone used it, else None (read without making it: a suspended run saves it)."""
+        return self._state
 
 
 Frame = tuple[str, Any, float]
@@ -172,6 +178,18 @@ class Context:
     ``meta`` and ``trust`` until someone reads them, are made when read), so
     a finished invocation is freed by reference counting, not by the cyclic
     garbage collector.
+
+    Middleware uses ``ctx.manager``: the operations bound to this context.
+    Three attributes are the engine's, public so that features (agents,
+    approval, formats, executors) need no private name; read them, never
+    assign them:
+
+    - ``owner``: the ``Manager`` running this invocation (its ``limits``,
+      ``approver``, ``sessions``, ``registry``, ``planner``, ``emit``, ...);
+    - ``shared``: the record every invocation of the run shares (``Shared``;
+      ``ctx.run`` is its view for middleware);
+    - ``resolved``: what the entries of a template-free chain resolve to,
+      found with the chain (the planner's ``Resolutions``), or None.
     """
 
     __slots__ = (
@@ -193,15 +211,15 @@ class Context:
         "phases",
         "locked",
         "running",
-        "_manager",
+        "owner",
+        "shared",
+        "resolved",
         "_target",
-        "_shared",
         "_run",
         "_values",
         "_meta",
         "_env",
         "_trust",
-        "_resolved",
     )
 
     def __init__(
@@ -224,10 +242,10 @@ class Context:
         nonlocals: dict[str, Any] | None = None,
         resolved: Resolutions | None = None,
     ) -> None:
-        self._manager = manager
+        self.owner = manager
         self.tool = tool
         self.args = args
-        self._shared = shared
+        self.shared = shared
         self._run: Run | None = None
         self.parent = parent
         self._target = target  # None: itself (kept out of the slot so a context never refers to itself)
@@ -252,7 +270,20 @@ class Context:
         self._env = env
         self._trust: dict[str, bool] | None = None
         self.running = 0  # next() calls of this chain in flight (the runner's concurrency guard)
-        self._resolved = resolved  # what the entries of a static chain resolve to (planner.Static)
+        self.resolved = resolved  # what the entries of a static chain resolve to (planner.Static)
+
+    @property
+    def _shared(self) -> Shared:
+        """``shared``, by the name it had before it was public (kept for code written against it)."""
+        return self.shared
+
+    def settle(self, values: Mapping[str, Any], locked: frozenset[str]) -> None:
+        """Give the context its merged metadata once its templates rendered (the engine's, before the chain runs).
+
+        ``values`` stays shared with the plan: ``ctx.meta`` copies it when first read.
+        """
+        self._values = values
+        self.locked = locked
 
     @property
     def target(self) -> Context:
@@ -276,7 +307,7 @@ class Context:
         """The run this invocation belongs to (id, history, usage, state) and its own origin and tool."""
         run = self._run
         if run is None:
-            run = self._run = Run(self._shared, self.tool)
+            run = self._run = Run(self.shared, self.tool)
         return run
 
     @property
@@ -327,10 +358,10 @@ def entry_context(
     rest of an entry's bookkeeping).
     """
     ctx: Context = _new(Context)
-    ctx._manager = manager
+    ctx.owner = manager
     ctx.tool = tool
     ctx.args = args
-    ctx._shared = target._shared
+    ctx.shared = target.shared
     ctx._run = None
     ctx.parent = target
     ctx._target = target
@@ -353,7 +384,7 @@ def entry_context(
     ctx._env = env
     ctx._trust = None
     ctx.running = 0
-    ctx._resolved = resolved
+    ctx.resolved = resolved
     return ctx
 
 
@@ -369,9 +400,27 @@ class BoundManager:
         self._ctx = ctx
 
     async def invoke(self, ref: str, args: Any = None, **options: Any) -> Any:
-        """Invoke ``ref`` as an independent pipeline with this context as parent (never a cycle skip)."""
+        """Invoke ``ref`` as an independent pipeline with this context as parent (never a cycle skip).
+
+        ``options`` are those of ``Manager.invoke``: ``context``, ``middleware``,
+        ``overrides``, ``timeout``, ``caller``.
+        """
         ctx = self._ctx
-        return await ctx._manager._invoke(ref, args, parent=ctx, **options)
+        return await ctx.owner.invoke(ref, args, parent=ctx, **options)
+
+    async def invoke_entry(self, ref: str, args: Any = None) -> Any:
+        """Invoke ``ref`` as an entry of this context's chain would run: parent and target this context.
+
+        Unlike ``invoke``, a tool already running in this pipeline is skipped
+        as an invocation cycle (R-CHAIN-10): the call then returns
+        ``chain.SKIPPED`` and logs a warning. ``args`` are data, never
+        options. The ``directives`` middleware runs a directive's tool so.
+
+        Raises:
+            InvocationError: past ``max_depth`` or ``max_stack``.
+        """
+        ctx = self._ctx
+        return await ctx.owner.invoke_entry(ctx, Entry(ref, args))
 
     def next(self) -> Awaitable[Any]:
         """Run the next entry of this context's chain; resolves to ``locals['result']`` (R-CHAIN-6/7)."""
@@ -425,21 +474,26 @@ class BoundManager:
     @property
     def events(self) -> Events:
         """The manager's listeners: true when someone listens (build an event only then); ``emit(event)``."""
-        return self._ctx._manager.events
+        return self._ctx.owner.events
+
+    @property
+    def limits(self) -> Limits:
+        """The manager's ``Limits``: what templates, files and sync code may cost."""
+        return self._ctx.owner.limits
 
     @property
     def executor(self) -> Any:
         """The program's default executor (``Manager(executor=...)``), or None: ``delegate: {}`` runs units there."""
-        return self._ctx._manager.executor
+        return self._ctx.owner.executor
 
     def search_path(self, folder: str | Path) -> SearchPath:
         """A search path for ``folder``, trusted only when the program marked it so."""
-        return self._ctx._manager.search_path(folder)
+        return self._ctx.owner.search_path(folder)
 
     def find_tool(self, ref: str) -> Tool:
         """Resolve ``ref`` against this context's search paths."""
         ctx = self._ctx
-        return ctx._manager.registry.find(ref, ctx.paths, ctx._shared.checked)
+        return ctx.owner.registry.find(ref, ctx.paths, ctx.shared.checked)
 
 
 def ctx_target(ctx: Context) -> Context:

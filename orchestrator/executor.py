@@ -455,12 +455,12 @@ async def _invoke(manager: Manager, unit: Mapping[str, Any], untrusted: list[str
     args, options = extract_options(unit.get("args"), ref, seed, None, unit.get("overrides"), timeout)
     seconds = options["timeout"]
     with anyio.move_on_after(seconds if seconds is not None else float("inf")):
-        ctx = manager._prepare(ref, args, None, None, options)[0]
+        ctx = manager.prepare(ref, args, options)
         ctx.depth = depth  # nested invocations count from the caller's depth (R-INV-5)
         if rest is not None:
             entries = [Entry(str(e["name"]), e.get("args")) for e in rest]
             ctx.chain = manager.planner.conditioned(entries, ctx.paths, ctx.run.checked)
-        return await manager._run(ctx, None)
+        return await manager.run(ctx)
     raise InvocationTimeout(f"timed out after {seconds} s", tool=ref)
 
 

@@ -171,4 +171,4 @@ def scope(ctx: Context, meta: Mapping[str, Any], args: Any = _OWN) -> Scope:
         "cwd": str(ctx.cwd),
         "env": env,
     }
-    return Scope(variables, ctx._manager.limits)
+    return Scope(variables, ctx.owner.limits)

@@ -322,12 +322,15 @@ class Manager:
         overrides: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         caller: Caller | None = None,
+        parent: Context | None = None,
     ) -> Coroutine[Any, Any, Any]:
         """Invoke ``ref`` with ``args`` through the full pipeline; await it for the result.
 
         ``caller`` marks a call made for someone untrusted (an MCP client, a
         model): the ``$`` options in ``args`` then follow ``orchestrator.callers``;
-        the explicit options are the program's own.
+        the explicit options are the program's own. ``parent`` is the context
+        the call is made from (``ctx.manager.invoke`` passes its own): the
+        call joins that run, its depth and its search paths.
 
         A plain method returning the coroutine (``await manager.invoke(...)``),
         so an invocation in flight holds one coroutine frame less.
@@ -337,12 +340,12 @@ class Manager:
             Interrupted: a call needed a decision no approver could give; ``resume`` continues.
             InvocationError: the manager is closed (also the errors of SPEC section 7).
         """
-        if self.closed:  # one attribute test; the coroutine raises when awaited, as any other invoke error
+        if self.closed and parent is None:  # one attribute test; the coroutine raises when awaited, as any other
             return self._closed("invoke", str(ref.name if isinstance(ref, Tool) else ref))
         return self._invoke(
             ref,
             args,
-            parent=None,
+            parent=parent,
             context=context,
             middleware=middleware,
             overrides=overrides,
@@ -447,10 +450,10 @@ class Manager:
             seconds = options["timeout"]
             if seconds is None:
                 ctx = self._prepare(ref, args, parent, None, options, caller=caller, guarded=guarded)[0]
-                return await self._run(ctx, caller)
+                return await self.run(ctx, caller)
             with anyio.move_on_after(seconds):  # extract_options checked it is a positive number
                 ctx = self._prepare(ref, args, parent, None, options, caller=caller, guarded=guarded)[0]
-                return await self._run(ctx, caller)
+                return await self.run(ctx, caller)
             raise InvocationTimeout(
                 f"timed out after {seconds} s", tool=str(ref.name if isinstance(ref, Tool) else ref)
             )
@@ -461,7 +464,7 @@ class Manager:
                     from .interrupts import suspend
 
                     options = {"context": context, "middleware": middleware, "overrides": overrides, "timeout": timeout}
-                    state = ctx._shared._state if ctx is not None else None
+                    state = ctx.shared.kept_state if ctx is not None else None
                     raise await suspend(self, ref, given, options, exc, state) from exc
             raise
         finally:
@@ -473,9 +476,15 @@ class Manager:
         who = parent.tool.name if parent is not None else str(name)
         return InvocationError(f"{what} reached invoking {str(name)!r}; does {who!r} recurse?", tool=who)
 
-    def _run(self, ctx: Context, caller: Caller | None) -> Awaitable[Any]:
-        """Run ctx's chain: traced when the program set a tracer provider, observed when someone listens."""
-        tracer = ctx._shared.tracer
+    def run(self, ctx: Context, caller: Caller | None = None) -> Awaitable[Any]:
+        """Run the chain of ``ctx`` (made by ``prepare`` or ``enter``); await it for the result.
+
+        Traced when the program set a tracer provider, observed (``invoke.start``
+        / ``invoke.end`` events) when someone listens. ``caller`` is the
+        untrusted caller the call is made for, if any (a model's calls are
+        marked so in traces).
+        """
+        tracer = ctx.shared.tracer
         if tracer is not None:
             return self._traced(ctx, tracer, caller is not None and caller.name == "a model")
         return self._observed(ctx) if self.events else chain.advance(ctx)
@@ -564,6 +573,20 @@ class Manager:
         # tools' worth of them took longer than the listing itself).
         return self.registry.memo("described", (ref, paths), compute, checked)
 
+    def prepare(self, ref: str | Tool, args: Any, options: Mapping[str, Any] = NO_OPTIONS) -> Context:
+        """A top-level context for ``ref``, ready for ``run``: steps 2-8 of R-INV-2, without running it.
+
+        ``args`` and ``options`` are what ``options.extract_options`` returns
+        (``context``, ``middleware``, ``overrides``; ``timeout`` is the
+        caller's to apply). An executor uses it to run a unit: it may set the
+        context's ``depth`` (counted from the caller's) and its ``chain``
+        before ``run``.
+
+        Raises:
+            OrchestratorError: the errors an invocation raises before its chain runs.
+        """
+        return self._prepare(ref, args, None, None, options)[0]
+
     def _prepare(
         self,
         ref: str | Tool,
@@ -590,7 +613,7 @@ class Manager:
             parent = parent or seed.get("parent")
             target = target or seed.get("target")
         if parent is not None:
-            shared = parent._shared
+            shared = parent.shared
             paths, cwd, envelope = parent.paths, parent.cwd, parent.envelope
         else:
             box = carried.get()  # a resumed run continues the state its suspended run kept
@@ -684,7 +707,7 @@ class Manager:
                 merged = merge_levels(levels, partial(scope, ctx, args=shown) if render else None, tool.name, plan.base)
             planned = sort and not extra and level is None  # templates fill in values, never keys: the plan's order
             if planned:
-                verdicts, ctx.chain, ctx._resolved = self.planner.templated_chain(
+                verdicts, ctx.chain, ctx.resolved = self.planner.templated_chain(
                     tool, plan, merged, paths, checked, prune and not seed
                 )
             else:
@@ -706,31 +729,33 @@ class Manager:
             if sort and level is not None and level.annotations.get("$order") and merged.locked:
                 unmoved = build_chain(tool, replace(merged, order=plan.raw.order), verdicts, extra, plan.phases, {})
                 keep_locked_order(unmoved, ctx.chain, merged.locked, tool.name)
-        ctx._values = merged.values  # copied into ctx.meta when read: the plan's own stays untouched
-        ctx.locked = merged.locked
+        ctx.settle(merged.values, merged.locked)  # copied into ctx.meta when read: the plan's own stays untouched
         if prune and ctx.chain:
             idle = idle_prefix(ctx, ctx.chain)
             if idle:
                 ctx.chain = ctx.chain[idle:]
         return ctx, merged, verdicts, origins
 
-    async def _invoke_entry(self, ctx: Context, entry: Entry) -> Any:
-        """Invoke a chain entry through the full pipeline, or skip it as an invocation cycle (R-CHAIN-10).
+    async def invoke_entry(self, ctx: Context, entry: Entry) -> Any:
+        """Invoke ``entry`` as an entry of ``ctx``'s chain: the full pipeline, or ``chain.SKIPPED`` for a cycle.
 
-        For entries the runner does not take itself (a directive's tool).
+        For entries the runner does not take itself (a directive's tool);
+        middleware calls it as ``ctx.manager.invoke_entry(ref, args)``
+        (R-CHAIN-10).
 
         Raises:
             InvocationError: past ``max_depth`` or ``max_stack``.
         """
         stacked, inner = chain.heights(ctx)  # an entry's level is counted inside it (chain.frames)
-        child = self._enter(ctx, entry, inner if ctx.entry else stacked)
+        child = self.enter(ctx, entry, inner if ctx.entry else stacked)
         if child is chain.SKIPPED:
             return child
-        return await self._run(child, None)
+        return await self.run(child)
 
-    def _enter(self, ctx: Context, entry: Entry, height: int) -> Context:
+    def enter(self, ctx: Context, entry: Entry, height: int) -> Context:
         """The context of chain entry ``entry`` of ``ctx``, or ``chain.SKIPPED`` for an invocation cycle.
 
+        The runner's (``chain.advance``), which then runs it with ``run``.
         The hot path of every entry: one plan lookup and a context built
         once. An entry's args are a metadata value: data, never options.
         Entries of a middleware's own chain (its built-ins) count against
@@ -741,8 +766,8 @@ class Manager:
         Raises:
             InvocationError: past ``max_depth`` or ``max_stack``.
         """
-        shared = ctx._shared
-        ahead = ctx._resolved  # the entries of a static chain, resolved with it (fresh while it is)
+        shared = ctx.shared
+        ahead = ctx.resolved  # the entries of a static chain, resolved with it (fresh while it is)
         found = ahead[1].get(entry.name) if ahead is not None and ahead[0] == ctx.paths else None
         tool, plan, static = found or self.planner.resolve(entry.name, ctx.paths, shared.checked)
         ancestor: Context | None = ctx

@@ -143,7 +143,7 @@ def directive_entries(target: Context) -> list[Entry]:
     found = find_directives(source)
     if not found:
         return []
-    registry = target._manager.registry
+    registry = target.owner.registry
     names = frozenset(d.name for d in found if registry.exists(d.name, target.paths, target.run.checked))
     if not names:
         return []
@@ -236,7 +236,7 @@ def _runner(name: str, index: int) -> Callable[[Context, Any], Any]:
 
     async def run(ctx: Context, args: Any) -> Any:
         # A full invocation of the directive tool, checked for invocation cycles like any chain entry.
-        value = await ctx._manager._invoke_entry(ctx, Entry(name, args))
+        value = await ctx.manager.invoke_entry(name, args)
         if value is not SKIPPED:
             ctx.locals["directives"][index] = "" if value is None else str(value)
         return await ctx.manager.next()

@@ -136,7 +136,7 @@ class Agent:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.manager = ctx._manager
+        self.manager = ctx.owner
         spec = model_spec(ctx)
         if spec is None:
             raise ConfigurationError("agent-execute needs a model", tool=ctx.tool.name, key="model")

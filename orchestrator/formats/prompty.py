@@ -406,7 +406,7 @@ async def prepare(ctx: Context) -> Any:
     settings = ctx.args if isinstance(ctx.args, Mapping) else {}
     tool = target.tool
     if settings.get("template") == "mustache":
-        limit = target._manager.limits.render_output
+        limit = target.manager.limits.render_output
         where = {"tool": tool.name, "path": tool.path, "line": tool.prompt_line, "level": "prompt"}
         args = target.args if isinstance(target.args, Mapping) else {}
         if isinstance(tool.prompt, str) and tool.prompt:
