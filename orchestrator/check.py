@@ -35,8 +35,9 @@ from .interpolate import compile_template, has_templates, is_template
 from .loader import KNOWN_KEYS, read_text, split_frontmatter
 from .ordering import build_chain
 from .planner import order_strays
+from .reads import reads
 from .registry import SearchPath, Snapshot, close_refs
-from .sandbox import meant, reads
+from .sandbox import meant
 from .schema import check as check_schema
 from .schema import fill_defaults, validator_for
 from .tool import Tool
