@@ -9,7 +9,6 @@ the registry and follows file edits.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import sys
@@ -17,7 +16,6 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -26,33 +24,27 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from . import chain, tracing
+from . import binding, chain, tracing
 from .authorities import Authorities, Authority
+from .binding import NO_KEYS, prepare, too_deep
 from .callers import Caller, check_untrusted
-from .cascade import Merged, merge_levels, override_level, rerender
-from .conditions import idle_prefix
-from .context import Context, Shared, carried, entry_context
+from .context import Context
 from .errors import (
     ApprovalRequired,
     InvocationError,
     InvocationTimeout,
     OrchestratorError,
     OrderCycleError,
-    SecurityError,
     ToolDefinitionError,
     name_tool,
 )
 from .events import Event, Events, Listener
-from .explain import Explanation, explanation, unsorted_chain
-from .interpolate import scope
+from .explain import Explanation, explanation
 from .limits import DEFAULT_LIMITS, Limits
 from .loader import check_name
-from .locks import guard_locked, keep_locked_order
-from .options import NO_OPTIONS, as_list, as_mapping, extract_options, folders
-from .ordering import Entry, build_chain, extra_specs
-from .planner import Planner, Resolutions, Verdicts
+from .options import NO_OPTIONS, extract_options, folders
+from .planner import Planner
 from .registry import Registry, SearchPath, builtin_folder, check_ref
-from .schema import fill_defaults
 from .tool import Tool, ToolInfo
 
 log = logging.getLogger("orchestrator")
@@ -62,20 +54,11 @@ log = logging.getLogger("orchestrator")
 # margin); the recursion limit is raised to fit ``max_stack`` of them (R-INV-5).
 _FRAMES_PER_INVOCATION = 8
 _frames = chain.frames
-_NO_KEYS: frozenset[str] = frozenset()  # made once: an empty frozenset() is a new object on every call
-# Run ids: a random prefix per process and a counter (the id names a run in events, traces and sessions).
-_RUN_PREFIX = os.urandom(4).hex()
-_run_numbers = itertools.count(1)
 # The Managers of this process not closed yet: process pools (shared by them all, ``executor_for``) end when
 # the last one closes. Weak: a Manager collected without close() counts no more.
 _open: weakref.WeakSet[Manager] = weakref.WeakSet()
 _open_lock = threading.Lock()
 T = TypeVar("T")
-
-
-def run_id() -> str:
-    """A new run id: unique in this process, and across processes but for a 1 in 2**32 chance per pair."""
-    return f"{_RUN_PREFIX}{next(_run_numbers):08x}"
 
 
 class Manager:
@@ -435,12 +418,12 @@ class Manager:
         height = stacked + 1
         if depth > self.max_depth or height > self.max_stack:
             name = ref.name if isinstance(ref, Tool) else ref
-            raise self._too_deep(name, parent, depth > self.max_depth, self.max_stack)
+            raise too_deep(self, name, parent, depth > self.max_depth, self.max_stack)
         token = _frames.set((None, 0, frame, height, inner))  # this invocation's mark (chain.frames)
         given = args
         ctx: Context | None = None
         try:
-            guarded = _NO_KEYS
+            guarded = NO_KEYS
             if caller is not None:
                 asked = extract_options(args, ref, None, None, None, None)[1]
                 check_untrusted(str(ref.name if isinstance(ref, Tool) else ref), asked, caller)
@@ -449,10 +432,10 @@ class Manager:
             args, options = extract_options(args, ref, context, middleware, overrides, timeout)
             seconds = options["timeout"]
             if seconds is None:
-                ctx = self._prepare(ref, args, parent, None, options, caller=caller, guarded=guarded)[0]
+                ctx = prepare(self, ref, args, parent, None, options, caller=caller, guarded=guarded)[0]
                 return await self.run(ctx, caller)
             with anyio.move_on_after(seconds):  # extract_options checked it is a positive number
-                ctx = self._prepare(ref, args, parent, None, options, caller=caller, guarded=guarded)[0]
+                ctx = prepare(self, ref, args, parent, None, options, caller=caller, guarded=guarded)[0]
                 return await self.run(ctx, caller)
             raise InvocationTimeout(
                 f"timed out after {seconds} s", tool=str(ref.name if isinstance(ref, Tool) else ref)
@@ -469,12 +452,6 @@ class Manager:
             raise
         finally:
             _frames.reset(token)
-
-    def _too_deep(self, name: Any, parent: Context | None, deep: bool, limit: int) -> InvocationError:
-        """The typed error for an invocation past ``max_depth`` or past ``limit`` nested levels (R-INV-5)."""
-        what = f"invocation depth limit ({self.max_depth})" if deep else f"nested invocation limit ({limit})"
-        who = parent.tool.name if parent is not None else str(name)
-        return InvocationError(f"{what} reached invoking {str(name)!r}; does {who!r} recurse?", tool=who)
 
     def run(self, ctx: Context, caller: Caller | None = None) -> Awaitable[Any]:
         """Run the chain of ``ctx`` (made by ``prepare`` or ``enter``); await it for the result.
@@ -585,222 +562,13 @@ class Manager:
         Raises:
             OrchestratorError: the errors an invocation raises before its chain runs.
         """
-        return self._prepare(ref, args, None, None, options)[0]
+        return prepare(self, ref, args, None, None, options)[0]
 
-    def _prepare(
-        self,
-        ref: str | Tool,
-        args: Any,
-        parent: Context | None,
-        target: Context | None,
-        options: Mapping[str, Any],
-        render: bool = True,
-        *,
-        caller: Caller | None = None,
-        guarded: frozenset[str] = frozenset(),
-        sort: bool = True,
-        prune: bool = True,
-    ) -> tuple[Context, Merged, tuple[tuple[str, bool, str], ...], dict[str, str]]:
-        """Steps 2-8 of R-INV-2 up to a sorted chain; returns the context and what explain needs.
-
-        ``render=False`` (explain only) merges template strings as they are written;
-        ``sort=False`` (explain of a chain with an ``$order`` cycle) leaves the chain unsorted;
-        ``prune=False`` (explain) keeps the leading entries that have no work (R-CHAIN-12).
-        ``guarded`` are override keys sent by ``caller``: they may not name tools it cannot call.
-        """
-        seed = options["context"]  # its keys and their types were checked by extract_options
-        if seed:
-            parent = parent or seed.get("parent")
-            target = target or seed.get("target")
-        if parent is not None:
-            shared = parent.shared
-            paths, cwd, envelope = parent.paths, parent.cwd, parent.envelope
-        else:
-            box = carried.get()  # a resumed run continues the state its suspended run kept
-            shared = Shared(run_id(), tracer=tracing.tracer(), state=box.pop() if box else None)
-            paths, cwd, envelope = self.paths, self.cwd, None
-        checked = shared.checked
-        if seed:
-            if "paths" in seed:
-                paths = (*(self.search_path(p) for p in as_list(seed["paths"], "context paths")), *paths)
-            if "cwd" in seed:
-                cwd = (cwd / str(seed["cwd"])).resolve()
-            envelope = seed.get("envelope", envelope)
-        if isinstance(ref, Tool) or not sort:
-            tool = ref if isinstance(ref, Tool) else self.registry.find(ref, paths, checked)
-            tool, plan, static = tool, self.planner.plan(tool, paths, checked), None
-        else:
-            tool, plan, static = self.planner.resolve(ref, paths, checked)
-        over = options["overrides"]
-        cached: tuple[Merged, Verdicts] | None = None
-        entries: list[Entry] = []
-        ahead: Resolutions | None = None
-        if not seed and sort and static is not None and not over and options["middleware"] is None:
-            # The common call: nothing depends on args, so the context is built once with its cached chain.
-            assert plan.static is not None  # static is only cached for a template-free plan
-            cached = plan.static, static[0]
-            entries = list(static[2] if prune else static[1])
-            ahead = static[3]
-        ctx = Context(
-            self,
-            tool,
-            args,
-            shared,
-            parent=parent,
-            target=target,
-            envelope=envelope,
-            paths=paths,
-            cwd=cwd,
-            chain=entries,
-            values=cached[0].values if cached else {},
-            phases=plan.phases,
-            locked=cached[0].locked if cached else _NO_KEYS,
-            env=plan.env,
-            resolved=ahead,
-        )
-        if cached:
-            shared.history.append((tool.name, args, time.time()))
-            return ctx, cached[0], cached[1], {}
-        if seed:
-            if "locals" in seed:
-                ctx.locals.update(as_mapping(seed["locals"], "context locals", tool.name))
-            if "nonlocals" in seed:
-                if not isinstance(seed["nonlocals"], dict):
-                    raise InvocationError("context nonlocals must be a mapping", tool=tool.name)
-                ctx.nonlocals = seed["nonlocals"]  # by reference: the seeder shares it
-            if "session" in seed:  # the conversation an agent continues (orchestrator.sessions)
-                ctx.locals["session"] = seed["session"]
-            ctx.locals["prompt"] = tool.prompt
-        shared.history.append((tool.name, args, time.time()))
-
-        extra = extra_specs(ctx.locals.get("middleware"), "context locals.middleware") if seed else []
-        if options["middleware"] is not None:
-            extra += extra_specs(options["middleware"], "middleware")
-        origins: dict[str, str] = {}
-        if sort and plan.static is not None and not over:
-            # Nothing depends on args: verdicts and the sorted chain come from the cache.
-            merged = plan.static
-            if static is None:
-                static = self.planner.static_chain(tool, plan, paths, checked)
-            verdicts, chain_ = static[0], static[1]  # pruned below: seeded locals may wake an entry
-            if not extra:
-                ctx.chain = list(chain_)
-            else:
-                built = build_chain(tool, merged, verdicts, extra, plan.phases, origins)
-                ctx.chain = self.planner.conditioned(built, paths, checked)
-        else:
-            levels = plan.rest
-            level = None
-            if over:
-                level = override_level(as_mapping(over, "overrides", tool.name))
-                guard_locked(level, plan.raw.locked, tool.name)
-                levels = (*levels, level)
-            shown = args
-            params = plan.raw.values.get("params")
-            if render and isinstance(params, Mapping) and not any("params" in lv.templates for lv in plan.rest):
-                # Metadata templates render before any middleware runs: they see the defaults `params` fills in.
-                shown = fill_defaults(params, args)
-            if render and level is None and len(levels) == 1 and "$remove" not in levels[0].annotations:
-                # One templated level (the tool's own, as a rule): only its templated keys render and merge.
-                merged = rerender(plan.raw, plan.base, levels[0], partial(scope, ctx, args=shown), tool.name)
-            else:
-                merged = merge_levels(levels, partial(scope, ctx, args=shown) if render else None, tool.name, plan.base)
-            planned = sort and not extra and level is None  # templates fill in values, never keys: the plan's order
-            if planned:
-                verdicts, ctx.chain, ctx.resolved = self.planner.templated_chain(
-                    tool, plan, merged, paths, checked, prune and not seed
-                )
-            else:
-                verdicts = self.planner.toolkeys(tool, merged, paths, checked)
-            if caller is not None and guarded:
-                for key, middleware, _why in verdicts:
-                    if middleware and key in guarded and key not in caller.tools:
-                        raise SecurityError(
-                            f"$overrides from {caller.name} may not add middleware {key!r}: it can only use tools "
-                            "it can call",
-                            tool=tool.name,
-                            key=key,
-                        )
-            if not sort:
-                ctx.chain = unsorted_chain(merged, verdicts)
-            elif not planned:
-                built = build_chain(tool, merged, verdicts, extra, plan.phases, origins)
-                ctx.chain = self.planner.conditioned(built, paths, checked)
-            if sort and level is not None and level.annotations.get("$order") and merged.locked:
-                unmoved = build_chain(tool, replace(merged, order=plan.raw.order), verdicts, extra, plan.phases, {})
-                keep_locked_order(unmoved, ctx.chain, merged.locked, tool.name)
-        ctx.settle(merged.values, merged.locked)  # copied into ctx.meta when read: the plan's own stays untouched
-        if prune and ctx.chain:
-            idle = idle_prefix(ctx, ctx.chain)
-            if idle:
-                ctx.chain = ctx.chain[idle:]
-        return ctx, merged, verdicts, origins
-
-    async def invoke_entry(self, ctx: Context, entry: Entry) -> Any:
-        """Invoke ``entry`` as an entry of ``ctx``'s chain: the full pipeline, or ``chain.SKIPPED`` for a cycle.
-
-        For entries the runner does not take itself (a directive's tool);
-        middleware calls it as ``ctx.manager.invoke_entry(ref, args)``
-        (R-CHAIN-10).
-
-        Raises:
-            InvocationError: past ``max_depth`` or ``max_stack``.
-        """
-        stacked, inner = chain.heights(ctx)  # an entry's level is counted inside it (chain.frames)
-        child = self.enter(ctx, entry, inner if ctx.entry else stacked)
-        if child is chain.SKIPPED:
-            return child
-        return await self.run(child)
-
-    def enter(self, ctx: Context, entry: Entry, height: int) -> Context:
-        """The context of chain entry ``entry`` of ``ctx``, or ``chain.SKIPPED`` for an invocation cycle.
-
-        The runner's (``chain.advance``), which then runs it with ``run``.
-        The hot path of every entry: one plan lookup and a context built
-        once. An entry's args are a metadata value: data, never options.
-        Entries of a middleware's own chain (its built-ins) count against
-        ``max_stack`` apart from the others (``inner``), so an entry costs
-        one level of one count; ``height`` is that count at ``ctx``'s level,
-        one less than inside the entry (``chain.frames``).
-
-        Raises:
-            InvocationError: past ``max_depth`` or ``max_stack``.
-        """
-        shared = ctx.shared
-        ahead = ctx.resolved  # the entries of a static chain, resolved with it (fresh while it is)
-        found = ahead[1].get(entry.name) if ahead is not None and ahead[0] == ctx.paths else None
-        tool, plan, static = found or self.planner.resolve(entry.name, ctx.paths, shared.checked)
-        ancestor: Context | None = ctx
-        while ancestor is not None:
-            if ancestor.tool.uri == tool.uri:
-                log.warning(
-                    "skipping middleware %r in the chain of %r: it is already running in this pipeline",
-                    entry.name,
-                    ctx.tool.name,
-                )
-                return chain.SKIPPED  # type: ignore[no-any-return]
-            if not ancestor.entry:
-                break
-            ancestor = ancestor.parent
-        if ctx.depth >= self.max_depth or height >= self.max_stack:
-            raise self._too_deep(entry.name, ctx, ctx.depth >= self.max_depth, self.max_stack)
-        merged = plan.static
-        if static is None or merged is None:  # templated metadata: rendered for this call
-            return self._prepare(entry.name, entry.args, ctx, ctx, NO_OPTIONS)[0]
-        shared.history.append((tool.name, entry.args, time.time()))
-        runs = static[2]  # a leaf (no entry with work) shares the empty tuple: inject() builds a new list
-        return entry_context(
-            self,
-            tool,
-            entry.args,
-            ctx,
-            list(runs) if runs else (),
-            merged.values,
-            plan.phases,
-            merged.locked,
-            plan.env,
-            static[3] if runs else None,
-        )
+    # The binding steps (orchestrator.binding) as methods: ``_prepare`` for invoke and explain, ``enter``
+    # for the runner's hot path (no extra call per entry), ``invoke_entry`` for ``ctx.manager.invoke_entry``.
+    _prepare = binding.prepare
+    enter = binding.enter
+    invoke_entry = binding.invoke_entry
 
     # -- explain ---------------------------------------------------------------
 
