@@ -14,33 +14,32 @@ it at run time, ``orchestrator.agent.model.authorize_model``).
 
 from __future__ import annotations
 
-import difflib
 import gc
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from types import CodeType, FunctionType
-from typing import TYPE_CHECKING, Any
-
-import jinja2
+from typing import TYPE_CHECKING
 
 from .agent.model import KEYLESS, route_line, route_setter, untrusted_roots
 from .authorities import FOLDER_FILE, load_authority
 from .cascade import make_level
-from .directives import find_directives
-from .errors import OrchestratorError, ValidationError
-from .interpolate import compile_template, has_templates, is_template
+from .collisions import check_collisions, check_middleware_args, check_replaced
+from .errors import OrchestratorError
+from .interpolate import has_templates, is_template
 from .loader import KNOWN_KEYS, read_text, split_frontmatter
 from .ordering import build_chain
 from .planner import order_strays
-from .reads import reads
-from .registry import SearchPath, Snapshot, close_refs
-from .sandbox import meant
-from .schema import check as check_schema
-from .schema import fill_defaults, validator_for
+from .problems import Problem as Problem
+from .problems import Report, name_line, where_key
+from .registry import SearchPath, Snapshot
+from .schema import validator_for
+from .templates import check_reads, check_templates, syntax_errors
 from .tool import Tool
+from .typos import MIN_TYPO_LENGTH as MIN_TYPO_LENGTH
+from .typos import NearNames as NearNames
+from .typos import check_directives, did_you_mean, near_misses, suggest, unknown_keys
+from .typos import one_edit_apart as one_edit_apart
 
 if TYPE_CHECKING:
     from .cascade import Merged, Plan
@@ -48,25 +47,6 @@ if TYPE_CHECKING:
 
 AUTHORITY_KEYS = ("name", "description", "metadata", "phases", "inherit")
 SCHEMA_KEYS = ("params", "returns")
-# Shorter keys (log, cwd, tag, dog ...) are one edit from too many words to be worth a warning.
-MIN_TYPO_LENGTH = 4
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One finding of ``check``: where it is, what it is, and whether it fails the check."""
-
-    path: str | None
-    line: int | None
-    message: str
-    severity: str = "error"  # 'error' | 'warning'
-
-    def __str__(self) -> str:
-        label = "warning: " if self.severity == "warning" else ""
-        if self.path is None:
-            return f"{label}{self.message}"
-        where = f"{self.path}:{self.line}" if self.line else self.path
-        return f"{where}: {label}{self.message}"
 
 
 def check(manager: Manager) -> list[Problem]:
@@ -96,7 +76,7 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _check(manager: Manager, run: Snapshot) -> list[Problem]:
-    report = _Report(manager.cwd)
+    report = Report(manager.cwd)
     user_paths = manager.paths[:-1]
     names = frozenset(ref for ref, _path, _sp in manager.registry.discover(manager.paths, parse=True))
     near = NearNames(names)
@@ -111,19 +91,19 @@ def _check(manager: Manager, run: Snapshot) -> list[Problem]:
         except Exception as exc:  # a shape no step expected: still one problem, never a crash
             report.error(exc, path)
     _check_reached(manager, reached, report, run)
-    _check_replaced(manager, replacing, report, run)
+    check_replaced(manager, replacing, report, run)
     for sp, ref, winner, loser, kind in manager.registry.clashes(user_paths):
         if kind == "name":
             report.add(
                 loser,
-                _name_line(loser),
+                name_line(loser),
                 f"the name {ref!r} is claimed by {report.shown(winner)} too, which wins (first in "
                 f"{report.shown(sp.root)}); rename one of them",
             )
         else:
             report.warn(
                 winner,
-                _name_line(winner),
+                name_line(winner),
                 f"this tool's name {ref!r} hides {report.shown(loser)}, which no name reaches now; rename one",
             )
     for path, root in authority_files(manager):
@@ -157,100 +137,13 @@ def _folder_authorities(sp: SearchPath) -> Iterator[Path]:
             yield Path(folder, FOLDER_FILE)
 
 
-def one_edit_apart(a: str, b: str) -> bool:
-    """True when one insertion, deletion, substitution or swap of neighbours turns ``a`` into ``b``."""
-    if a == b or abs(len(a) - len(b)) > 1:
-        return False
-    start = 0
-    while start < min(len(a), len(b)) and a[start] == b[start]:
-        start += 1
-    if len(a) == len(b):
-        swapped = start + 1 < len(a) and a[start] == b[start + 1] and a[start + 1] == b[start]
-        return a[start + 1 :] == b[start + 1 :] or (swapped and a[start + 2 :] == b[start + 2 :])
-    shorter, longer = (a, b) if len(a) < len(b) else (b, a)
-    return shorter[start:] == longer[start + 1 :]
-
-
-class NearNames:
-    """Names indexed by their deletion neighbourhoods: which lie one edit from a key, without comparing all pairs.
-
-    Two strings one insertion, deletion, substitution or swap of neighbours
-    apart always share a string made by deleting at most one character from
-    each (a swap ``xPQy``/``xQPy``: both give ``xQy``). So a key's candidates
-    are the names filed under the key and its one-character deletions, a
-    handful of dict lookups; ``one_edit_apart`` then decides each candidate,
-    so the answer is exactly the all-pairs one.
-    """
-
-    def __init__(self, names: Iterable[str]) -> None:
-        self.by_variant: dict[str, set[str]] = {}
-        for name in names:
-            for variant in _deletions(name):
-                self.by_variant.setdefault(variant, set()).add(name)
-        self.compared = 0  # candidates given to one_edit_apart: what tests count instead of time
-
-    def near(self, key: str) -> list[str]:
-        """The names one edit from ``key`` (never ``key`` itself), sorted."""
-        candidates: set[str] = set()
-        for variant in _deletions(key):
-            candidates.update(self.by_variant.get(variant, ()))
-        self.compared += len(candidates)
-        return sorted(name for name in candidates if one_edit_apart(key, name))
-
-
-def _deletions(text: str) -> set[str]:
-    """``text`` and every string one character shorter made from it."""
-    return {text, *(text[:i] + text[i + 1 :] for i in range(len(text)))}
-
-
-class _Report:
-    """Collects problems, with paths shown relative to the working directory when inside it."""
-
-    def __init__(self, cwd: Path) -> None:
-        self.cwd = cwd
-        self.found: dict[Problem, None] = {}
-
-    def add(self, path: Path | str | None, line: int | None, message: str, severity: str = "error") -> None:
-        self.found.setdefault(Problem(self._show(path), line, message, severity))
-
-    def warn(self, path: Path | str | None, line: int | None, message: str) -> None:
-        self.add(path, line, message, "warning")
-
-    def error(self, exc: Exception, path: Path | None, line: int | None = None) -> None:
-        """Report an exception; its own file and line win over the fallback ``path``/``line``."""
-        if not isinstance(exc, OrchestratorError):
-            self.add(path, line, f"internal error while checking: {type(exc).__name__}: {exc}")
-            return
-        message = str(exc)
-        if exc.where and message.startswith(exc.where + ": "):
-            message = message[len(exc.where) + 2 :]
-        if exc.path is not None:
-            path, line = Path(exc.path), exc.line
-        self.add(path, line, message)
-
-    def shown(self, path: Path | str) -> str:
-        """A path as problems show it."""
-        return self._show(path) or str(path)
-
-    def problems(self) -> list[Problem]:
-        return sorted(self.found, key=lambda p: (p.path or "", p.line or 0))
-
-    def _show(self, path: Path | str | None) -> str | None:
-        if path is None:
-            return None
-        try:
-            return str(Path(path).relative_to(self.cwd))
-        except ValueError:
-            return str(path)
-
-
 def _check_tool(
     manager: Manager,
     ref: str,
     path: Path | None,
     names: frozenset[str],
     near: NearNames,
-    report: _Report,
+    report: Report,
     run: Snapshot,
     reached: dict[Path, tuple[SearchPath, ...]],
 ) -> None:
@@ -259,15 +152,15 @@ def _check_tool(
     except Exception as exc:  # one broken file never stops the check
         report.error(exc, path)
         return
-    _unknown_keys(tool.frontmatter, KNOWN_KEYS, tool.path, tool.lines, report)
+    unknown_keys(tool.frontmatter, KNOWN_KEYS, tool.path, tool.lines, report)
     if tool.format is not None:
         _check_adapted(manager, tool, names, report, run)
-    _check_templates(tool.metadata, tool.path, tool.lines, report)
+    check_templates(tool.metadata, tool.path, tool.lines, report)
     if tool.prompt is not None and is_template(tool.prompt):
-        for err in _syntax_errors(tool.prompt):
+        for err in syntax_errors(tool.prompt):
             line = tool.prompt_line + (err.lineno or 1) - 1
             report.add(tool.path, line, f"template syntax error in the prompt: {err.message or err}")
-    _near_misses(manager, tool.metadata, tool.path, tool.lines, near, report, run)
+    near_misses(manager, tool.metadata, tool.path, tool.lines, near, report, run)
     try:
         plan = manager.planner.plan(tool, manager.paths, run)
         merged = plan.raw
@@ -277,12 +170,12 @@ def _check_tool(
         report.error(exc, tool.path, tool.line_of("$order"))
         return
     _check_schemas(tool, plan, merged, report)
-    _check_reads(tool, plan, report)
+    check_reads(tool, plan, report)
     _check_agent_tools(manager, tool, plan, names, report, run)
-    _check_directives(manager, tool, near, report, run)
+    check_directives(manager, tool, near, report, run)
     _check_names(manager, tool, plan, names, report, run)
-    _check_middleware_args(manager, tool, plan, verdicts, report, run)
-    _check_collisions(manager, tool, plan, verdicts, report, run)
+    check_middleware_args(manager, tool, plan, verdicts, report, run)
+    check_collisions(manager, tool, plan, verdicts, report, run)
     for folder in _added_folders(tool, plan):
         reached.setdefault(folder, ())
 
@@ -304,7 +197,7 @@ def _added_folders(tool: Tool, plan: Plan) -> list[Path]:
 
 
 def _check_reached(
-    manager: Manager, reached: dict[Path, tuple[SearchPath, ...]], report: _Report, run: Snapshot
+    manager: Manager, reached: dict[Path, tuple[SearchPath, ...]], report: Report, run: Snapshot
 ) -> None:
     """Tools in untrusted folders added by ``paths:``: a model whose endpoint or key an untrusted file chose.
 
@@ -337,21 +230,7 @@ def _check_reached(
             queue.extend((added, (sp, *before)) for added in _added_folders(tool, plan))
 
 
-def _name_line(path: Path) -> int | None:
-    """The line of a top-level ``name:`` in a file's frontmatter (or ``"name":`` in a python tool), if any."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as file:
-            for number, line in enumerate(file, 1):
-                if line.startswith("name:") or line.lstrip().startswith(('"name":', "'name':")):
-                    return number
-                if number > 200:
-                    break
-    except OSError:
-        return None
-    return None
-
-
-def _check_adapted(manager: Manager, tool: Tool, names: frozenset[str], report: _Report, run: Snapshot) -> None:
+def _check_adapted(manager: Manager, tool: Tool, names: frozenset[str], report: Report, run: Snapshot) -> None:
     """A file of another format: what its adapter could not carry over, host tools, tools that do not exist."""
     for line, message in tool.problems:
         report.warn(tool.path, line, f"{tool.format}: {message}")
@@ -369,18 +248,12 @@ def _check_adapted(manager: Manager, tool: Tool, names: frozenset[str], report: 
                 tool.path,
                 tool.line_of("tools"),
                 f"{tool.format}: {name!r} is not a tool in the search paths: the model cannot call it"
-                f"{_did_you_mean(name, names)}",
+                f"{did_you_mean(name, names)}",
             )
 
 
-def _did_you_mean(name: str, refs: Iterable[str]) -> str:
-    """``; did you mean 'a' or 'b'?`` with the refs ``name`` may have meant (``close_refs``), else ``""``."""
-    close = close_refs(name, refs)
-    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
-
-
 def _check_agent_tools(
-    manager: Manager, tool: Tool, plan: Plan, names: frozenset[str], report: _Report, run: Snapshot
+    manager: Manager, tool: Tool, plan: Plan, names: frozenset[str], report: Report, run: Snapshot
 ) -> None:
     """Names in ``tools`` that are not tools: an agent fails on every run, before asking its model anything.
 
@@ -396,86 +269,14 @@ def _check_agent_tools(
     for name in value:
         if isinstance(name, str) and not is_template(name) and not manager.registry.exists(name, paths, run):
             report.add(
-                *_where_key(tool, plan, "tools"),
+                *where_key(tool, plan, "tools"),
                 f"tools names {name!r}, which is not a tool: an agent offered it fails on every run"
-                f"{_did_you_mean(name, names)}",
+                f"{did_you_mean(name, names)}",
             )
-
-
-def _check_directives(manager: Manager, tool: Tool, near: NearNames, report: _Report, run: Snapshot) -> None:
-    """A directive one edit from a tool name: it names no tool, so it stays text (most likely a typo)."""
-    prompt = tool.prompt
-    if not isinstance(prompt, str) or ":" not in prompt:
-        return
-    for directive in find_directives(prompt):
-        name = directive.name
-        if len(name) < MIN_TYPO_LENGTH or manager.registry.exists(name, manager.paths, run):
-            continue
-        close = near.near(name)
-        if close:
-            report.warn(
-                tool.path,
-                tool.prompt_line + directive.line - 1,
-                f"directive :{name} names no tool, so it stays text; did you mean {close[0]!r}?",
-            )
-
-
-# The variables every template has (R-CAS-3); ``reads`` reports the rest.
-VARIABLES = ("args", "meta", "tool", "locals", "cwd", "env")
-_FREE_SCHEMA = ("$ref", "allOf", "anyOf", "oneOf", "patternProperties", "if", "dependentSchemas")
-
-
-def _check_reads(tool: Tool, plan: Plan, report: _Report) -> None:
-    """Template reads no render can satisfy: a name that is no variable, a key ``params`` and the metadata lack.
-
-    The prompt and the tool's own metadata templates are read (an authority's
-    serve tools with other params). ``args.KEY`` is checked when the merged
-    ``params`` is an object schema listing ``properties``; ``meta.KEY``
-    against every key the cascade sets. A read guarded with ``is defined``
-    or ``| default`` is never reported.
-    """
-    sources: list[tuple[str, str, int | None, int]] = []
-    if tool.prompt is not None and is_template(tool.prompt):
-        sources.append(("the prompt", tool.prompt, tool.prompt_line, 1))
-    for key, value in tool.metadata.items():
-        if not str(key).startswith("$"):
-            sources.extend((f"metadata key {key!r}", text, tool.lines.get(key), 0) for text in _strings(value))
-    if not sources:
-        return
-    values = plan.raw.values
-    params = values.get("params")
-    declared: list[str] | None = None
-    if isinstance(params, Mapping) and isinstance(params.get("properties"), Mapping) and not has_templates(params):
-        if not any(key in params for key in _FREE_SCHEMA):
-            declared = [str(key) for key in params["properties"]]
-    variables: dict[str, Any] = dict.fromkeys(VARIABLES, ())
-    variables |= {"args": declared or (), "meta": values}
-    for where, source, first, per_line in sources:
-        try:
-            found = reads(source)
-        except jinja2.TemplateSyntaxError:
-            continue  # reported as a syntax error
-        for read in found:
-            line = first + (read.line - 1) * per_line if first is not None else None
-            if read.key is None:
-                if read.name in VARIABLES:
-                    continue
-                what = f"{where} reads {read.name!r}, which is no template variable ({', '.join(VARIABLES)})"
-            elif read.name == "args":
-                if declared is None or read.key in declared:
-                    continue
-                what = f"{where} reads args.{read.key}, which params does not declare"
-            elif read.key in values:
-                continue
-            else:
-                what = f"{where} reads meta.{read.key}, which no metadata of this tool sets"
-            guess = meant(read.name, read.key, variables)
-            hint = f"did you mean {guess!r}?" if guess else "declare it, or guard it (| default(...), is defined)"
-            report.add(tool.path, line, f"{what}: every render of it fails; {hint}")
 
 
 def _check_authority(
-    manager: Manager, path: Path, root: Path | None, near: NearNames, report: _Report, run: Snapshot
+    manager: Manager, path: Path, root: Path | None, near: NearNames, report: Report, run: Snapshot
 ) -> None:
     try:
         authority = load_authority(path, root, manager.limits)
@@ -483,9 +284,9 @@ def _check_authority(
     except Exception as exc:
         report.error(exc, path)
         return
-    _unknown_keys(frontmatter, AUTHORITY_KEYS, path, authority.lines, report)
-    _check_templates(authority.metadata, path, authority.lines, report)
-    _near_misses(manager, authority.metadata, path, authority.lines, near, report, run)
+    unknown_keys(frontmatter, AUTHORITY_KEYS, path, authority.lines, report)
+    check_templates(authority.metadata, path, authority.lines, report)
+    near_misses(manager, authority.metadata, path, authority.lines, near, report, run)
     try:
         make_level(
             authority.name, "authority", authority.metadata, hide_private=False, path=path, lines=authority.lines
@@ -495,70 +296,7 @@ def _check_authority(
         report.error(exc, path)
 
 
-def _unknown_keys(
-    frontmatter: Mapping[str, Any], known: Iterable[str], path: Path | None, lines: Mapping[str, int], report: _Report
-) -> None:
-    known = tuple(known)
-    for key in frontmatter:
-        if key in known:
-            continue
-        close = difflib.get_close_matches(str(key), known, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
-        report.warn(path, lines.get(key), f"unknown frontmatter key {key!r} is ignored{hint}")
-
-
-def _check_templates(metadata: Mapping[str, Any], path: Path | None, lines: Mapping[str, int], report: _Report) -> None:
-    for key, value in metadata.items():
-        if str(key).startswith("$"):
-            continue  # annotations are never interpolated (R-CAS-3)
-        for source in _strings(value):
-            for err in _syntax_errors(source):
-                report.add(path, lines.get(key), f"template syntax error in metadata key {key!r}: {err.message or err}")
-
-
-def _strings(value: Any) -> Iterator[str]:
-    """Every template string inside ``value``, recursively, as the cascade would render them."""
-    if isinstance(value, str):
-        if is_template(value):
-            yield value
-    elif isinstance(value, Mapping):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-
-
-def _syntax_errors(source: str) -> list[jinja2.TemplateSyntaxError]:
-    try:
-        compile_template(source)
-    except jinja2.TemplateSyntaxError as err:
-        return [err]
-    return []
-
-
-def _near_misses(
-    manager: Manager,
-    metadata: Mapping[str, Any],
-    path: Path | None,
-    lines: Mapping[str, int],
-    near: NearNames,
-    report: _Report,
-    run: Snapshot,
-) -> None:
-    static = metadata.get("$static")
-    deliberate = {static} if isinstance(static, str) else set(static) if isinstance(static, list) else set()
-    for key in metadata:
-        if not isinstance(key, str) or key.startswith("$") or key in deliberate or len(key) < MIN_TYPO_LENGTH:
-            continue
-        if manager.registry.exists(key, manager.paths, run):
-            continue
-        close = near.near(key)
-        if close:
-            report.warn(path, lines.get(key), f"metadata key {key!r} is not a tool; did you mean {close[0]!r}?")
-
-
-def _check_schemas(tool: Tool, plan: Plan, merged: Merged, report: _Report) -> None:
+def _check_schemas(tool: Tool, plan: Plan, merged: Merged, report: Report) -> None:
     for key in SCHEMA_KEYS:
         schema = merged.values.get(key)
         if schema is None or has_templates(schema):
@@ -578,13 +316,8 @@ def _check_schemas(tool: Tool, plan: Plan, merged: Merged, report: _Report) -> N
 NAMED = ("$remove", "$static", "$dynamic", "$private", "$locked")
 
 
-def _suggest(name: str, candidates: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, sorted(candidates), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
 def _check_names(
-    manager: Manager, tool: Tool, plan: Plan, names: frozenset[str], report: _Report, run: Snapshot
+    manager: Manager, tool: Tool, plan: Plan, names: frozenset[str], report: Report, run: Snapshot
 ) -> None:
     """Names in annotations that match nothing: a typo there silently changes nothing."""
     keys = {key for level in plan.levels for key in level.data}
@@ -594,7 +327,7 @@ def _check_names(
         report.warn(
             *_where(tool, plan, "$order"),
             f"$order of {entry!r} names {name!r}, which is neither a key, a tool nor a phase "
-            f"(the constraint is ignored){_suggest(name, known.all())}",
+            f"(the constraint is ignored){suggest(name, known.all())}",
         )
     phases = set(plan.phases)
     for entry, spec in plan.raw.order.items():
@@ -605,7 +338,7 @@ def _check_names(
                     report.warn(
                         *_where(tool, plan, "$order"),
                         f"$order of {entry!r} names the phase {name!r}, which is not one of this tool's phases "
-                        f"({', '.join(plan.phases)}){_suggest(name, phases)}",
+                        f"({', '.join(plan.phases)}){suggest(name, phases)}",
                     )
     for level in plan.levels:
         if level.kind == "authority":
@@ -621,7 +354,7 @@ def _check_names(
                     report.warn(
                         level.path,
                         level.lines.get(note),
-                        f"{note} names {name!r}, which is neither a key nor a tool{_suggest(name, known.all())}",
+                        f"{note} names {name!r}, which is neither a key nor a tool{suggest(name, known.all())}",
                     )
 
 
@@ -645,191 +378,5 @@ def _where(tool: Tool, plan: Plan, key: str) -> tuple[Path | None, int | None]:
     """The file and line of the nearest level that sets annotation ``key``."""
     for level in reversed(plan.levels):
         if key in level.annotations:
-            return level.path, level.lines.get(key)
-    return tool.path, tool.line_of(key)
-
-
-def _check_middleware_args(
-    manager: Manager,
-    tool: Tool,
-    plan: Plan,
-    verdicts: Iterable[tuple[str, bool, str]],
-    report: _Report,
-    run: Snapshot,
-) -> None:
-    """A middleware key's value is that middleware's args: check it against the middleware's params, statically."""
-    for key, middleware, _why in verdicts:
-        value = plan.raw.values.get(key)
-        if not middleware or has_templates(value):
-            continue  # templated args are only known at run time
-        try:
-            _check_args(manager, key, value, run)
-        except ValidationError as exc:
-            path, line = _where_key(tool, plan, key)
-            failures = "; ".join(f"{pointer or '/'}: {message}" for pointer, message in exc.errors)
-            found = manager.planner.target(key, manager.paths, run)
-            report.add(
-                path,
-                line,
-                f"{key!r} runs the middleware {found[1] if found else key} with args that fail its params: "
-                f"{failures}; if {key!r} is meant as data, list it in $static",
-            )
-        except OrchestratorError:
-            continue  # the middleware's own problems are reported on its own file
-
-
-def _check_collisions(
-    manager: Manager,
-    tool: Tool,
-    plan: Plan,
-    verdicts: Iterable[tuple[str, bool, str]],
-    report: _Report,
-    run: Snapshot,
-) -> None:
-    """A key that runs a tool not written as middleware: most likely data that shares a tool's name (issue 25).
-
-    Reported once, where the key is set (an authority's key once for all the
-    tools it governs), naming the tool it runs and the fixes. Quiet for a
-    tool declared ``role: middleware``, a built-in (a user tool in a
-    built-in's place is reported on its own file), a registered function, a
-    key listed in ``$dynamic``, and a python tool whose code uses
-    ``ctx.target`` (middleware written before ``role`` was declared).
-    """
-    for key, middleware, _why in verdicts:
-        if not middleware or key in plan.raw.dynamic:
-            continue
-        memo = ("attachable", key)  # the same few keys (the built-ins) in every tool: asked once per check
-        attachable = run.values.get(memo)
-        if attachable is None:
-            attachable = run.values[memo] = manager.planner.attachable(key, manager.paths, run)
-        if attachable:
-            continue
-        try:
-            named = manager.registry.find(key, manager.paths, run)
-        except OrchestratorError:
-            continue  # its own problems are reported on its own file
-        if named.path is None or named.kind == "function" or _uses_target(named):
-            continue
-        if manager.registry.exists(key, manager.paths[-1:], run):
-            continue  # a tool in a built-in's place: _check_replaced reports it on its own file
-        runs = report.shown(named.path)
-        if named.kind == "python":
-            what = "its code never uses ctx.target: it runs in place of each tool the key is set for"
-        elif _model_of(manager, named, run) is None:
-            what = "a markdown template: its text replaces the result of each tool the key is set for"
-        else:
-            what = "a model's answer replaces the result of each tool the key is set for"
-        report.warn(
-            *_where_key(tool, plan, key),
-            f"{key!r} runs {runs} as middleware (the value as its args), but {runs} is not declared "
-            f"role: middleware ({what}); if {key!r} is data, write $static: [{key}] beside it or rename it; "
-            f"if {runs} is middleware, give it role: middleware; to make every such key data, "
-            "set $attach: middleware in an AUTHORITY.md above",
-        )
-
-
-def _model_of(manager: Manager, tool: Tool, run: Snapshot) -> Any:
-    """The merged ``model`` of ``tool`` (None when it has none, or its cascade fails: reported on its own file)."""
-    try:
-        return manager.planner.plan(tool, manager.paths, run).raw.values.get("model")
-    except OrchestratorError:
-        return None
-
-
-def _uses_target(tool: Tool) -> bool:
-    """True when a python tool's module mentions ``target`` (``ctx.target``, ``ctx_target``): written to wrap.
-
-    Code objects of the module's functions are read (names, never run), nested
-    functions included. A callable without code (an object) counts as using it:
-    ``check`` says nothing it cannot see.
-    """
-    fn = tool.fn
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return tool.kind == "python"
-    module = getattr(fn, "__globals__", {})
-    codes = [code, *(v.__code__ for v in module.values() if isinstance(v, FunctionType) and v.__globals__ is module)]
-    while codes:
-        current = codes.pop()
-        if "target" in current.co_names or "ctx_target" in current.co_names:
-            return True
-        codes.extend(c for c in current.co_consts if isinstance(c, CodeType))
-    return False
-
-
-def _check_replaced(manager: Manager, replacing: Iterable[tuple[str, Path]], report: _Report, run: Snapshot) -> None:
-    """User tools named like a built-in: they run wherever the built-in would, for every tool (issue 25)."""
-    default = manager.authorities.named("default", manager.paths, run)
-    pipeline = {k for k in default.metadata if not str(k).startswith("$")} if default is not None else set()
-    builtins = manager.registry.names(manager.paths[-1], (), run).refs
-    for ref, path in replacing:
-        builtin = builtins[ref][0].name
-        if ref in pipeline:
-            where = f"the default authority runs {ref!r} in every tool's pipeline, so every tool runs this file"
-        else:
-            where = f"every tool that runs {ref!r} (a metadata key naming it, or the engine) runs this file"
-        report.warn(
-            path,
-            _name_line(path),
-            f"this tool takes the place of the built-in {ref!r} (built-in {builtin}): {where} in its place; "
-            "rename it, unless replacing the built-in is what you mean",
-        )
-
-
-def _check_args(manager: Manager, key: str, value: Any, run: Snapshot) -> None:
-    """Check ``value`` against the params of the middleware ``key``: once per value object, not once per tool.
-
-    An authority's middleware args are one object shared by every tool it
-    governs (a catalog's 10,000 tools, 8 built-ins each): the verdict is
-    remembered by the value's identity, the value held so the identity stays its own.
-
-    Raises:
-        ValidationError: the args fail the params (remembered, raised each time).
-        OrchestratorError: the middleware cannot be found, loaded or resolved.
-    """
-    memo = ("args", key, id(value))
-    known = run.values.get(memo)
-    if known is not None and known[0] is value:
-        if known[1] is not None:
-            raise known[1].with_traceback(None)
-        return
-    params = _params_of(manager, key, run)
-    failure = None
-    if params is not None and not has_templates(params):
-        try:
-            check_schema(params, fill_defaults(params, value), ValidationError, key)
-        except ValidationError as exc:
-            failure = exc
-    run.values[memo] = (value, failure)
-    if failure is not None:
-        raise failure
-
-
-def _params_of(manager: Manager, key: str, run: Snapshot) -> Any:
-    """The merged ``params`` of the middleware ``key`` names: described once per check, not once per tool using it.
-
-    Raises:
-        OrchestratorError: the middleware cannot be found, loaded or resolved (remembered, raised each time).
-    """
-    memo = ("params", key)
-    known = run.values.get(memo, _NONE)
-    if known is _NONE:
-        try:
-            known = manager.describe(key, checked=run).params
-        except OrchestratorError as exc:
-            known = exc
-        run.values[memo] = known
-    if isinstance(known, OrchestratorError):
-        raise known.with_traceback(None)
-    return known
-
-
-_NONE = object()
-
-
-def _where_key(tool: Tool, plan: Plan, key: str) -> tuple[Path | None, int | None]:
-    source = plan.raw.sources.get(key)
-    for level in reversed(plan.levels):
-        if source is not None and level.name == source.level and key in level.data:
             return level.path, level.lines.get(key)
     return tool.path, tool.line_of(key)

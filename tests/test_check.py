@@ -420,7 +420,7 @@ def test_check_leaves_the_garbage_collector_as_it_found_it(manager, write):
 
 def test_check_validates_shared_middleware_args_once_and_reports_each_tools_own(tmp_path, tools, write, monkeypatch):
     """An authority's middleware args are one object for every tool under it: checked once, not once per tool."""
-    from orchestrator import check as check_module
+    from orchestrator import collisions as check_module
 
     write("tools/AUTHORITY.md", "---\nmetadata:\n  retry: {attempts: 2}\n---\n")
     for n in range(20):

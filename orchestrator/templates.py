@@ -1,0 +1,103 @@
+"""``check``'s look at templates: syntax errors, and reads that no render can satisfy (nothing is rendered)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+
+from .interpolate import compile_template, has_templates, is_template
+from .problems import Report
+from .reads import reads
+from .sandbox import meant
+
+if TYPE_CHECKING:
+    from .cascade import Plan
+    from .tool import Tool
+
+# The variables every template has (R-CAS-3); ``reads`` reports the rest.
+VARIABLES = ("args", "meta", "tool", "locals", "cwd", "env")
+_FREE_SCHEMA = ("$ref", "allOf", "anyOf", "oneOf", "patternProperties", "if", "dependentSchemas")
+
+
+def check_reads(tool: Tool, plan: Plan, report: Report) -> None:
+    """Template reads no render can satisfy: a name that is no variable, a key ``params`` and the metadata lack.
+
+    The prompt and the tool's own metadata templates are read (an authority's
+    serve tools with other params). ``args.KEY`` is checked when the merged
+    ``params`` is an object schema listing ``properties``; ``meta.KEY``
+    against every key the cascade sets. A read guarded with ``is defined``
+    or ``| default`` is never reported.
+    """
+    sources: list[tuple[str, str, int | None, int]] = []
+    if tool.prompt is not None and is_template(tool.prompt):
+        sources.append(("the prompt", tool.prompt, tool.prompt_line, 1))
+    for key, value in tool.metadata.items():
+        if not str(key).startswith("$"):
+            sources.extend((f"metadata key {key!r}", text, tool.lines.get(key), 0) for text in _strings(value))
+    if not sources:
+        return
+    values = plan.raw.values
+    params = values.get("params")
+    declared: list[str] | None = None
+    if isinstance(params, Mapping) and isinstance(params.get("properties"), Mapping) and not has_templates(params):
+        if not any(key in params for key in _FREE_SCHEMA):
+            declared = [str(key) for key in params["properties"]]
+    variables: dict[str, Any] = dict.fromkeys(VARIABLES, ())
+    variables |= {"args": declared or (), "meta": values}
+    for where, source, first, per_line in sources:
+        try:
+            found = reads(source)
+        except jinja2.TemplateSyntaxError:
+            continue  # reported as a syntax error
+        for read in found:
+            line = first + (read.line - 1) * per_line if first is not None else None
+            if read.key is None:
+                if read.name in VARIABLES:
+                    continue
+                what = f"{where} reads {read.name!r}, which is no template variable ({', '.join(VARIABLES)})"
+            elif read.name == "args":
+                if declared is None or read.key in declared:
+                    continue
+                what = f"{where} reads args.{read.key}, which params does not declare"
+            elif read.key in values:
+                continue
+            else:
+                what = f"{where} reads meta.{read.key}, which no metadata of this tool sets"
+            guess = meant(read.name, read.key, variables)
+            hint = f"did you mean {guess!r}?" if guess else "declare it, or guard it (| default(...), is defined)"
+            report.add(tool.path, line, f"{what}: every render of it fails; {hint}")
+
+
+def check_templates(metadata: Mapping[str, Any], path: Path | None, lines: Mapping[str, int], report: Report) -> None:
+    """Report a template syntax error in any metadata value (annotations are never templates)."""
+    for key, value in metadata.items():
+        if str(key).startswith("$"):
+            continue  # annotations are never interpolated (R-CAS-3)
+        for source in _strings(value):
+            for err in syntax_errors(source):
+                report.add(path, lines.get(key), f"template syntax error in metadata key {key!r}: {err.message or err}")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every template string inside ``value``, recursively, as the cascade would render them."""
+    if isinstance(value, str):
+        if is_template(value):
+            yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def syntax_errors(source: str) -> list[jinja2.TemplateSyntaxError]:
+    """The syntax error compiling ``source`` raises, as a list (empty when it compiles)."""
+    try:
+        compile_template(source)
+    except jinja2.TemplateSyntaxError as err:
+        return [err]
+    return []
