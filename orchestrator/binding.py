@@ -108,30 +108,15 @@ def prepare(
         plan, static = manager.planner.plan(tool, paths, checked), None
     else:
         tool, plan, static = manager.planner.resolve(ref, paths, checked)
-    over = options["overrides"]
-    if not seed and sort and static is not None and not over and options["middleware"] is None:
+    cached: tuple[Merged, Verdicts] | None = None
+    entries: list[Entry] = []
+    ahead = None
+    if not seed and sort and static is not None and not options["overrides"] and options["middleware"] is None:
         # The common call: nothing depends on args, so the context is built once with its cached chain.
-        merged = plan.static
-        assert merged is not None  # static is only cached for a template-free plan
-        ctx = Context(
-            manager,
-            tool,
-            args,
-            shared,
-            parent=parent,
-            target=target,
-            envelope=envelope,
-            paths=paths,
-            cwd=cwd,
-            chain=list(static[2] if prune else static[1]),
-            values=merged.values,
-            phases=plan.phases,
-            locked=merged.locked,
-            env=plan.env,
-            resolved=static[3],
-        )
-        shared.history.append((tool.name, args, time.time()))
-        return ctx, merged, static[0], {}
+        assert plan.static is not None  # static is only cached for a template-free plan
+        cached = plan.static, static[0]
+        entries = list(static[2] if prune else static[1])
+        ahead = static[3]
     ctx = Context(
         manager,
         tool,
@@ -142,14 +127,39 @@ def prepare(
         envelope=envelope,
         paths=paths,
         cwd=cwd,
-        chain=[],
-        values={},
+        chain=entries,
+        values=cached[0].values if cached else {},
         phases=plan.phases,
+        locked=cached[0].locked if cached else NO_KEYS,
         env=plan.env,
+        resolved=ahead,
     )
+    if cached:
+        shared.history.append((tool.name, args, time.time()))
+        return ctx, cached[0], cached[1], {}
+    return _configure(manager, ctx, plan, static, options, render, (caller, guarded), sort, prune)
+
+
+def _configure(
+    manager: Manager,
+    ctx: Context,
+    plan: Plan,
+    static: Any,
+    options: Mapping[str, Any],
+    render: bool,
+    guard: tuple[Caller | None, frozenset[str]],
+    sort: bool,
+    prune: bool,
+) -> Prepared:
+    """``prepare`` for a call that seeds, overrides, adds middleware or renders templates: the rest of the steps.
+
+    Raises:
+        OrchestratorError: a bad seed, override or extra middleware; a failing template; an ``$order`` cycle.
+    """
+    seed, over = options["context"], options["overrides"]
     if seed:
         _seed_locals(ctx, seed)
-    shared.history.append((tool.name, args, time.time()))
+    ctx.shared.history.append((ctx.tool.name, ctx.args, time.time()))
     extra = extra_specs(ctx.locals.get("middleware"), "context locals.middleware") if seed else []
     if options["middleware"] is not None:
         extra += extra_specs(options["middleware"], "middleware")
@@ -157,9 +167,10 @@ def prepare(
     if sort and plan.static is not None and not over:
         merged, verdicts = _cached_chain(manager, ctx, plan, static, extra, origins)
     else:
-        guard = (caller, guarded) if caller is not None and guarded else None
+        caller, guarded = guard
+        checked = (caller, guarded) if caller is not None and guarded else None
         merged, verdicts = _merged_chain(
-            manager, ctx, plan, over, extra, origins, guard, render, sort, prune and not seed
+            manager, ctx, plan, over, extra, origins, checked, render, sort, prune and not seed
         )
     ctx.settle(merged.values, merged.locked)  # copied into ctx.meta when read: the plan's own stays untouched
     if prune and ctx.chain:
