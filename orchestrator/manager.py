@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from . import binding, chain, tracing
+from . import binding, chain, descriptions, tracing
 from .authorities import Authorities, Authority
 from .binding import NO_KEYS, prepare, too_deep
 from .callers import Caller, check_untrusted
@@ -33,18 +33,16 @@ from .errors import (
     ApprovalRequired,
     InvocationError,
     InvocationTimeout,
-    OrchestratorError,
-    OrderCycleError,
     ToolDefinitionError,
     name_tool,
 )
 from .events import Event, Events, Listener
-from .explain import Explanation, explanation
+from .explain import Explanation
 from .limits import DEFAULT_LIMITS, Limits
 from .loader import check_name
 from .options import NO_OPTIONS, extract_options, folders
 from .planner import Planner
-from .registry import Registry, SearchPath, builtin_folder, check_ref
+from .registry import Registry, SearchPath, builtin_folder
 from .tool import Tool, ToolInfo
 
 log = logging.getLogger("orchestrator")
@@ -499,17 +497,7 @@ class Manager:
         Blocking: it reads (and imports) every tool file it has not seen. From
         async code, ``await alist_tools()`` does the same on a worker thread.
         """
-        found = []
-        checked: set[str] = set()  # one listing, one look at each file and folder
-        for ref, path, _sp in self.registry.discover(self.paths, parse=True):
-            try:
-                info = self.describe(ref, checked=checked)
-            except OrchestratorError as exc:
-                found.append(ToolInfo(ref, ref, "unknown", None, False, None, path, exc))
-                continue
-            if hidden or not info.hidden:
-                found.append(info)
-        return found
+        return descriptions.list_tools(self, hidden)
 
     async def alist_tools(self, *, hidden: bool = False) -> list[ToolInfo]:
         """``list_tools()`` on a worker thread: the event loop keeps running while files are read and imported.
@@ -526,29 +514,7 @@ class Manager:
         Raises:
             OrchestratorError: the tool cannot be found, loaded or its cascade resolved.
         """
-        paths = paths or self.paths
-        if type(ref) is not str:
-            check_ref(ref)  # refused before it is hashed into a cache key
-
-        def compute(deps: set[str]) -> ToolInfo:
-            tool = self.registry.find(ref, paths, deps)
-            plan = self.planner.plan(tool, paths, deps)
-            role = tool.frontmatter.get("role")
-            return ToolInfo(
-                ref,
-                tool.name,
-                tool.kind,
-                tool.description,
-                tool.hidden or role == "middleware",  # the tool's own: never inherited (R-TOOL-6)
-                plan.raw.values.get("params"),
-                tool.path,
-                role=role if isinstance(role, str) else None,
-                format=tool.format,
-            )
-
-        # Cached with the files it came from: a warm listing makes no new objects (a full GC over 10,000
-        # tools' worth of them took longer than the listing itself).
-        return self.registry.memo("described", (ref, paths), compute, checked)
+        return descriptions.describe(self, ref, paths or self.paths, checked)
 
     def prepare(self, ref: str | Tool, args: Any, options: Mapping[str, Any] = NO_OPTIONS) -> Context:
         """A top-level context for ``ref``, ready for ``run``: steps 2-8 of R-INV-2, without running it.
@@ -592,17 +558,4 @@ class Manager:
         Raises:
             OrchestratorError: the same errors an invocation would raise before running the chain.
         """
-        args, options = extract_options(args, ref, None, middleware, overrides, None)
-        cycle = None
-        try:
-            ctx, merged, verdicts, origins = self._prepare(ref, args, None, None, options, render, prune=False)
-        except OrderCycleError as exc:  # explain all the rest, with the chain unsorted and the cycle named
-            ctx, merged, verdicts, origins = self._prepare(
-                ref, args, None, None, options, render, sort=False, prune=False
-            )
-            cycle = exc
-        plan = self.planner.plan(ctx.tool, ctx.paths, ctx.run.checked)
-        conditions = {
-            e.name: self.planner.condition(e.name, ctx.paths, ctx.run.checked) for e in ctx.chain if e.fn is None
-        }
-        return explanation(ctx, plan, merged, verdicts, origins, cycle=cycle, render=render, conditions=conditions)
+        return descriptions.explain(self, ref, args, overrides, middleware, render)
