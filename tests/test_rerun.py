@@ -12,7 +12,7 @@ import json
 import pytest
 from freshness_helpers import refresh
 
-from orchestrator import ArgsValidationError, Manager, chain, prompt, schema
+from orchestrator import ArgsValidationError, Manager, prompt, schema
 from orchestrator.schema import fill_defaults
 
 pytestmark = pytest.mark.anyio
@@ -26,11 +26,11 @@ async def test_a_prompts_directives_are_laid_out_once_per_text(write, tools):
     write("tools/stamp.py", STAMP)
     manager = Manager([tools])
     assert await manager.invoke("page", {"name": "Ada"}) == "Hi Ada: <a> <b>"
-    laid_out, checked_async = prompt._layout.cache_info().misses, len(chain._ASYNC)
+    laid_out, runners = prompt._layout.cache_info().misses, prompt._runner.cache_info().misses
     for name in ("Bob", "Cy", "Di"):
         assert await manager.invoke("page", {"name": name}) == f"Hi {name}: <a> <b>"
     assert prompt._layout.cache_info().misses == laid_out
-    assert len(chain._ASYNC) == checked_async  # each directive's entry function is made once, not per call
+    assert prompt._runner.cache_info().misses == runners  # each directive's entry function is made once, not per call
 
 
 async def test_a_directive_whose_tool_appears_later_runs_from_then_on(write, tools):
