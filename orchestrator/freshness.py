@@ -24,7 +24,7 @@ tool graph, so a ``Freshness`` decides which ones need a look:
   files and want the next invocation to see them whatever the timing.
 
 The watcher thread only collects changed paths; the registry applies them
-on its own thread, when a lookup asks, so no cache is ever half updated.
+when a lookup asks, holding its lock, so no cache is ever half updated.
 The thread holds nothing of the registry: it stops when the registry is
 closed or garbage-collected. Built-in folders of an installed package
 (``frozen``) are never watched nor stat-ed.
@@ -172,8 +172,10 @@ class Freshness:
     """Which remembered paths a lookup must stat again, and the watcher that spares the rest.
 
     The registry owns the remembered signatures (``seen``: path -> (mtime,
-    size) or None) and calls in with them; every method runs on the
-    registry's thread. ``look`` is the stat function (``registry.signature``).
+    size) or None) and calls in with them, holding its lock (``lock``): one
+    thread at a time reads and writes this bookkeeping and ``seen``, so a
+    path another thread marked as looked-at has its new signature in
+    ``seen`` already. ``look`` is the stat function (``registry.signature``).
     """
 
     def __init__(
@@ -182,7 +184,11 @@ class Freshness:
         frozen: tuple[str, ...] = (),
         interval: float = INTERVAL,
         notify: bool | None = None,
+        *,
+        lock: threading.RLock | None = None,
     ) -> None:
+        # The registry's lock: close() takes it, every other method is called with it held (Registry.watch).
+        self.lock = lock if lock is not None else threading.RLock()
         self.frozen = frozen
         self._frozen_below = tuple(os.path.join(folder, "") for folder in frozen)
         # Watched roots: the search paths that are not frozen and not inside another one.
@@ -362,16 +368,17 @@ class Freshness:
 
     def close(self, wait: float = 1.0) -> None:
         """Stop the watcher thread (waiting up to ``wait`` seconds); later lookups stat at the interval."""
-        self.notify = False
-        watcher = self._watcher
-        if watcher is not None:
+        with self.lock:
+            self.notify = False
+            watcher = self._watcher
+            self.live, self._live_below = (), ()
+            self._covered.clear()
+            self._uncovered.clear()
+            self._verified.clear()
+        if watcher is not None:  # waited for outside the lock: lookups go on meanwhile
             watcher.close(wait)
             if self._finalizer is not None:
                 self._finalizer.detach()
-        self.live, self._live_below = (), ()
-        self._covered.clear()
-        self._uncovered.clear()
-        self._verified.clear()
 
     @property
     def watching(self) -> bool:

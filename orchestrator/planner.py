@@ -9,6 +9,7 @@ the files and folders it was computed from, so edits are followed.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -37,13 +38,19 @@ NESTING = 8
 """How many levels of middleware-of-middleware a static chain resolves ahead; deeper entries resolve when entered."""
 
 
+class _Nesting(threading.local):
+    """How deep this thread's static chains resolve entries ahead (each thread computes its own)."""
+
+    depth = 0
+
+
 class Planner:
     """Plans, SCCs and toolKeys for tools, cached and following file edits."""
 
     def __init__(self, registry: Registry, authorities: Authorities) -> None:
         self.registry = registry
         self.authorities = authorities
-        self._nesting = 0  # static chains being computed inside one another (entry resolutions ahead)
+        self._nesting = _Nesting()  # static chains computed inside one another on this thread
 
     def plan(self, tool: Tool, paths: tuple[SearchPath, ...], checked: set[str] | None = None) -> Plan:
         """The cached, args-independent part of ``tool``'s cascade."""
@@ -218,13 +225,14 @@ class Planner:
         """
         registry = self.registry
         key = (ref, paths)
+        generation = registry.generation
         hit = registry.derived["resolved"].get(key)
         if hit is not None:
             if hit[2] is checked:  # already validated in this run
                 return hit[0]  # type: ignore[no-any-return]
             # What memo() does on a hit, without building compute, and without adding the hit's files to the
             # run's set (O(files) per run for a large graph): a compute resolving ahead adds them (_resolve_entries).
-            if registry.watch(hit[1], checked):
+            if registry.current(hit[1], checked, generation):
                 hit[2] = checked
                 return hit[0]  # type: ignore[no-any-return]
 
@@ -248,9 +256,10 @@ class Planner:
         levels of middleware of middleware nothing is resolved ahead.
         """
         found: dict[str, Resolved] = {}
-        if self._nesting >= NESTING:
+        nesting = self._nesting
+        if nesting.depth >= NESTING:
             return paths, found
-        self._nesting += 1
+        nesting.depth += 1
         try:
             for entry in entries:
                 name = entry.name
@@ -266,7 +275,7 @@ class Planner:
                 deps.update(hit[1])
                 found[name] = resolved
         finally:
-            self._nesting -= 1
+            nesting.depth -= 1
         return paths, found
 
     def static_chain(

@@ -44,21 +44,26 @@ A lookup scans only its ref's own folder, so calls to tools elsewhere in
 such a search path still work; a lookup in a folder that itself holds more
 than the limit fails with the same error.
 
-**Threads.** One registry may serve a listing on a worker thread while
-calls look tools up on the event loop's thread (``orchestrator.mcp``).
-Readers never lock: every cache entry is one dict item, replaced whole
-(a tuple, or a memo's ``[value, deps, run]`` list whose ``run`` is only a
-hint), and a single dict read or write is atomic, so a reader sees an old
-entry or a new one, never half of one. Writers take ``lock`` for what
-spans several steps: dropping a cache's oldest half, dropping every derived
+**Threads.** One registry may be shared by any number of threads: request
+threads of a web app, a listing on a worker thread, sync tool bodies that
+call ``ctx.manager``. It owns one ``RLock`` (``lock``), shared with its
+``Freshness`` and used by the planner through ``current``. Reads of a
+cached value take no lock: every cache entry is one dict item, replaced
+whole (a tuple, or a memo's ``[value, deps, run]`` list whose ``run`` is
+only a hint), and a single dict read is atomic, so a reader sees an old
+entry or a new one, never half of one. Everything else holds the lock:
+every trim and every insert into a trimmed cache (a trim iterates the dict),
+the stat signatures and the freshness bookkeeping (``watch``: stat, mark,
+record and drop the derived caches as one step), dropping every derived
 cache with the generation (``changed``), and storing a derived value, which
 is refused when the generation moved while it was computed (a value made
 from files that changed meanwhile never lands after the caches were
-dropped). The read-only pass of ``check`` (``reading``) and the on-disk
+dropped). A cached value read before another thread dropped the caches is
+not served (``current`` compares the generation), so no thread serves a
+file's previous version once any thread has seen the edit. Computing a value
+(parsing, planning) holds no lock: a listing never blocks calls. The read-only pass of ``check`` (``reading``) and the on-disk
 index a listing uses (``indexing``) belong to the thread that started them;
 one listing at a time uses the index, a concurrent one computes without it.
-A change one thread notices may reach another's lookup a moment later,
-within the stat interval's staleness.
 
 **Names.** A tool's ``name`` in its frontmatter is its name: the declared
 name replaces the file's stem and the folder stays part of the ref
@@ -247,9 +252,14 @@ class Registry:
         self._frozen_below = tuple(os.path.join(folder, "") for folder in self.frozen)
         from .freshness import INTERVAL, Freshness  # noqa: PLC0415 (H8's lines: no edit of the shared imports)
 
+        # The one lock of every cache here, the planner's and the freshness bookkeeping's (see Threads).
+        self.lock = threading.RLock()
         # Which remembered paths need a stat: notifications over the roots, else at most one stat per interval.
         self.freshness = Freshness(
-            (sp.folder for sp in self.paths), self.frozen, getattr(limits, "stat_interval", INTERVAL)
+            (sp.folder for sp in self.paths),
+            self.frozen,
+            getattr(limits, "stat_interval", INTERVAL),
+            lock=self.lock,
         )
         self.functions: dict[str, Tool] = {}
         self.derived: dict[str, dict[Any, Any]] = {name: {} for name in self._HOT}
@@ -264,8 +274,6 @@ class Registry:
         self.files_bound = FILES_BOUND
         self.derived_bound = DERIVED_BOUND
         self.seen_bound = SEEN_BOUND
-        # Taken by writers for what spans several steps (see Threads); readers never take it.
-        self.lock = threading.RLock()
         self._thread = _PerThread()
         self._index_busy = False  # a listing on some thread uses the on-disk index
         # The name each markdown/python file declares, by path: (signature, name or None).
@@ -322,7 +330,7 @@ class Registry:
         """A derived cache, emptied whenever any watched file or folder changes (``DERIVED_BOUND`` entries)."""
         found = self.derived.get(name)
         if found is None:
-            found = self.derived[name] = {}
+            found = self.derived.setdefault(name, {})  # one dict per name, whichever thread came first
         return found
 
     # The caches the hot path reads, made once so lookups skip cache().
@@ -368,6 +376,22 @@ class Registry:
         every derived cache, and a path this run already checked but
         ``_seen`` no longer holds is stat-ed again.
         """
+        with self.lock:
+            return self._watch(paths, checked, now)
+
+    def current(self, deps: frozenset[str], checked: set[str] | None, generation: int) -> bool:
+        """True when a cached value read at ``generation``, computed from ``deps``, may be served.
+
+        Its files are unchanged (``watch``) and no thread dropped the caches
+        since it was read: a thread that saw one of its files change marks
+        the file looked-at before this one looks, so without the generation
+        this lookup would trust the stat the other thread made and serve the
+        value that stat outdated (issue 24's stale read).
+        """
+        with self.lock:
+            return self._watch(deps, checked, False) and self.generation == generation
+
+    def _watch(self, paths: Iterable[str] | None, checked: set[str] | None, now: bool) -> bool:
         freshness = self.freshness
         seen = self._seen
         fresh = freshness.settle(seen, self.generation, signature)
@@ -385,12 +409,13 @@ class Registry:
                             self._remember(path, signature(path))
                         continue
                     checked.add(path)
-                if path in seen:
+                held = seen.get(path, UNSEEN)
+                if held is not UNSEEN:
                     if not now and freshness.current(path):
                         continue
                     found = signature(path)
                     freshness.stamp(path)
-                    if seen[path] != found:
+                    if held != found:
                         seen[path] = found
                         fresh = False
                 elif not self._remember(path, signature(path)):
@@ -401,13 +426,13 @@ class Registry:
 
     def _remember(self, path: str, now: Signature) -> bool:
         """Record a first signature; False when ``_seen`` was full and had to be emptied (derived caches too)."""
-        full = len(self._seen) >= self.seen_bound
-        if full:
-            with self.lock:
+        with self.lock:
+            full = len(self._seen) >= self.seen_bound
+            if full:
                 self._seen.clear()
                 self.changed()
-        self._seen[path] = now
-        self.freshness.stamp(path)
+            self._seen[path] = now
+            self.freshness.stamp(path)
         return not full
 
     def memo(self, name: str, key: Any, compute: Callable[[set[str]], T], checked: set[str] | None) -> T:
@@ -420,11 +445,12 @@ class Registry:
         cache = self.derived.get(name)
         if cache is None:
             cache = self.cache(name)
+        generation = self.generation
         hit = cache.get(key)
         if hit is not None:
             if checked is not None and hit[2] is checked:
                 return hit[0]  # type: ignore[no-any-return]
-            if self.watch(hit[1], checked):
+            if self.current(hit[1], checked, generation):
                 hit[2] = checked
                 if checked is not None:
                     # A value computed from this one depends on its files too (once per run: the check above).
@@ -452,7 +478,19 @@ class Registry:
 
     def declared_signatures(self) -> dict[str, Signature]:
         """The signature of each file whose declared name is cached, when it was read."""
-        return {path: held[0] for path, held in self._declared.items()}
+        with self.lock:
+            return {path: held[0] for path, held in self._declared.items()}
+
+    def _put(self, cache: dict[Any, Any], key: Any, value: Any) -> None:
+        """``cache[key] = value``, a full cache first dropping its oldest half (``files_bound``).
+
+        Under the lock: a trim iterates the dict, and an insert by another
+        thread meanwhile would stop it with "dictionary changed size".
+        """
+        with self.lock:
+            if len(cache) >= self.files_bound and key not in cache:
+                _drop_oldest_half(cache)
+            cache[key] = value
 
     def store(self, name: str, key: Any, value: Any, generation: int | None = None) -> bool:
         """Put ``value`` in the derived cache ``name``; a full cache first drops its oldest half.
@@ -493,9 +531,8 @@ class Registry:
                 value: Any = loader(path)
             except ToolDefinitionError as exc:
                 value = exc
-            if entry is None and len(self._files) >= self.files_bound:
-                _drop_oldest_half(self._files)
-            entry = self._files[key] = (sig, value)
+            entry = (sig, value)
+            self._put(self._files, key, entry)
         if isinstance(entry[1], ToolDefinitionError):
             raise entry[1]
         return entry[1]  # type: ignore[no-any-return]
@@ -611,9 +648,7 @@ class Registry:
         count = 0
         # The files whose declared names this scan reads: a listing's index re-reads the folder when one changes.
         read: list[str] | None = [] if self.indexing is not None else None
-        seen_formats = self._file_formats
-        if len(seen_formats) >= self.files_bound:
-            _drop_oldest_half(seen_formats)
+        seen_formats: dict[tuple[Path, SearchPath], Any] = {}
         for entry in _files_in(folder, self.limits.folder_files):
             path = Path(entry.path)
             # Never read a file outside the search path, not even for its name: found by its stem, it is refused.
@@ -648,6 +683,10 @@ class Registry:
                         seen_formats[(path, sp)] = fmt
                         count += 1
                         claim(self._format_name(path, sp, fmt, deps), path, fmt.name)
+        with self.lock:  # what this scan saw, added at once (a trim iterates the dict)
+            if len(self._file_formats) + len(seen_formats) > self.files_bound:
+                _drop_oldest_half(self._file_formats)
+            self._file_formats.update(seen_formats)
         if read is not None:
             self.indexing.scanned[str(folder)] = tuple(read)
         refs = dict(declared)
@@ -679,9 +718,7 @@ class Registry:
             name = declared if isinstance(declared, str) else None
         else:
             name = read_python_name(path, self.limits) if ext == ".py" else read_name(path, self.limits)
-        if held is None and len(self._declared) >= self.files_bound:
-            _drop_oldest_half(self._declared)
-        self._declared[key] = (now, name)
+        self._put(self._declared, key, (now, name))
         return name
 
     def _format_name(self, path: Path, sp: SearchPath, fmt: Any, deps: set[str]) -> str:
@@ -783,9 +820,7 @@ class Registry:
         if held is not None and held[0] == now and now is not None:
             return held[1]
         files = tuple(entry.path for entry in _files_in(Path(folder), self.limits.folder_files))
-        if held is None and len(self._listings) >= self.files_bound:
-            _drop_oldest_half(self._listings)
-        self._listings[folder] = (now, files)
+        self._put(self._listings, folder, (now, files))
         return files
 
     def grow(self, files: int) -> None:
@@ -817,12 +852,13 @@ class Registry:
         tool = self.functions.get(ref)
         if tool is not None:
             return tool
+        generation = self.generation
         found = self.derived["tools"].get((ref, paths))
         if found is not None:
             if checked is not None and found[-1] is checked:
                 return found[0]  # type: ignore[no-any-return]  # already validated in this run
             # Else one check of the folders and file it came from, as a memo hit does (O(1) once verified).
-            if len(found) == 3 and self.watch(found[1], checked):
+            if len(found) == 3 and self.current(found[1], checked, generation):
                 found[2] = checked
                 if checked is not None:
                     checked.update(found[1])
@@ -929,9 +965,8 @@ class Registry:
         key = (str(path), sp)
         entry = self._variants.get(key)
         if entry is None or entry[0] is not parsed:
-            if entry is None and len(self._variants) >= self.files_bound:
-                _drop_oldest_half(self._variants)
-            entry = self._variants[key] = (parsed, replace(parsed, root=sp.root, trusted=sp.trusted))
+            entry = (parsed, replace(parsed, root=sp.root, trusted=sp.trusted))
+            self._put(self._variants, key, entry)
         return entry[1]
 
     def exists(self, ref: str, paths: tuple[SearchPath, ...], checked: set[str] | None = None) -> bool:
