@@ -40,7 +40,7 @@ import anyio
 
 from ..errors import ModelError
 from ..limits import DEFAULT_LIMITS
-from .model import label
+from .protocol import label
 
 T = TypeVar("T")
 EXCERPT = 160

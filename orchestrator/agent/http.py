@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigurationError, ModelError
-from .model import check_route, label, timeouts
+from .protocol import check_route, label, timeouts
 
 
 def sdk_client(sdk: str, factory: str, spec: Mapping[str, Any], env: str, default_url: str) -> tuple[Any, str, str]:

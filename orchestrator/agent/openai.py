@@ -35,7 +35,7 @@ import anyio
 
 from .answer import Answer, BadAnswer, decode, field, mapping, server_error
 from .http import request_options, sdk_client, sdk_error, timed_out, transport_error
-from .model import Delta, max_tokens, normal_usage, timeouts
+from .protocol import Delta, max_tokens, normal_usage, timeouts
 
 DEFAULT_URL = "https://api.openai.com/v1"
 RESERVED = {

@@ -42,7 +42,7 @@ import anyio
 from ..documents import parse_yaml
 from ..errors import ConfigurationError, ModelError, ToolDefinitionError
 from ..loader import read_text
-from .model import Delta, normal_usage
+from .protocol import Delta, normal_usage
 
 _FILES: dict[str, tuple[tuple[int, int], list[Any]]] = {}
 _ATTEMPTS: dict[tuple[str, str, int], int] = {}
