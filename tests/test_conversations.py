@@ -108,12 +108,12 @@ async def test_two_runs_on_one_session_are_serialised_and_lose_no_message(write,
 
 
 async def test_a_session_held_too_long_is_a_clear_error(write, tools, monkeypatch):
-    from orchestrator import sessions
+    from orchestrator import sessionlimits
 
     agent(write, "chat", ["hi"])
     store = MemoryStore()
     assert await store.acquire("busy", "someone else")
-    monkeypatch.setattr(sessions, "LEASE_WAIT", 0.1)
+    monkeypatch.setattr(sessionlimits, "LEASE_WAIT", 0.1)
     with pytest.raises(InvocationError, match="session 'busy' is in use by another run"):
         await Manager([tools], sessions=store).invoke("chat", said("hi", "busy"))
 

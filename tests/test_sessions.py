@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from orchestrator import ConfigurationError, InvocationError, Manager, sessions
+from orchestrator import ConfigurationError, InvocationError, Manager, sessionlimits, sessions
 from orchestrator.sessions import MemoryStore, SQLiteStore, Store, holding, open_store
 
 pytestmark = pytest.mark.anyio
@@ -45,11 +45,11 @@ async def test_a_suspended_state_is_taken_once(store):
 
 
 async def test_a_session_is_bounded_and_says_what_to_do(store, monkeypatch):
-    monkeypatch.setattr(sessions, "MAX_MESSAGES", 3)
+    monkeypatch.setattr(sessionlimits, "MAX_MESSAGES", 3)
     await store.append("a", [{"role": "user", "content": "x"}] * 3)
     with pytest.raises(InvocationError, match=r"would hold 4 messages; the limit is 3: compact it"):
         await store.append("a", [{"role": "user", "content": "x"}])
-    monkeypatch.setattr(sessions, "MAX_BYTES", 100)
+    monkeypatch.setattr(sessionlimits, "MAX_BYTES", 100)
     with pytest.raises(InvocationError, match="bytes of messages; the limit is 100"):
         await store.replace("b", [{"role": "user", "content": "x" * 200}])
     assert len(await store.messages("a")) == 3 and await store.messages("b") == []

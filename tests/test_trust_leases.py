@@ -21,7 +21,7 @@ import anyio
 import pytest
 import yaml
 
-from orchestrator import InvocationError, Manager, sessions
+from orchestrator import InvocationError, Manager, sessionlimits, sessions
 from orchestrator.errors import SessionLostError
 from orchestrator.sessions import MemoryStore, SQLiteStore, Store, check_unchanged, holding
 
@@ -47,7 +47,7 @@ def two_stores(kind: str, tmp_path: Path) -> tuple[Store, Store]:
 
 @pytest.fixture
 def short_lease(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sessions, "LEASE_SECONDS", LEASE)
+    monkeypatch.setattr(sessionlimits, "LEASE_SECONDS", LEASE)
 
 
 def agent(write, name: str, script: list, **meta) -> None:
@@ -276,9 +276,9 @@ async def main(ctx):
 
 RACER = """
 import sys
-from orchestrator import Manager, sessions
+from orchestrator import Manager, sessionlimits
 
-sessions.LEASE_SECONDS = {lease}
+sessionlimits.LEASE_SECONDS = {lease}
 manager = Manager([sys.argv[1]], sessions=sys.argv[2])
 for turn in range(2):
     print(manager.invoke_sync("chat", {{"message": sys.argv[3] + str(turn), "$context": {{"session": "x"}}}}))
