@@ -54,7 +54,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .agent.loop import RESUMING
 from .approval import Decision, called, deciding, per_call
 from .context import carried
 from .errors import ApprovalRequired, ApproverError, ConfigurationError, Interrupted, InvocationError
@@ -67,6 +66,8 @@ if TYPE_CHECKING:
 
 VERSION = 1
 KINDS = ("invoke", "agent")
+RESUMING = "resume"
+"""``ctx.locals`` key of a resumed run: ``{state, decision}`` (set here only; the agent loop reads it)."""
 
 
 class Suspension(ApprovalRequired):

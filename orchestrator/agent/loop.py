@@ -82,6 +82,8 @@ from ..errors import (
     OrchestratorError,
     ReturnsValidationError,
 )
+from ..interrupts import RESUMING as RESUMING  # re-exported: the key was defined here
+from ..interrupts import Suspension
 from ..options import extract_options
 from ..prompt import render_prompt
 from ..schema import validator_for
@@ -100,8 +102,6 @@ log = logging.getLogger("orchestrator.agent")
 _FENCE = re.compile(r"^```[A-Za-z]*\n|\n?```$")
 CHOICES = ("auto", "none", "required")
 PRIOR_ROLES = ("system", "user", "assistant")
-RESUMING = "resume"
-"""``ctx.locals`` key of a resumed run: ``{state, decision}`` (set by ``orchestrator.interrupts`` only)."""
 MAX_TOOL_CALLS = 64
 """Tool calls one turn may run unless the agent's ``max-tool-calls`` says otherwise."""
 ANSWER_NOW = "Give your final answer now: only JSON matching the requested schema, no other text and no tool calls."
@@ -388,8 +388,6 @@ class Agent:
         """
         if self.ctx.parent is not None:
             return exc
-        from ..interrupts import Suspension
-
         conversation = self.conversation
         state = {
             "preamble": conversation.preamble,
