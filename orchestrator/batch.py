@@ -25,9 +25,11 @@ from typing import IO, Any
 import anyio
 import click
 
-from .cli import SUSPENDED, command_manager, debug_option, path_option, reporting, set_option
+from .cli import command_manager
 from .errors import ConfigurationError, Interrupted
 from .executor import executor_for, unit_for
+from .exits import SUSPENDED, reporting
+from .flags import debug_option, path_option, set_option
 
 CONCURRENCY = 256  # units in flight by default
 CHUNK = 64  # units per actor call when the executor takes several at once (Ray)

@@ -18,239 +18,37 @@ import importlib
 import importlib.util
 import json
 import logging
-import shlex
 import sys
-import threading
-import time
-import traceback
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
 import anyio
 import click
 
 from . import __version__
-from .display import Live, Usage, display, explanation_view, plain_rows, progress, terminal
-from .errors import InterpolationError, Interrupted, OrchestratorError, describe
-from .events import Event
-from .events import describe as describe_event
+from .display import Usage, display, explanation_view, plain_rows, progress, terminal
+from .errors import InterpolationError
+from .exits import INTERRUPTED as INTERRUPTED
+from .exits import SUSPENDED as SUSPENDED
+from .exits import ending_within, fail, leave, reporting, resume_options
+from .flags import chosen_formats, debug_option, json_option, parse_args, path_option, search_paths, set_option
 from .manager import Manager
 from .planner import replaced_builtin
 from .registry import builtin_folder
+from .screen import Screen as Screen
+from .screen import answers_in_json, echo_result, say_stopped
 from .tool import ToolInfo
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-SUSPENDED = 3
-"""Exit status of a run that paused for a decision: not an error; ``toolcascade resume`` continues it."""
-INTERRUPTED = 130
-"""Exit status after Ctrl-C (128 + SIGINT), as shells report it."""
 
 MCP_MISSING = (
     "error: toolcascade serve needs the MCP SDK: pip install 'mcp>=2,<3' (or install toolcascade with its mcp extra)"
 )
 
 
-# -- shared options -------------------------------------------------------------
-
-
-def path_option(fn: F) -> F:
-    fn = click.option(
-        "--format",
-        "formats",
-        multiple=True,
-        metavar="NAME",
-        expose_value=False,
-        callback=remember_formats,
-        help="Read only these formats besides our own .md/.py tools (repeatable): claude (claude-agent, "
-        "claude-command, claude-skill), prompty, copilot-prompt, or none. Default: every format.",
-    )(fn)
-    return click.option(
-        "--path",
-        "paths",
-        multiple=True,
-        metavar="DIR",
-        type=click.Path(exists=True, file_okay=False, path_type=Path),
-        help="Search DIR for tools (repeatable; first match wins). Default: ./tools when it exists. "
-        "The built-in tools are always searched last.",
-    )(fn)
-
-
-def parse_sets(_ctx: click.Context, param: click.Parameter, values: Sequence[str]) -> dict[str, Any]:
-    """``--set key=value`` items as overrides, each value read as YAML (``n=3`` is an int, ``t=[a,b]`` a list)."""
-    import yaml
-
-    overrides: dict[str, Any] = {}
-    for item in values:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise click.BadParameter(f"{item!r} is not key=value", param=param)
-        try:
-            overrides[key] = yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            problem = getattr(exc, "problem", None) or exc
-            raise click.BadParameter(f"the value of {key!r} is not valid YAML: {problem}", param=param) from None
-    return overrides
-
-
-def set_option(fn: F) -> F:
-    return click.option(
-        "--set",
-        "overrides",
-        multiple=True,
-        metavar="KEY=VALUE",
-        callback=parse_sets,
-        help="Override a metadata key for this call (repeatable). VALUE is read as YAML: "
-        "n=3 is a number, tags=[a,b] a list, x=null a null, anything else a string.",
-    )(fn)
-
-
-def debug_option(fn: F) -> F:
-    return click.option("--debug", is_flag=True, help="Show the Python traceback of an error.")(fn)
-
-
-def json_option(fn: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of a table.")(fn)
-
-
-def remember_formats(ctx: click.Context, _param: click.Parameter, values: Sequence[str]) -> None:
-    """Keep ``--format`` names for the command's Manager (``none``: our own tools only)."""
-    if values:
-        ctx.meta["toolcascade.formats"] = [] if list(values) == ["none"] else list(values)
-
-
-def chosen_formats() -> list[str] | None:
-    """The ``--format`` names of the running command, or None (every format)."""
-    formats: list[str] | None = click.get_current_context().meta.get("toolcascade.formats")
-    return formats
-
-
 def command_manager(paths: Sequence[Path], **options: Any) -> Manager:
     """The Manager of a command that takes ``path_option``: its ``--path`` folders and ``--format`` choice."""
     return Manager(search_paths(paths), formats=chosen_formats(), **options)
-
-
-def search_paths(paths: Sequence[Path]) -> list[Path]:
-    """The ``--path`` folders, each once (``tools`` and ``./tools/`` are one), else ``./tools`` when it exists."""
-    if paths:
-        unique: dict[Path, Path] = {}
-        for path in paths:
-            unique.setdefault(path.resolve(), path)
-        return list(unique.values())
-    default = Path("tools")
-    return [default] if default.is_dir() else []
-
-
-# -- errors -------------------------------------------------------------------
-
-
-def fail(message: str) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(1)
-
-
-@contextmanager
-def reporting(debug: bool, again: Sequence[str] = ()) -> Iterator[None]:
-    """Turn any error into one ``error: Type: message`` line and exit 1 (plus the traceback with --debug).
-
-    A run that paused for a decision (``Interrupted``) is no error: what it
-    holds and the ``toolcascade resume`` command (with ``again``, the options
-    that find the same tools and store) go to stderr, and the exit status is
-    ``SUSPENDED``.
-    """
-    try:
-        yield
-    except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
-        raise
-    except Exception as exc:
-        leaf = exc
-        while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
-            leaf = leaf.exceptions[0]  # type: ignore[assignment]  # anyio task groups wrap a lone error
-        if isinstance(leaf, Interrupted):
-            suspend(leaf, again)
-        if debug:
-            click.echo(trimmed_traceback(exc), err=True, nl=False)
-        hint = "" if debug or isinstance(leaf, OrchestratorError) else " (run with --debug for the traceback)"
-        fail(f"{describe(leaf)}{hint}")
-
-
-def suspend(paused: Interrupted, again: Sequence[str]) -> NoReturn:
-    """Say on stderr what the paused run holds and how to continue it; exit ``SUSPENDED``."""
-    request = paused.request
-    shown = json.dumps(request.get("args"), ensure_ascii=False, default=str)
-    click.echo(f"paused: waiting for a decision on {request.get('tool', '?')} {shown}", err=True)
-    if request.get("reason"):
-        click.echo(f"  why: {request['reason']}", err=True)
-    command = shlex.join(["toolcascade", "resume", paused.token, "--approve", *again])
-    click.echo(f"  continue: {command}", err=True)
-    click.echo("  (or --deny [--reason TEXT], or --edit JSON, in place of --approve)", err=True)
-    sys.exit(SUSPENDED)
-
-
-def resume_options(paths: Sequence[Path], store: Path | None) -> list[str]:
-    """The options a ``resume`` needs to find what a run found: its ``--path`` folders and ``--store``."""
-    options = [word for path in paths for word in ("--path", str(path))]
-    return [*options, "--store", str(store)] if store is not None else options
-
-
-_ENGINE = (
-    str(Path(__file__).resolve().parent),
-    str(builtin_folder("tools")),
-    str(Path(anyio.__file__).resolve().parent),
-    "<frozen ",
-)
-
-
-def trimmed_traceback(exc: BaseException) -> str:
-    """The traceback of ``exc`` without the engine's own frames (the onion is dozens deep), as pytest does.
-
-    Frames of ``orchestrator``, its built-in tools and ``anyio`` are left out
-    and counted; the user's tools and libraries stay. An error raised by the
-    engine itself keeps every frame.
-    """
-    import asyncio
-
-    engine = (*_ENGINE, str(Path(asyncio.__file__).resolve().parent))
-    report = traceback.TracebackException.from_exception(exc)
-    if all(frame.filename.startswith(engine) for frame in report.stack):
-        return "".join(report.format())  # the engine's own error: its frames are the story
-    seen: set[int] = set()
-    pending = [report]
-    while pending:
-        item = pending.pop()
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
-        kept = [frame for frame in item.stack if not frame.filename.startswith(engine)]
-        hidden = len(item.stack) - len(kept)
-        item.stack = traceback.StackSummary.from_list(kept)
-        if hidden:
-            item.__notes__ = [*(item.__notes__ or []), f"({hidden} frames of toolcascade and anyio hidden)"]
-        pending.extend(x for x in (item.__cause__, item.__context__) if x is not None)
-        pending.extend(item.exceptions or ())
-    return "".join(report.format())
-
-
-def parse_args(text: str | None) -> Any:
-    """ARGS as JSON: ``-`` reads stdin; nothing means ``{}``."""
-    if text is None:
-        return {}
-    source = "ARGS"
-    if text == "-":
-        text, source = sys.stdin.read(), "stdin"
-        if not text.strip():
-            return {}
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        hint = ""
-        if text.strip()[:1] not in ("{", "[", '"', "-", "t", "f", "n", *"0123456789"):
-            hint = " (a JSON string needs quotes: '\"text\"')"
-        fail(f"{source} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}{hint}")
 
 
 # -- commands -------------------------------------------------------------------
@@ -435,83 +233,6 @@ def running(
 
             result = anyio.run(partial(invoke_on, executor, manager, tool, value, overrides=overrides or None))
     return result, screen
-
-
-def say_stopped(event: Event) -> None:
-    """``run --verbose``: name the entry that ended a chain without calling ``next()`` (a ``chain.stopped`` event)."""
-    line = describe_event(event)
-    if line is not None:
-        click.echo(line, err=True)
-
-
-class Screen:
-    """What ``run``, ``chat`` and ``resume`` show of an answer on a terminal: ``display.Live``, told what to skip.
-
-    Live streams the top-level model's text as it arrives. An agent with
-    ``returns`` answers in JSON, printed once at the end, so its text does
-    not stream (a prose answer it gave first would be replaced anyway); its
-    tool calls still show. Streamed text ends its line before the next turn
-    or tool call, and ``answer`` is the last turn's text: what of the result
-    is on the screen already.
-    """
-
-    def __init__(self, live: Live, structured: Callable[[str], bool]) -> None:
-        self.live = live
-        self.structured = structured  # asked once, with the top-level tool's name, at the run's first event
-        self.stream: bool | None = None
-        self.turn = 0  # where the last turn's text begins in live.streamed
-        self.open = False  # the streamed text stops mid-line
-
-    def __call__(self, event: Event) -> None:
-        top = event.depth == 0
-        if top and self.stream is None:
-            self.stream = not self.structured(event.tool)
-        if top and event.kind == "model.delta" and not self.stream:
-            return
-        if top and event.kind in ("model.request", "tool.start"):
-            self.end_line()
-            if event.kind == "model.request":
-                self.turn = len(self.live.streamed)
-        self.live(event)
-        if top and event.kind == "model.delta" and event.data.get("text"):
-            self.open = not str(event.data["text"]).endswith("\n")
-        elif top and event.kind == "model.discarded" and not self.live.streamed:
-            self.turn, self.open = 0, False  # Live ended the line and forgot the text
-
-    def end_line(self) -> None:
-        """End the line the streamed text left open."""
-        if self.open:
-            self.open = False
-            click.echo()
-
-    @property
-    def answer(self) -> str:
-        """The text streamed since the last model request: the answer, when the result is text."""
-        return "".join(self.live.streamed[self.turn :])
-
-
-def answers_in_json(manager: Manager, ref: str, overrides: dict[str, Any] | None = None) -> bool:
-    """Whether ``ref`` has ``returns``: its answer is printed at the end, never streamed."""
-    try:
-        explanation = manager.explain(ref, overrides=overrides or None, render=False)
-    except OrchestratorError:
-        return False  # the run itself reports what is wrong
-    return any(item.key == "returns" for item in explanation.keys)
-
-
-def echo_result(result: Any, screen: Screen | None) -> None:
-    """Print a result: a string as it is (finishing what streamed of it), anything else as JSON, once."""
-    shown = screen.answer if screen is not None else ""
-    if isinstance(result, str) and shown and result.startswith(shown):
-        rest = result[len(shown) :]  # the answer streamed already: finish it
-        click.echo(rest, nl=not rest.endswith("\n"))
-        return
-    if screen is not None:
-        screen.end_line()
-    if isinstance(result, str):
-        click.echo(result, nl=not result.endswith("\n"))
-    else:
-        click.echo(json.dumps(result, indent=2, default=str, ensure_ascii=False))
 
 
 @cli.command(name="list", short_help="List the tools: name, kind, description.")
@@ -792,56 +513,6 @@ def serve(
         pass  # Ctrl-C is how a server is stopped
 
 
-@contextmanager
-def ending_within(grace: float) -> Iterator[None]:
-    """Once SIGTERM or SIGINT arrives, end the process ``grace`` seconds later if it is still running.
-
-    The server's own shutdown waits for the calls in flight, and the
-    interpreter's exit for every worker thread; sync code stuck in a thread
-    (a tool that never returns) would keep both waiting for good, and no
-    thread can be killed. So a watchdog thread ends the process with
-    ``os._exit(128 + signal)``. It learns of the signal through
-    ``signal.set_wakeup_fd``, written by the C-level handler whichever Python
-    handler (uvicorn's) runs, so the normal shutdown still gets its chance.
-    """
-    import os
-    import signal
-    import socket
-    import threading
-    import time
-
-    reader, writer = socket.socketpair()
-    writer.setblocking(False)
-    try:
-        previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
-    except ValueError:  # not the main thread (an embedding program): its own signals, its own exit
-        reader.close()
-        writer.close()
-        yield
-        return
-    ending = (int(signal.SIGTERM), int(signal.SIGINT))
-
-    def watch() -> None:
-        with reader:
-            while True:
-                received = reader.recv(64)
-                if not received:  # the server ended without a signal
-                    return
-                signals = [number for number in received if number in ending]
-                if signals:
-                    break
-        time.sleep(grace)
-        os.write(2, f"toolcascade serve: still running {grace:g} s after signal {signals[0]}; exiting\n".encode())
-        end_now(128 + signals[0])
-
-    threading.Thread(target=watch, name="toolcascade-exit-watchdog", daemon=True).start()
-    try:
-        yield
-    finally:
-        signal.set_wakeup_fd(previous)
-        writer.close()  # the watchdog returns, unless a signal already started its count
-
-
 def main() -> None:
     """The ``toolcascade`` console script."""
     try:
@@ -849,40 +520,3 @@ def main() -> None:
     except SystemExit as ending:
         leave(ending.code)
         raise
-
-
-def leave(code: object, wait: float = 0.5) -> None:
-    """End the process with ``code`` now if a thread would hold its exit (the interpreter joins them all).
-
-    A sync tool that outlived its ``$timeout`` or a Ctrl-C keeps running in
-    its worker thread, and no thread can be killed. Threads that end within
-    ``wait`` seconds get to; if one is still running, the output is flushed
-    and ``end_now`` ends the process, as ``serve --grace`` does.
-    """
-    deadline = time.monotonic() + wait
-    current = threading.current_thread()
-    stuck = [t for t in threading.enumerate() if t is not current and not t.daemon]
-    for thread in stuck:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    if not any(thread.is_alive() for thread in stuck):
-        return
-    if code is None:
-        status = 0
-    elif isinstance(code, int):
-        status = code
-    else:
-        click.echo(code, err=True)
-        status = 1
-    end_now(status)
-
-
-def end_now(status: int) -> NoReturn:
-    """End the process with ``status`` at once, its output flushed, waiting for no thread (``os._exit``)."""
-    import os
-
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more can be said
-            pass
-    os._exit(status)

@@ -553,7 +553,8 @@ _WRITERS: dict[str, Callable[[Tool, dict[str, Any], list[Lost]], str]] = {
 
 
 def _command() -> click.Command:
-    from .cli import debug_option, reporting, search_paths
+    from .exits import reporting
+    from .flags import debug_option, search_paths
     from .manager import Manager
 
     @click.command(short_help="Write a tool as a Prompty file or a Claude Code subagent.")
