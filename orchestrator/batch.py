@@ -156,55 +156,14 @@ async def run_batch(
     window = max(window or WINDOW_PER_UNIT * concurrency, size)
     done = done_lines(output)
     summary = Summary()
-    order: deque[int] = deque()  # lines handed out, in input order, not yet written
-    ready: dict[int, str] = {}
     slots = anyio.Semaphore(max(1, concurrency // size))
-    room = anyio.Event()
 
     with source.open("rb") as lines, output.open("ab") as out:
-
-        def finish(number: int, record: dict[str, Any]) -> None:
-            nonlocal room
-            try:
-                text = json.dumps({"line": number, **record}, ensure_ascii=False, allow_nan=False)
-            except (TypeError, ValueError) as exc:  # cannot happen with JSON replies; never lose the line
-                text = json.dumps({"line": number, "error": error_record(exc)})
-            ready[number] = text
-            if "error" in record and record["error"].get("type") == Interrupted.__name__:
-                summary.suspended += 1
-            elif "error" in record:
-                summary.errors += 1
-            else:
-                summary.results += 1
-            wrote = False
-            while order and order[0] in ready:
-                out.write(ready.pop(order.popleft()).encode("utf-8") + b"\n")
-                wrote = True
-            if wrote:
-                out.flush()
-                room.set()
-                room = anyio.Event()
-            if on_line is not None:
-                on_line()
+        writer = _Writer(out, summary, on_line)
 
         async def run(group: list[tuple[int, Any]]) -> None:
             try:
-                units = [{**base, "args": args} for _, args in group]
-                if many is not None:
-                    try:
-                        outcomes = await many(units)
-                    except Exception as exc:  # the whole call failed: every line says why
-                        outcomes = [exc] * len(group)
-                else:
-                    try:
-                        outcomes = [await executor.submit(units[0])]
-                    except Exception as exc:
-                        outcomes = [exc]
-                for (number, _), outcome in zip(group, outcomes, strict=True):
-                    if isinstance(outcome, Exception):
-                        finish(number, {"error": error_record(outcome)})
-                    else:
-                        finish(number, {"result": outcome})
+                await _run_group(executor, many, base, group, writer)
             finally:
                 slots.release()
 
@@ -223,18 +182,81 @@ async def run_batch(
                 if number in done:
                     summary.skipped += 1
                     continue
-                while len(order) >= window:  # bounded memory: wait for the oldest line to be written
+                while len(writer.order) >= window:  # bounded memory: wait for the oldest line to be written
                     await flush_group()
-                    await room.wait()
-                order.append(number)
+                    await writer.room.wait()
+                writer.order.append(number)
                 if problem is not None:
-                    finish(number, {"error": problem})
+                    writer.finish(number, {"error": problem})
                     continue
                 group.append((number, args))
                 if len(group) >= size:
                     await flush_group()
             await flush_group()
     return summary
+
+
+class _Writer:
+    """Writes the finished records to the output in input order, counting them in the summary.
+
+    ``order`` holds the lines handed out and not yet written; ``room`` is
+    set (and replaced) each time records are written, waking a reader
+    waiting for the window to shrink.
+    """
+
+    def __init__(self, out: IO[bytes], summary: Summary, on_line: Callable[[], None] | None) -> None:
+        self.out = out
+        self.summary = summary
+        self.on_line = on_line
+        self.order: deque[int] = deque()  # lines handed out, in input order, not yet written
+        self.ready: dict[int, str] = {}
+        self.room = anyio.Event()
+
+    def finish(self, number: int, record: dict[str, Any]) -> None:
+        """Record line ``number``'s outcome; write every record now next in input order."""
+        try:
+            text = json.dumps({"line": number, **record}, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:  # cannot happen with JSON replies; never lose the line
+            text = json.dumps({"line": number, "error": error_record(exc)})
+        self.ready[number] = text
+        if "error" in record and record["error"].get("type") == Interrupted.__name__:
+            self.summary.suspended += 1
+        elif "error" in record:
+            self.summary.errors += 1
+        else:
+            self.summary.results += 1
+        wrote = False
+        while self.order and self.order[0] in self.ready:
+            self.out.write(self.ready.pop(self.order.popleft()).encode("utf-8") + b"\n")
+            wrote = True
+        if wrote:
+            self.out.flush()
+            self.room.set()
+            self.room = anyio.Event()
+        if self.on_line is not None:
+            self.on_line()
+
+
+async def _run_group(
+    executor: Any, many: Any, base: Mapping[str, Any], group: list[tuple[int, Any]], writer: _Writer
+) -> None:
+    """Run one group of lines (one ``submit_many`` call, or one ``submit``) and hand each outcome to ``writer``."""
+    units = [{**base, "args": args} for _, args in group]
+    if many is not None:
+        try:
+            outcomes = await many(units)
+        except Exception as exc:  # the whole call failed: every line says why
+            outcomes = [exc] * len(group)
+    else:
+        try:
+            outcomes = [await executor.submit(units[0])]
+        except Exception as exc:
+            outcomes = [exc]
+    for (number, _), outcome in zip(group, outcomes, strict=True):
+        if isinstance(outcome, Exception):
+            writer.finish(number, {"error": error_record(outcome)})
+        else:
+            writer.finish(number, {"result": outcome})
 
 
 def _progress(total: int) -> Any:
