@@ -1,7 +1,7 @@
 """The Ray executor: units run on a pool of Ray async actors (the ``ray`` extra).
 
 Each actor is an async actor (``max_concurrency`` 1,000 by default) that keeps
-one Manager per folder set (``orchestrator.executor.Managers``) and awaits
+one Manager per folder set (``orchestrator.units.Managers``) and awaits
 ``run_unit`` on Ray's own event loop: never ``anyio.run`` inside an actor.
 Ray is imported only when a ``RayExecutor`` first submits; ``import
 orchestrator`` never imports it.
@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 
 from .errors import ConfigurationError, InvocationError
-from .executor import Managers, Unit, dump_unit, run_unit, unwrap
+from .units import Managers, Unit, dump_unit, run_unit, unwrap
 
 log = logging.getLogger("orchestrator.cluster")
 
@@ -59,7 +59,7 @@ class Worker:
         self.managers = Managers()
 
     async def run(self, unit: str) -> str:
-        """Run one unit (JSON text); the reply is JSON text (``orchestrator.executor.run_unit``)."""
+        """Run one unit (JSON text); the reply is JSON text (``orchestrator.units.run_unit``)."""
         return await run_unit(self.managers, unit)
 
     async def run_many(self, units: list[str]) -> list[str]:

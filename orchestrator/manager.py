@@ -129,7 +129,7 @@ class Manager:
         limit = 2 * max_stack * _FRAMES_PER_INVOCATION + 1000  # _stack and _inner levels
         if sys.getrecursionlimit() < limit:
             sys.setrecursionlimit(limit)
-        units = sys.modules.get("orchestrator.executor")  # not imported: no executor runs a unit here
+        units = sys.modules.get("orchestrator.units")  # not imported: no unit runs here
         if units is None or not units.on_worker():  # a Manager made to run a unit: its caller's holds the pools
             self._holds = True
             with _open_lock:

@@ -12,7 +12,7 @@ it may still spin). A unit runs at most once: a worker that dies mid-unit
 fails that call with ``InvocationError``.
 
 A worker is ``python -c`` running ``serve()``: one unit per line (JSON) on
-its stdin, one reply per line on its stdout (``orchestrator.executor``'s
+its stdin, one reply per line on its stdout (``orchestrator.units``'s
 units and replies, so it sees the caller's search paths and their trust,
 as a Ray worker does). A tool's own prints go to stderr; a worker whose
 stdin closes (its caller ended, however) exits, even mid-unit.
@@ -42,7 +42,7 @@ from typing import IO, Any
 import anyio
 
 from .errors import ConfigurationError, InvocationError
-from .executor import Managers, Unit, dump_unit, run_unit, unwrap
+from .units import Managers, Unit, dump_unit, run_unit, unwrap
 
 POOL = min(4, os.cpu_count() or 1)
 """Worker processes of a pool when its spec names none."""
