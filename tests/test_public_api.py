@@ -14,6 +14,8 @@ import ast
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+
 import orchestrator
 from orchestrator import Context
 from orchestrator.context import BoundManager
@@ -101,3 +103,44 @@ def test_the_engine_handles_of_a_context_are_public(write: Callable[[str, str], 
     bound = ctx.manager
     assert isinstance(bound, BoundManager) and bound.limits is manager.limits
     assert callable(bound.invoke_entry) and callable(manager.run) and callable(manager.enter)
+
+
+@pytest.mark.anyio
+async def test_a_middleware_invokes_an_entry_of_its_target_and_a_cycle_is_skipped(
+    write: Callable[[str, str], Path], tools: Path
+) -> None:
+    """``ctx.manager.invoke_entry`` runs a tool as an entry of the chain it serves (R-CHAIN-10), as directives do."""
+    write(
+        "tools/twice.py",
+        """
+        from orchestrator.chain import SKIPPED
+
+        async def main(ctx):
+            target = ctx.target
+            echoed = await target.manager.invoke_entry("echo", {"x": 1})
+            looped = await target.manager.invoke_entry("page", {})
+            target.locals["seen"] = (echoed, looped is SKIPPED)
+            return await target.manager.next()
+        """,
+    )
+    write("tools/echo.py", "async def main(ctx):\n    return [ctx.args, ctx.parent.tool.name, ctx.target.tool.name]\n")
+    write(
+        "tools/page.py",
+        "frontmatter = {'metadata': {'twice': {}}}\n\nasync def main(ctx):\n    return ctx.locals['seen']\n",
+    )
+    manager = orchestrator.Manager([tools])
+    echoed, skipped = await manager.invoke("page")
+    assert echoed == [{"x": 1}, "page", "page"] and skipped
+
+
+@pytest.mark.anyio
+async def test_prepare_then_run_is_an_invocation_and_invoke_with_a_parent_joins_its_run(
+    write: Callable[[str, str], Path], tools: Path
+) -> None:
+    """What an executor does with a unit (``prepare``, ``run``) and what ``ctx.manager.invoke`` does (``parent=``)."""
+    write("tools/t.py", "async def main(ctx):\n    return {'args': ctx.args, 'run': ctx.run.id, 'depth': ctx.depth}\n")
+    manager = orchestrator.Manager([tools])
+    ctx = manager.prepare("t", {"a": 1})
+    assert ctx.chain is not None and await manager.run(ctx) == {"args": {"a": 1}, "run": ctx.run.id, "depth": 0}
+    child = await manager.invoke("t", {"b": 2}, parent=ctx)
+    assert child == {"args": {"b": 2}, "run": ctx.run.id, "depth": 1}
