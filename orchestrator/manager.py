@@ -321,7 +321,9 @@ class Manager:
             Interrupted: a call needed a decision no approver could give; ``resume`` continues.
             InvocationError: the manager is closed (also the errors of SPEC section 7).
         """
-        if self.closed and parent is None:  # one attribute test; the coroutine raises when awaited, as any other
+        # A closed manager starts no run (the coroutine raises when awaited, as any other invoke error); a run
+        # already going keeps its nested calls, as it did before ``parent`` was public.
+        if self.closed and parent is None:
             return self._closed("invoke", str(ref.name if isinstance(ref, Tool) else ref))
         return self._invoke(
             ref,
