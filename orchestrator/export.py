@@ -43,25 +43,16 @@ from typing import Any
 import click
 import yaml
 
-from .errors import ConfigurationError, OrchestratorError
+from .errors import ConfigurationError
 from .explain import Explanation
 from .frozen import thaw
+from .subagent import to_claude_agent
 from .tool import Tool
+from .translation import FORMAT_FIELDS as FORMAT_FIELDS
+from .translation import HOST_TOOLS as HOST_TOOLS
+from .translation import Lost, prompty_template, report_rest, unliteral
 
 FORMATS = ("prompty", "claude-agent")
-FORMAT_FIELDS = "format-fields"
-HOST_TOOLS = "host-tools"
-
-
-@dataclass(frozen=True, slots=True)
-class Lost:
-    """A field that does not survive an export, and why."""
-
-    field: str
-    why: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.why}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,73 +116,12 @@ def _own(tool: Tool) -> dict[str, Any]:
     return dict(thaw(tool.metadata))
 
 
-# -- templates -----------------------------------------------------------------
+# -- prompty -------------------------------------------------------------------
 
-_PREAMBLE = re.compile(r"\{% set (\w+) = args\[('[^']*'|\"[^\"]*\")\] if \2 in args else [^%]*%\}")
-_TAG = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
-_ARG = re.compile(r"\bargs\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*(?:'([^']*)'|\"([^\"]*)\")\s*\])")
-_SCOPE = re.compile(r"(?<![\w.'\"])(args|meta|locals|tool|env|cwd)\b")
+
 _ROLE_LINE = re.compile(
     r"^[ \t]*#?[ \t]*(system|user|assistant|function|tools?)[ \t]*:[ \t]*$", re.IGNORECASE | re.MULTILINE
 )
-
-
-def _unliteral(text: str) -> str | None:
-    """``text`` rendered when it needs no variables (a literal block, static text), else None."""
-    from .interpolate import is_template, render
-
-    if not is_template(text):
-        return text
-    try:
-        return render(text, {})
-    except OrchestratorError:
-        return None
-
-
-def _strip_preamble(text: str) -> str:
-    """``text`` without the ``{% set x = args['x'] ... %}`` lines the Prompty adapter puts first."""
-    position = 0
-    while (match := _PREAMBLE.match(text, position)) is not None:
-        position = match.end()
-    return text[position:]
-
-
-def prompty_template(text: str, where: str, lost: list[Lost]) -> str:
-    """One of our templates as a Prompty jinja2 template: ``args.x`` read as ``x``.
-
-    The preamble the Prompty adapter writes is dropped (it is that mapping
-    reversed); a read of ``meta``, ``locals``, ``tool``, ``env``, ``cwd`` or
-    the whole ``args`` has no Prompty equivalent and is reported.
-    """
-    text = _strip_preamble(text)
-    unknown: set[str] = set()
-
-    def tag(match: re.Match[str]) -> str:
-        # What the tag reads besides args.NAME (checked before the rename: an input may be called 'tool').
-        unknown.update(m.group(1) for m in _SCOPE.finditer(_strip_strings(_ARG.sub("_", match.group(0)))))
-        return _ARG.sub(lambda m: m.group(1) or m.group(2) or m.group(3) or "", match.group(0))
-
-    converted = _TAG.sub(tag, _protect_raw(text))
-    converted = _restore_raw(converted)
-    for name in sorted(unknown):
-        lost.append(Lost(where, f"reads {name!r}, which Prompty templates do not have: it renders empty there"))
-    return converted
-
-
-_RAW = re.compile(r"\{%-?\s*raw\s*-?%\}.*?\{%-?\s*endraw\s*-?%\}", re.DOTALL)
-
-
-def _protect_raw(text: str) -> str:
-    # Raw blocks are literal text: their braces are not tags.
-    return _RAW.sub(lambda m: "\x00" + m.group(0).encode("utf-8").hex() + "\x00", text)
-
-
-def _restore_raw(text: str) -> str:
-    return re.sub("\x00([0-9a-f]*)\x00", lambda m: bytes.fromhex(m.group(1)).decode("utf-8"), text)
-
-
-def _strip_strings(expression: str) -> str:
-    return re.sub(r"'[^']*'|\"[^\"]*\"", "''", expression)
 
 
 def _directives(text: str, where: str, lost: list[Lost]) -> None:
@@ -206,9 +136,6 @@ def _directives(text: str, where: str, lost: list[Lost]) -> None:
 def _roles_in(text: str, where: str, lost: list[Lost]) -> None:
     for match in _ROLE_LINE.finditer(text):
         lost.append(Lost(where, f"the line {match.group(0).strip()!r} would start a new message in Prompty"))
-
-
-# -- prompty -------------------------------------------------------------------
 
 
 def to_prompty(tool: Tool, meta: dict[str, Any], lost: list[Lost]) -> str:
@@ -252,7 +179,7 @@ def to_prompty(tool: Tool, meta: dict[str, Any], lost: list[Lost]) -> str:
     for key, value in kept.items():
         front[key] = value
     sections = _sections(tool, meta, lost, mustache, completion)
-    _rest(meta, lost, ("$static", "$order"), tool)
+    report_rest(meta, lost, ("$static", "$order"), tool)
     head = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=100)
     return f"---\n{head}---\n{sections}"
 
@@ -380,7 +307,7 @@ def _sections(tool: Tool, meta: dict[str, Any], lost: list[Lost], mustache: bool
 
     def convert(text: str, where: str) -> str:
         if mustache:
-            source = _unliteral(text)
+            source = unliteral(text)
             if source is not None:
                 return source
         converted = prompty_template(text, where, lost)
@@ -408,139 +335,6 @@ def _sections(tool: Tool, meta: dict[str, Any], lost: list[Lost], mustache: bool
     if prompt:
         parts.append("user:\n" + prompt)
     return "\n\n".join(parts) + "\n"
-
-
-def _rest(meta: dict[str, Any], lost: list[Lost], generated: tuple[str, ...], tool: Tool) -> None:
-    """Report every key left in ``meta`` as lost (the annotations adapters generate excepted)."""
-    adapter_keys = {FORMAT_FIELDS, HOST_TOOLS, "prompty"}
-    for key, value in meta.items():
-        if key == "$static" and isinstance(value, list) and set(value) <= adapter_keys:
-            continue
-        if key == "$order" and isinstance(value, Mapping) and set(value) <= {"prompty"}:
-            continue
-        if key == HOST_TOOLS:
-            lost.append(Lost(key, f"host tools {', '.join(map(str, value))} have no place in this format"))
-        elif key.startswith("$"):
-            lost.append(Lost(key, "a toolcascade annotation: the cascade is toolcascade's own"))
-        elif key == "tools":
-            lost.append(Lost(key, "this format cannot offer tools to the model"))
-        else:
-            lost.append(Lost(key, "toolcascade metadata (middleware or data): no equivalent in this format"))
-
-
-# -- claude-agent --------------------------------------------------------------
-
-_TASK = re.compile(r"^\s*\{\{\s*args(?:\.prompt|\[\s*['\"]prompt['\"]\s*\])\s*\}\}\s*$")
-
-
-def to_claude_agent(tool: Tool, meta: dict[str, Any], lost: list[Lost]) -> str:
-    """Our tool as a Claude Code subagent (see the module docstring)."""
-    from .formats import aliases
-
-    front: dict[str, Any] = {"name": tool.name}
-    fields = meta.pop(FORMAT_FIELDS, None)
-    kept = dict(fields) if isinstance(fields, Mapping) and tool.format == "claude-agent" else {}
-    if fields and not kept:
-        for key in fields:
-            lost.append(
-                Lost(f"{FORMAT_FIELDS}.{key}", f"a field of the {tool.format} file: Claude Code has no place for it")
-            )
-    if tool.description:
-        front["description"] = tool.description
-    else:
-        front["description"] = tool.name
-        lost.append(Lost("description", f"Claude Code needs one to choose the agent: written as {tool.name!r}"))
-    ours = [str(n) for n in meta.pop("tools", None) or []]
-    host = [str(n) for n in meta.pop(HOST_TOOLS, None) or []]
-    if ours or host:
-        front["tools"] = ", ".join([*ours, *host])
-    if ours:
-        lost.append(
-            Lost(
-                "tools",
-                f"{', '.join(ours)}: toolcascade tools, which Claude Code sees only when they are "
-                "served (toolcascade serve) and listed as mcp__SERVER__NAME",
-            )
-        )
-    if host and not (tool.format or "").startswith("claude-"):
-        lost.append(
-            Lost(HOST_TOOLS, f"{', '.join(host)}: tools of the {tool.format or 'other'} host, not Claude Code's")
-        )
-    model = meta.pop("model", None)
-    if model is None:
-        lost.append(Lost("model", "a subagent is always answered by a model: Claude Code uses the caller's (inherit)"))
-    else:
-        alias = _alias(model, aliases())
-        if alias is not None:
-            front["model"] = alias
-        else:
-            from .agent.model import parse_model
-
-            try:
-                spec = parse_model(model)
-            except ConfigurationError:
-                spec = {"provider": None}
-            if spec.get("provider") == "anthropic" and spec.get("name"):
-                front["model"] = spec["name"]
-                lost.append(
-                    Lost("model", f"{spec['name']!r} is no alias (sonnet, opus, haiku): Claude Code may refuse it")
-                )
-            else:
-                from .agent.model import label
-
-                shown = label(spec) if spec.get("provider") else repr(model)
-                lost.append(Lost("model", f"{shown} is not an Anthropic model: the subagent inherits the caller's"))
-    for key in ("tool-choice", "max-iterations", "returns"):
-        if key in meta:
-            lost.append(Lost(key, "Claude Code subagents have no such setting"))
-            meta.pop(key)
-    params = meta.pop("params", None)
-    system = meta.pop("system", None)
-    body: list[str] = []
-    if system is not None:
-        text = _unliteral(str(system))
-        if text is None:
-            lost.append(Lost("system", "a template of args: Claude Code does not render it (written as is)"))
-            text = _strip_preamble(str(system))
-        body.append(text.strip())
-    prompt = tool.prompt or ""
-    if _TASK.match(prompt):
-        props = params.get("properties") if isinstance(params, Mapping) else None
-        if isinstance(props, Mapping) and set(props) - {"prompt"}:
-            lost.append(Lost("params", f"{', '.join(sorted(set(props) - {'prompt'}))}: a subagent takes one task text"))
-    elif prompt.strip():
-        text = _unliteral(prompt)
-        lost.append(
-            Lost(
-                "prompt",
-                "a subagent's user message is the caller's task: this tool's prompt is appended to "
-                "the system prompt" + ("" if text is not None else " as a template Claude Code does not render"),
-            )
-        )
-        body.append((text if text is not None else _strip_preamble(prompt)).strip())
-        if params:
-            lost.append(Lost("params", "the caller's task is one text: these args cannot be passed"))
-    messages = meta.pop("messages", None)
-    if messages:
-        lost.append(
-            Lost("messages", "a subagent starts from its system prompt and the task: prior messages are dropped")
-        )
-    settings = meta.pop("prompty", None)
-    if isinstance(settings, Mapping) and settings.get("template") == "mustache":
-        lost.append(Lost("prompty.template", "mustache: Claude Code does not render it (written as is)"))
-    for key, value in kept.items():
-        front.setdefault(key, value)
-    _rest(meta, lost, ("$static",), tool)
-    head = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=100)
-    return f"---\n{head}---\n" + "\n\n".join(part for part in body if part) + "\n"
-
-
-def _alias(model: Any, table: Mapping[str, Any]) -> str | None:
-    """The alias (not ``inherit``) whose spec is ``model``, if any."""
-    for alias, spec in table.items():
-        if alias != "inherit" and spec == model:
-            return alias
-    return None
 
 
 _WRITERS: dict[str, Callable[[Tool, dict[str, Any], list[Lost]], str]] = {

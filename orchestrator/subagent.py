@@ -1,0 +1,138 @@
+"""An export to a Claude Code subagent: the frontmatter Claude Code reads, the system prompt, and what is lost."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from .errors import ConfigurationError
+from .tool import Tool
+from .translation import FORMAT_FIELDS, HOST_TOOLS, Lost, report_rest, strip_preamble, unliteral
+
+_TASK = re.compile(r"^\s*\{\{\s*args(?:\.prompt|\[\s*['\"]prompt['\"]\s*\])\s*\}\}\s*$")
+
+
+def to_claude_agent(tool: Tool, meta: dict[str, Any], lost: list[Lost]) -> str:
+    """Our tool as a Claude Code subagent (see the module docstring)."""
+    front: dict[str, Any] = {"name": tool.name}
+    fields = meta.pop(FORMAT_FIELDS, None)
+    kept = dict(fields) if isinstance(fields, Mapping) and tool.format == "claude-agent" else {}
+    if fields and not kept:
+        for key in fields:
+            lost.append(
+                Lost(f"{FORMAT_FIELDS}.{key}", f"a field of the {tool.format} file: Claude Code has no place for it")
+            )
+    if tool.description:
+        front["description"] = tool.description
+    else:
+        front["description"] = tool.name
+        lost.append(Lost("description", f"Claude Code needs one to choose the agent: written as {tool.name!r}"))
+    _tools(tool, meta, front, lost)
+    _model(meta, front, lost)
+    for key in ("tool-choice", "max-iterations", "returns"):
+        if key in meta:
+            lost.append(Lost(key, "Claude Code subagents have no such setting"))
+            meta.pop(key)
+    body = _body(tool, meta, lost)
+    for key, value in kept.items():
+        front.setdefault(key, value)
+    report_rest(meta, lost, ("$static",), tool)
+    head = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=100)
+    return f"---\n{head}---\n" + "\n\n".join(part for part in body if part) + "\n"
+
+
+def _tools(tool: Tool, meta: dict[str, Any], front: dict[str, Any], lost: list[Lost]) -> None:
+    """``tools`` and the host tools as the subagent's ``tools`` line; ours are reachable only when served."""
+    ours = [str(n) for n in meta.pop("tools", None) or []]
+    host = [str(n) for n in meta.pop(HOST_TOOLS, None) or []]
+    if ours or host:
+        front["tools"] = ", ".join([*ours, *host])
+    if ours:
+        lost.append(
+            Lost(
+                "tools",
+                f"{', '.join(ours)}: toolcascade tools, which Claude Code sees only when they are "
+                "served (toolcascade serve) and listed as mcp__SERVER__NAME",
+            )
+        )
+    if host and not (tool.format or "").startswith("claude-"):
+        lost.append(
+            Lost(HOST_TOOLS, f"{', '.join(host)}: tools of the {tool.format or 'other'} host, not Claude Code's")
+        )
+
+
+def _model(meta: dict[str, Any], front: dict[str, Any], lost: list[Lost]) -> None:
+    """``model`` as a Claude Code alias or Anthropic model name; any other model is lost (the caller's is used)."""
+    from .formats import aliases
+
+    model = meta.pop("model", None)
+    if model is None:
+        lost.append(Lost("model", "a subagent is always answered by a model: Claude Code uses the caller's (inherit)"))
+        return
+    alias = _alias(model, aliases())
+    if alias is not None:
+        front["model"] = alias
+        return
+    from .agent.model import parse_model
+
+    try:
+        spec = parse_model(model)
+    except ConfigurationError:
+        spec = {"provider": None}
+    if spec.get("provider") == "anthropic" and spec.get("name"):
+        front["model"] = spec["name"]
+        lost.append(Lost("model", f"{spec['name']!r} is no alias (sonnet, opus, haiku): Claude Code may refuse it"))
+    else:
+        from .agent.model import label
+
+        shown = label(spec) if spec.get("provider") else repr(model)
+        lost.append(Lost("model", f"{shown} is not an Anthropic model: the subagent inherits the caller's"))
+
+
+def _body(tool: Tool, meta: dict[str, Any], lost: list[Lost]) -> list[str]:
+    """The subagent's system prompt: ``system``, then the tool's prompt unless it only passes the task on."""
+    params = meta.pop("params", None)
+    system = meta.pop("system", None)
+    body: list[str] = []
+    if system is not None:
+        text = unliteral(str(system))
+        if text is None:
+            lost.append(Lost("system", "a template of args: Claude Code does not render it (written as is)"))
+            text = strip_preamble(str(system))
+        body.append(text.strip())
+    prompt = tool.prompt or ""
+    if _TASK.match(prompt):
+        props = params.get("properties") if isinstance(params, Mapping) else None
+        if isinstance(props, Mapping) and set(props) - {"prompt"}:
+            lost.append(Lost("params", f"{', '.join(sorted(set(props) - {'prompt'}))}: a subagent takes one task text"))
+    elif prompt.strip():
+        text = unliteral(prompt)
+        lost.append(
+            Lost(
+                "prompt",
+                "a subagent's user message is the caller's task: this tool's prompt is appended to "
+                "the system prompt" + ("" if text is not None else " as a template Claude Code does not render"),
+            )
+        )
+        body.append((text if text is not None else strip_preamble(prompt)).strip())
+        if params:
+            lost.append(Lost("params", "the caller's task is one text: these args cannot be passed"))
+    if meta.pop("messages", None):
+        lost.append(
+            Lost("messages", "a subagent starts from its system prompt and the task: prior messages are dropped")
+        )
+    settings = meta.pop("prompty", None)
+    if isinstance(settings, Mapping) and settings.get("template") == "mustache":
+        lost.append(Lost("prompty.template", "mustache: Claude Code does not render it (written as is)"))
+    return body
+
+
+def _alias(model: Any, table: Mapping[str, Any]) -> str | None:
+    """The alias (not ``inherit``) whose spec is ``model``, if any."""
+    for alias, spec in table.items():
+        if alias != "inherit" and spec == model:
+            return alias
+    return None

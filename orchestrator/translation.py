@@ -1,0 +1,111 @@
+"""What an export keeps and loses: ``Lost``, the keys every written format leaves behind, and our jinja2
+templates turned into another format's (literal text, or Prompty's jinja2 with the args in scope).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import OrchestratorError
+from .tool import Tool
+
+FORMAT_FIELDS = "format-fields"
+"""The annotation an adapter keeps another format's own fields under."""
+HOST_TOOLS = "host-tools"
+"""The key an adapter keeps another host's tools under (never offered to a model)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """A field that does not survive an export, and why."""
+
+    field: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.why}"
+
+
+_PREAMBLE = re.compile(r"\{% set (\w+) = args\[('[^']*'|\"[^\"]*\")\] if \2 in args else [^%]*%\}")
+_TAG = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
+_ARG = re.compile(r"\bargs\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*(?:'([^']*)'|\"([^\"]*)\")\s*\])")
+_SCOPE = re.compile(r"(?<![\w.'\"])(args|meta|locals|tool|env|cwd)\b")
+
+
+def unliteral(text: str) -> str | None:
+    """``text`` rendered when it needs no variables (a literal block, static text), else None."""
+    from .interpolate import is_template, render
+
+    if not is_template(text):
+        return text
+    try:
+        return render(text, {})
+    except OrchestratorError:
+        return None
+
+
+def strip_preamble(text: str) -> str:
+    """``text`` without the ``{% set x = args['x'] ... %}`` lines the Prompty adapter puts first."""
+    position = 0
+    while (match := _PREAMBLE.match(text, position)) is not None:
+        position = match.end()
+    return text[position:]
+
+
+def prompty_template(text: str, where: str, lost: list[Lost]) -> str:
+    """One of our templates as a Prompty jinja2 template: ``args.x`` read as ``x``.
+
+    The preamble the Prompty adapter writes is dropped (it is that mapping
+    reversed); a read of ``meta``, ``locals``, ``tool``, ``env``, ``cwd`` or
+    the whole ``args`` has no Prompty equivalent and is reported.
+    """
+    text = strip_preamble(text)
+    unknown: set[str] = set()
+
+    def tag(match: re.Match[str]) -> str:
+        # What the tag reads besides args.NAME (checked before the rename: an input may be called 'tool').
+        unknown.update(m.group(1) for m in _SCOPE.finditer(_strip_strings(_ARG.sub("_", match.group(0)))))
+        return _ARG.sub(lambda m: m.group(1) or m.group(2) or m.group(3) or "", match.group(0))
+
+    converted = _TAG.sub(tag, _protect_raw(text))
+    converted = _restore_raw(converted)
+    for name in sorted(unknown):
+        lost.append(Lost(where, f"reads {name!r}, which Prompty templates do not have: it renders empty there"))
+    return converted
+
+
+_RAW = re.compile(r"\{%-?\s*raw\s*-?%\}.*?\{%-?\s*endraw\s*-?%\}", re.DOTALL)
+
+
+def _protect_raw(text: str) -> str:
+    # Raw blocks are literal text: their braces are not tags.
+    return _RAW.sub(lambda m: "\x00" + m.group(0).encode("utf-8").hex() + "\x00", text)
+
+
+def _restore_raw(text: str) -> str:
+    return re.sub("\x00([0-9a-f]*)\x00", lambda m: bytes.fromhex(m.group(1)).decode("utf-8"), text)
+
+
+def _strip_strings(expression: str) -> str:
+    return re.sub(r"'[^']*'|\"[^\"]*\"", "''", expression)
+
+
+def report_rest(meta: dict[str, Any], lost: list[Lost], generated: tuple[str, ...], tool: Tool) -> None:
+    """Report every key left in ``meta`` as lost (the annotations adapters generate excepted)."""
+    adapter_keys = {FORMAT_FIELDS, HOST_TOOLS, "prompty"}
+    for key, value in meta.items():
+        if key == "$static" and isinstance(value, list) and set(value) <= adapter_keys:
+            continue
+        if key == "$order" and isinstance(value, Mapping) and set(value) <= {"prompty"}:
+            continue
+        if key == HOST_TOOLS:
+            lost.append(Lost(key, f"host tools {', '.join(map(str, value))} have no place in this format"))
+        elif key.startswith("$"):
+            lost.append(Lost(key, "a toolcascade annotation: the cascade is toolcascade's own"))
+        elif key == "tools":
+            lost.append(Lost(key, "this format cannot offer tools to the model"))
+        else:
+            lost.append(Lost(key, "toolcascade metadata (middleware or data): no equivalent in this format"))
