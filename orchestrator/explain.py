@@ -149,8 +149,35 @@ def explanation(
     written) when ``render`` and the tool has args; a prompt that fails to
     render is shown as written.
     """
-    verdicts = tuple(verdicts)
-    keys = tuple(
+    keys = _keys(merged, verdicts)
+    entries = _entries(ctx, plan, merged, origins, conditions or {})
+    prompt, rendered = _prompt(ctx, render)
+    return Explanation(
+        tool=ctx.tool.name,
+        uri=ctx.tool.uri,
+        kind=ctx.tool.kind,
+        frontmatter=dict(ctx.tool.frontmatter),
+        authorities=plan.authorities,
+        levels=tuple((level.name, level.kind) for level in plan.levels),
+        phases=plan.phases,
+        keys=keys,
+        removed=dict(merged.removed),
+        annotations=_annotations(plan, merged),
+        chain=entries,
+        prompt=prompt,
+        rendered=rendered,
+        cycle=tuple(cycle.cycle) if cycle is not None else None,
+        format=ctx.tool.format,
+        mapping=tuple(_mapped(item) for item in ctx.tool.mapping),
+        host_tools=tuple(_names(thaw(ctx.tool.metadata.get("host-tools")))),
+        problems=tuple(ctx.tool.problems),
+        replaces=_replaces(ctx.tool),
+    )
+
+
+def _keys(merged: Merged, verdicts: Iterable[tuple[str, bool, str]]) -> tuple[KeyExplanation, ...]:
+    """Each merged key with where its value came from and whether it runs as middleware."""
+    return tuple(
         KeyExplanation(
             key=key,
             value=merged.values[key],
@@ -163,8 +190,13 @@ def explanation(
         )
         for key, middleware_, reason in verdicts
     )
+
+
+def _entries(
+    ctx: Context, plan: Plan, merged: Merged, origins: Mapping[str, str], conditions: Mapping[str, Any]
+) -> tuple[EntryExplanation, ...]:
+    """The sorted chain's entries, each with its phase, origin and whether its ``when`` holds for this call."""
     real = phases_of(ctx.chain, plan.phases)
-    conditions = conditions or {}
     needed: dict[str, bool] = {}
     for index, e in enumerate(ctx.chain):
         found = conditions.get(e.name)
@@ -174,7 +206,7 @@ def explanation(
                 needed[e.name] = bool(found[0](ctx, e.args))
             finally:
                 ctx.pos = position
-    entries = tuple(
+    return tuple(
         EntryExplanation(
             name=e.name,
             args=e.args,
@@ -189,11 +221,15 @@ def explanation(
         )
         for e in ctx.chain
     )
+
+
+def _annotations(plan: Plan, merged: Merged) -> dict[str, Any]:
+    """The merged annotations as ``explain`` shows them."""
     # Private keys that apply to this tool: its own level's, and its nearest authority's (R-CAS-2).
     nearest = [lv for lv in plan.levels if lv.kind == "authority"][-1:]
     own = [lv for lv in plan.levels if lv.kind == "tool"]
     private = sorted({name for lv in (*nearest, *own) for name in _names(lv.annotations.get("$private"))})
-    annotations = {
+    annotations: dict[str, Any] = {
         "$order": dict(merged.order),
         "$static": sorted(merged.static),
         "$dynamic": sorted(merged.dynamic),
@@ -202,6 +238,11 @@ def explanation(
     }
     if merged.attach_level is not None:
         annotations["$attach"] = f"{merged.attach} (set by {merged.attach_level})"
+    return annotations
+
+
+def _prompt(ctx: Context, render: bool) -> tuple[str | None, bool]:
+    """The prompt rendered with the call's args (and True), or as written when there are none or it fails."""
     prompt, rendered = ctx.tool.prompt, False
     if render and prompt and ctx.args not in (None, {}):
         from .errors import OrchestratorError
@@ -211,27 +252,7 @@ def explanation(
             prompt, rendered = str(render_prompt(ctx)), True
         except OrchestratorError:
             pass  # shown as written
-    return Explanation(
-        tool=ctx.tool.name,
-        uri=ctx.tool.uri,
-        kind=ctx.tool.kind,
-        frontmatter=dict(ctx.tool.frontmatter),
-        authorities=plan.authorities,
-        levels=tuple((level.name, level.kind) for level in plan.levels),
-        phases=plan.phases,
-        keys=keys,
-        removed=dict(merged.removed),
-        annotations=annotations,
-        chain=entries,
-        prompt=prompt,
-        rendered=rendered,
-        cycle=tuple(cycle.cycle) if cycle is not None else None,
-        format=ctx.tool.format,
-        mapping=tuple(_mapped(item) for item in ctx.tool.mapping),
-        host_tools=tuple(_names(thaw(ctx.tool.metadata.get("host-tools")))),
-        problems=tuple(ctx.tool.problems),
-        replaces=_replaces(ctx.tool),
-    )
+    return prompt, rendered
 
 
 # The conditions of a ``when`` (orchestrator.conditions describes each), in plain words:
