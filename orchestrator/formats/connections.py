@@ -107,6 +107,31 @@ def _connection(
 ) -> dict[str, Any] | None:
     """Our model spec from a Prompty configuration, or None (reported) when it cannot name a model."""
     where = f"model.{config_key}"
+    kind, config, inferred = _kind(a, config, where, provider)
+    spec, name_key = _provider(a, kind, where, inferred, provider is None)
+    if model_id is not None:
+        spec["name"] = model_id.strip()
+        a.mapping.append(Mapped("model.id", "model.name"))
+    _settings(a, config, config_key, kind, name_key, spec)
+    if spec["provider"] != "scripted" and not spec.get("name"):
+        a.problems.append(
+            (
+                line,
+                f"{where} names no model ({name_key}): the file runs as a template until a model is set "
+                "(--set model=provider:name, or a model in an AUTHORITY.md)",
+            )
+        )
+        a.mapping.append(Mapped(where, None, "no model name: model dropped", lossless=False))
+        return None
+    return spec
+
+
+def _kind(
+    a: Adaptation, config: Mapping[str, Any], where: str, provider: str | None
+) -> tuple[str, Mapping[str, Any], bool]:
+    """Who answers (the provider given, the ``type``, else inferred from the keys), the config left, and whether
+    it was inferred.
+    """
     kind = config.get("type")
     if provider is not None:
         # A connection's type is then how it authenticates (key, anonymous): the provider says who answers.
@@ -121,6 +146,13 @@ def _connection(
         inferred = False
     if not isinstance(kind, str):
         raise a.error(f"{where}.type must be text, not {kind!r:.60}", "model")
+    return kind, config, inferred
+
+
+def _provider(a: Adaptation, kind: str, where: str, inferred: bool, typed: bool) -> tuple[dict[str, Any], str]:
+    """A spec naming our provider for ``kind``, and the config key that names the model (``typed``: say where the
+    provider came from).
+    """
     spec: dict[str, Any] = {}
     note = ""
     name_key = "name"
@@ -136,12 +168,17 @@ def _connection(
     else:
         spec["provider"] = kind
         note = f"provider {kind!r} (built in, or a toolcascade.providers plugin)"
-    if provider is None:
+    if typed:
         shown = f"{where}.type" if not inferred else f"{where} (no type: {kind})"
         a.mapping.append(Mapped(shown, "model.provider", note, lossless=kind in ("openai", spec["provider"])))
-    if model_id is not None:
-        spec["name"] = model_id.strip()
-        a.mapping.append(Mapped("model.id", "model.name"))
+    return spec, name_key
+
+
+def _settings(
+    a: Adaptation, config: Mapping[str, Any], config_key: str, kind: str, name_key: str, spec: dict[str, Any]
+) -> None:
+    """Each configuration key into ``spec`` (the model's name, endpoint, key, settings), or reported as dropped."""
+    where = f"model.{config_key}"
     for key, value in config.items():
         key = str(key)
         source = f"{where}.{key}"
@@ -175,17 +212,6 @@ def _connection(
             a.mapping.append(Mapped(source, f"model.{ours}"))
             continue
         a.mapping.append(Mapped(source, None, "not used by toolcascade", lossless=False))
-    if spec["provider"] != "scripted" and not spec.get("name"):
-        a.problems.append(
-            (
-                line,
-                f"{where} names no model ({name_key}): the file runs as a template until a model is set "
-                "(--set model=provider:name, or a model in an AUTHORITY.md)",
-            )
-        )
-        a.mapping.append(Mapped(where, None, "no model name: model dropped", lossless=False))
-        return None
-    return spec
 
 
 def _reference(a: Adaptation, value: Any, source: str, line: int | None) -> tuple[str | None, str, bool]:
