@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .frozen import FrozenDict, FrozenList
-from .registry import signature as _signature
+from .searchpath import signature as _signature
 from .version import __version__
 
 log = logging.getLogger("orchestrator.cachefolder")
@@ -146,6 +146,21 @@ def replace_file(file: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def package_code() -> list[list[Any]]:
+    """The package's source files with their signatures: an edited checkout never reuses an older index."""
+    found = []
+    for folder in (_PACKAGE, _PACKAGE / "formats"):
+        try:
+            with os.scandir(folder) as entries:
+                names = sorted(e.name for e in entries if e.name.endswith(".py"))
+        except OSError:
+            continue
+        for name in names:
+            path = str(folder / name)
+            found.append([path, _signature(path)])
+    return found
 
 
 def package_version() -> str:

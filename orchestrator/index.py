@@ -49,13 +49,17 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .cachefolder import cache_folder, enabled, package_version, plain, read_json, replace_file
+from .cachefolder import cache_folder, enabled, package_code, package_version, plain, read_json, replace_file
+from .folders import Names
 from .frozen import freeze
-from .registry import UNSEEN, Names, Registry, Signature
-from .registry import signature as _signature
+from .searchpath import UNSEEN, Signature
+from .searchpath import signature as _signature
 from .tool import ToolInfo
+
+if TYPE_CHECKING:
+    from .registry import Registry  # the registry opens the index and hands itself in
 
 log = logging.getLogger("orchestrator.index")
 
@@ -77,23 +81,6 @@ PERSISTED = frozenset({"names", "described"})
 _INT = {int}
 
 MISS: Any = UNSEEN  # what a lookup returns for nothing kept, and the signature of a path never looked at
-
-_PACKAGE = Path(__file__).resolve().parent
-
-
-def _code() -> list[list[Any]]:
-    """The package's source files with their signatures: an edited checkout never reuses an older index."""
-    found = []
-    for folder in (_PACKAGE, _PACKAGE / "formats"):
-        try:
-            with os.scandir(folder) as entries:
-                names = sorted(e.name for e in entries if e.name.endswith(".py"))
-        except OSError:
-            continue
-        for name in names:
-            path = str(folder / name)
-            found.append([path, _signature(path)])
-    return found
 
 
 def _plugins() -> list[list[Any]]:
@@ -268,7 +255,7 @@ class Index:
                 "formats": formats if not isinstance(formats, tuple) else list(formats),
                 "plugins": _plugins(),
                 "aliases": os.environ.get("TOOLCASCADE_MODEL_ALIASES"),
-                "code": _code(),
+                "code": package_code(),
             }
             text = json.dumps(material, sort_keys=True)
             material = json.loads(text)  # as the file holds it (lists for tuples), to compare with what is read

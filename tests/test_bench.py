@@ -18,6 +18,7 @@ import pytest
 
 import orchestrator.planner
 import orchestrator.registry
+import orchestrator.searchpath
 from orchestrator import Manager
 
 Write = Callable[[str, str], Path]  # the conftest fixture: write(relative path, text) -> the file
@@ -57,9 +58,11 @@ class Counts:
 
 @pytest.fixture
 def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counts]:
-    """Count ``registry.signature`` (every os.stat of a watched file or folder), plans and SCCs."""
+    """Count ``searchpath.signature`` (every os.stat of a watched file or folder), plans and SCCs."""
     found = Counts()
-    monkeypatch.setattr(orchestrator.registry, "signature", found.counting("stats", orchestrator.registry.signature))
+    monkeypatch.setattr(
+        orchestrator.searchpath, "signature", found.counting("stats", orchestrator.searchpath.signature)
+    )
     monkeypatch.setattr(
         orchestrator.planner.Planner, "_make_plan", found.counting("plans", orchestrator.planner.Planner._make_plan)
     )

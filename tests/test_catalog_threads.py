@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-import orchestrator.registry as registry_module
+import orchestrator.caches as caches_module
 from orchestrator import Manager
 
 TOOLS = 9_000
@@ -65,8 +65,8 @@ def test_threads_sharing_one_manager_past_every_bound_get_their_own_answers(
     tmp_path: Path, switching: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for name in ("FILES_BOUND", "DERIVED_BOUND"):
-        monkeypatch.setattr(registry_module, name, 128)
-    monkeypatch.setattr(registry_module, "SEEN_BOUND", 512)
+        monkeypatch.setattr(caches_module, name, 128)
+    monkeypatch.setattr(caches_module, "SEEN_BOUND", 512)
     files = catalogue(tmp_path / "tools")
     manager = Manager([tmp_path / "tools"])
     manager.registry.freshness.bound = 512

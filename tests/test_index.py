@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 import orchestrator.cachefolder
+import orchestrator.folders
 import orchestrator.index
-import orchestrator.registry
 from orchestrator import Manager
 from orchestrator.cachefolder import cache_folder
 from orchestrator.index import Index
@@ -87,7 +87,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def loads(monkeypatch: pytest.MonkeyPatch) -> Iterator[Loads]:
     counter = Loads()
     for name in ("load_tool", "read_name", "read_python_name"):
-        monkeypatch.setattr(orchestrator.registry, name, counter.wrap(getattr(orchestrator.registry, name)))
+        monkeypatch.setattr(orchestrator.folders, name, counter.wrap(getattr(orchestrator.folders, name)))
     yield counter
 
 

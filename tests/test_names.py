@@ -10,7 +10,8 @@ import anyio
 import pytest
 from mcp import Client
 
-import orchestrator.registry as registry_module
+import orchestrator.caches as caches_module
+import orchestrator.folders as folders_module
 from orchestrator import Manager, ToolNotFoundError
 from orchestrator.check import check
 from orchestrator.mcp import build_server
@@ -178,7 +179,7 @@ def test_list_json_names_tools_by_name(tools, write):
 def counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Count parses (registry loads) and os.stat calls from now on."""
     counts = {"parses": 0, "stats": 0}
-    load, stat = registry_module.load_tool, os.stat
+    load, stat = folders_module.load_tool, os.stat
 
     def counted_load(*args, **kwargs):
         counts["parses"] += 1
@@ -188,7 +189,7 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         counts["stats"] += 1
         return stat(*args, **kwargs)
 
-    monkeypatch.setattr(registry_module, "load_tool", counted_load)
+    monkeypatch.setattr(folders_module, "load_tool", counted_load)
     monkeypatch.setattr(os, "stat", counted_stat)
     return counts
 
@@ -204,8 +205,8 @@ def tree(root: Path, folders: int, per_folder: int) -> None:
 def test_a_warm_listing_past_the_default_bounds_parses_nothing_again(tmp_path, monkeypatch):
     # The default bounds scaled down 64 times (4,096 -> 64) and 10,000 tools as 640 (10 folders):
     # the same shape as a warm listing of 10,000 tools, which re-parsed all of them before the index.
-    monkeypatch.setattr(registry_module, "FILES_BOUND", 64)
-    monkeypatch.setattr(registry_module, "DERIVED_BOUND", 64)
+    monkeypatch.setattr(caches_module, "FILES_BOUND", 64)
+    monkeypatch.setattr(caches_module, "DERIVED_BOUND", 64)
     tree(tmp_path / "tools", 10, 64)
     manager = Manager([tmp_path / "tools"])
     counts = counting(monkeypatch)

@@ -138,7 +138,7 @@ def test_r_find_3_discovery_parses_nothing(write, tools, monkeypatch):
     write("tools/AUTHORITY.md", "---\nmetadata: {}\n---\n")
     manager = Manager([tools])
     loaded = []
-    monkeypatch.setattr("orchestrator.registry.load_tool", lambda *a: loaded.append(a) or None)
+    monkeypatch.setattr("orchestrator.folders.load_tool", lambda *a: loaded.append(a) or None)
     refs = [ref for ref, _path, _sp in manager.registry.discover((manager.paths[0],))]
     assert refs == ["broken", "fine", "team/deep"]
     assert loaded == []
@@ -158,13 +158,13 @@ def test_r_find_3_untrusted_paths_hold_no_python(write, tmp_path):
 def test_r_find_3_installed_builtins_are_not_watched(write, tools, monkeypatch):
     write("tools/t.py", "def main(ctx):\n    return 1\n")
     seen: list[str] = []
-    real = __import__("orchestrator.registry", fromlist=["signature"]).signature
+    real = __import__("orchestrator.searchpath", fromlist=["signature"]).signature
 
     def spy(path):
         seen.append(path)
         return real(path)
 
-    monkeypatch.setattr("orchestrator.registry.signature", spy)
+    monkeypatch.setattr("orchestrator.searchpath.signature", spy)
     builtin = str(builtin_folder("tools"))
     Manager([tools], watch_builtins=True).invoke_sync("t")
     assert any(p.startswith(builtin) for p in seen)
@@ -253,7 +253,7 @@ def test_r_find_3_a_malformed_file_fails_through_every_search_path(two_roots, wr
 def test_r_find_2_long_refs_are_refused_before_any_stat(tools, monkeypatch):
     manager = Manager([tools])
     stats = []
-    monkeypatch.setattr("orchestrator.registry.signature", lambda path: stats.append(path))
+    monkeypatch.setattr("orchestrator.searchpath.signature", lambda path: stats.append(path))
     for ref, needle in [
         ("a" * 10_000, r"at most 1024 characters"),
         ("a/" * 600 + "b", r"at most 1024 characters"),

@@ -29,8 +29,9 @@ import pytest
 from click.testing import CliRunner
 from freshness_helpers import eager
 
+import orchestrator.caches as caches_module
 import orchestrator.cli as cli_module
-import orchestrator.registry as registry_module
+import orchestrator.folders as folders_module
 from orchestrator import ConfigurationError, FolderLimitError, Limits, Manager, OrchestratorError
 from orchestrator.check import check
 from orchestrator.cli import cli
@@ -50,13 +51,13 @@ def many(folder: Path, count: int, start: int = 0) -> None:
 def counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Count parses (the registry's loads of tool files) from now on."""
     counts = {"parses": 0}
-    load = registry_module.load_tool
+    load = folders_module.load_tool
 
     def counted(*args: object, **kwargs: object) -> object:
         counts["parses"] += 1
         return load(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(registry_module, "load_tool", counted)
+    monkeypatch.setattr(folders_module, "load_tool", counted)
     return counts
 
 
@@ -126,8 +127,8 @@ def test_a_warm_listing_past_every_default_bound_redoes_nothing(
     # Every bound scaled down 64 times (16,384 -> 256 stat signatures, 4,096 -> 64 entries) and 640 tools: the
     # shape of the red team's 100,000 files, where the stat signatures (never raised) emptied every derived cache.
     for name in ("FILES_BOUND", "DERIVED_BOUND"):
-        monkeypatch.setattr(registry_module, name, 64)
-    monkeypatch.setattr(registry_module, "SEEN_BOUND", 256)
+        monkeypatch.setattr(caches_module, name, 64)
+    monkeypatch.setattr(caches_module, "SEEN_BOUND", 256)
     for f in range(10):
         many(tmp_path / "tools" / f"f{f}", 64, start=f * 64)
     manager = Manager([tmp_path / "tools"])
@@ -176,8 +177,8 @@ async def test_listings_on_two_threads_and_calls_with_edits_share_the_caches_saf
 ) -> None:
     # Small bounds, so the caches drop their oldest half again and again while both threads use them.
     for name in ("FILES_BOUND", "DERIVED_BOUND"):
-        monkeypatch.setattr(registry_module, name, 32)
-    monkeypatch.setattr(registry_module, "SEEN_BOUND", 64)
+        monkeypatch.setattr(caches_module, name, 32)
+    monkeypatch.setattr(caches_module, "SEEN_BOUND", 64)
     many(tmp_path / "tools" / "crowd", 300)
     edited = write("tools/known.md", "---\ndescription: known\n---\nbody 0\n")
     manager = eager(Manager([tmp_path / "tools"]))  # every lookup stats: a stale answer is a race, not latency

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from freshness_helpers import refresh
 
-from orchestrator import Entry, Manager, ToolNotFoundError, ordering, registry
+from orchestrator import Entry, Manager, ToolNotFoundError, caches, ordering, registry
 from orchestrator.authorities import DEFAULT_PHASES
 from orchestrator.registry import Registry
 
@@ -82,7 +82,7 @@ async def test_20000_distinct_missing_refs_keep_every_cache_bounded(write: Write
 async def test_a_full_seen_cache_still_notices_edits(
     write: Write, tools: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(registry, "SEEN_BOUND", 8)
+    monkeypatch.setattr(caches, "SEEN_BOUND", 8)
     tool = write("tools/t.md", "---\ndescription: t\n---\none\n")
     manager = Manager([tools])
     assert await manager.invoke("t") == "one"
@@ -99,7 +99,7 @@ async def test_a_full_seen_cache_still_notices_edits(
 async def test_a_run_that_overflows_seen_keeps_the_invariant(
     write: Write, tools: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(registry, "SEEN_BOUND", 4)
+    monkeypatch.setattr(caches, "SEEN_BOUND", 4)
     write("tools/inner.md", "---\ndescription: inner\n---\ninner\n")
     write(
         "tools/outer.py",
@@ -122,7 +122,7 @@ async def test_a_run_that_overflows_seen_keeps_the_invariant(
 async def test_parsed_files_are_bounded_and_reparsed_after_eviction(
     write: Write, tools: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(registry, "FILES_BOUND", 16)
+    monkeypatch.setattr(caches, "FILES_BOUND", 16)
     for i in range(40):
         write(f"tools/t{i}.md", f"---\ndescription: t{i}\n---\nbody {i}\n")
     manager = Manager([tools])
@@ -136,7 +136,7 @@ async def test_parsed_files_are_bounded_and_reparsed_after_eviction(
 
 
 async def test_derived_caches_are_bounded(write: Write, tools: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(registry, "DERIVED_BOUND", 10)
+    monkeypatch.setattr(caches, "DERIVED_BOUND", 10)
     for i in range(30):
         write(f"tools/t{i}.md", f"---\ndescription: t{i}\n---\nbody {i}\n")
     manager = Manager([tools])
