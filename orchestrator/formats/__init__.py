@@ -49,236 +49,62 @@ spec, read when a file is loaded).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from ..errors import ConfigurationError, ToolDefinitionError
+from ..errors import ConfigurationError
+from .fields import (  # re-exported: the shared part of every adapter
+    ALIASES,
+    ALIASES_ENV,
+    TOP_LEVEL,
+    Adapted,
+    Format,
+    Front,
+    Mapped,
+    aliases,
+    field_error,
+    in_location,
+    is_host_tool,
+    key_line,
+    literal,
+    name_list,
+    resolve_model,
+    split_tools,
+    text_field,
+)
+
+__all__ = [
+    "ALIASES",
+    "ALIASES_ENV",
+    "Adapted",
+    "ENTRY_POINTS",
+    "Format",
+    "Front",
+    "GROUPS",
+    "Mapped",
+    "TOP_LEVEL",
+    "aliases",
+    "builtin",
+    "entry_points",
+    "field_error",
+    "in_location",
+    "is_host_tool",
+    "key_line",
+    "literal",
+    "location_trees",
+    "name_list",
+    "named",
+    "recognise",
+    "registered",
+    "resolve_model",
+    "select",
+    "split_tools",
+    "suffixes",
+    "text_field",
+]
 
 ENTRY_POINTS = "toolcascade.formats"
-
-# The keys of an Adapted's metadata that are top-level frontmatter; the rest are metadata.
-TOP_LEVEL = ("description", "authority", "role", "when")
-
-
-@dataclass(frozen=True)
-class Mapped:
-    """How one field of the other format was mapped onto ours (``show`` and ``export`` list these)."""
-
-    source: str  # the field in the other format: "model.parameters.max_tokens", "body: system:", "${input:topic}"
-    target: str | None  # our metadata key / "prompt" / "messages", or None when dropped
-    note: str = ""  # how: "alias sonnet -> claude-sonnet-4-5", "kept as data: host tool", "not supported: @file"
-    lossless: bool = True  # False when information is lost or changed
-
-
-@dataclass(frozen=True)
-class Adapted:
-    """A file of another format as our tool: its name, our frontmatter keys, our prompt, and how each field mapped."""
-
-    name: str  # the tool's name (frontmatter name, else derived from the file as the format does)
-    metadata: dict[str, Any]  # OUR frontmatter keys: description, model, params, tools, system, messages, ...
-    prompt: str  # OUR prompt template (jinja2 source), "" for none
-    mapping: tuple[Mapped, ...]  # how every source field was mapped, in source order
-    problems: tuple[tuple[int | None, str], ...] = ()  # (line, message) that ``check`` reports
-
-
-@runtime_checkable
-class Format(Protocol):
-    """A format adapter (see the module docstring)."""
-
-    name: str
-
-    def recognises(self, path: Path, root: Path) -> bool:
-        """True when ``path`` (found under the search path folder ``root``) is a file of this format."""
-        ...
-
-    def adapt(self, path: Path, front: Mapping[str, Any], body: str, body_line: int) -> Adapted:
-        """Map the file onto our tool.
-
-        Raises:
-            ToolDefinitionError: the file is malformed (naming the file, line and key).
-        """
-        ...
-
-
-class Front(dict):  # type: ignore[type-arg]
-    """A parsed frontmatter that remembers the file line of each top-level key."""
-
-    def __init__(self, data: Mapping[str, Any], lines: Mapping[str, int] | None = None) -> None:
-        super().__init__(data)
-        self.lines: dict[str, int] = dict(lines or {})
-
-
-def key_line(front: Mapping[str, Any], key: str) -> int | None:
-    """The file line of a top-level frontmatter ``key`` (None when unknown)."""
-    lines = getattr(front, "lines", None)
-    return lines.get(key) if isinstance(lines, Mapping) else None
-
-
-# -- helpers for adapters -------------------------------------------------------------
-
-_ENDRAW = re.compile(r"\{%-?\s*endraw\s*-?%\}")
-
-
-def literal(text: str) -> str:
-    """``text`` as a jinja2 template that renders to exactly ``text`` (other formats are not jinja2)."""
-    if "{{" not in text and "{%" not in text and "{#" not in text:
-        return text
-    # A raw block cannot hold its own end tag: close it, print the tag as a string, open it again.
-    inner = _ENDRAW.sub(lambda m: "{% endraw %}{{ " + repr(m.group(0)) + " }}{% raw %}", text)
-    return "{% raw %}" + inner + "{% endraw %}"
-
-
-def field_error(
-    message: str, *, tool: str | None, path: Path, front: Mapping[str, Any], key: str
-) -> ToolDefinitionError:
-    """A ``ToolDefinitionError`` for frontmatter ``key``, at its line."""
-    return ToolDefinitionError(message, tool=tool, path=path, line=key_line(front, key), key=key)
-
-
-def text_field(front: Mapping[str, Any], key: str, *, tool: str | None, path: Path) -> str | None:
-    """A frontmatter field that must be text when present (numbers are taken as written).
-
-    Raises:
-        ToolDefinitionError: a mapping, list or other non-scalar value.
-    """
-    value = front.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise field_error(
-            f"{key!r} must be text, not a {type(value).__name__}", tool=tool, path=path, front=front, key=key
-        )
-    return str(value)
-
-
-def name_list(front: Mapping[str, Any], key: str, *, tool: str | None, path: Path) -> list[str]:
-    """A list of tool names written as a comma-separated string or a YAML list.
-
-    Commas inside parentheses stay (``Bash(git add:*, git commit:*)`` is one name).
-
-    Raises:
-        ToolDefinitionError: neither a string nor a list of strings.
-    """
-    value = front.get(key)
-    if value is None:
-        return []
-    if isinstance(value, str):
-        parts: list[str] = []
-        current: list[str] = []
-        depth = 0
-        for char in value:
-            depth += (char == "(") - (char == ")")
-            if char == "," and depth <= 0:
-                parts.append("".join(current))
-                current = []
-            else:
-                current.append(char)
-        parts.append("".join(current))
-        return [part.strip() for part in parts if part.strip()]
-    if isinstance(value, list) and all(isinstance(item, str) for item in value):
-        return [item.strip() for item in value if item.strip()]
-    raise field_error(
-        f"{key!r} must be a comma-separated string or a list of names, not {type(value).__name__} {value!r:.60}",
-        tool=tool,
-        path=path,
-        front=front,
-        key=key,
-    )
-
-
-_HOST_NAME = re.compile(r"^(?:[A-Z][A-Za-z0-9]*(?:\(.*\))?|mcp__.+|.*\(.*\))$", re.DOTALL)
-
-
-def is_host_tool(name: str) -> bool:
-    """True for a name that means the host application's own tool, never one of ours.
-
-    Host tools are PascalCase (``Read``, ``WebFetch``, ``Bash(git:*)``), MCP
-    names (``mcp__github__create_issue``) or carry a permission pattern in
-    parentheses. Our tools are named in lower case (``summarize``, ``team/x``).
-    """
-    return bool(_HOST_NAME.match(name))
-
-
-def split_tools(names: Iterable[str]) -> tuple[list[str], list[str]]:
-    """(our tool names, the host's tool names), each in the order given."""
-    ours: list[str] = []
-    host: list[str] = []
-    for name in names:
-        (host if is_host_tool(name) else ours).append(name)
-    return ours, host
-
-
-# -- models --------------------------------------------------------------------------
-
-ALIASES: dict[str, Any] = {
-    "sonnet": "anthropic:claude-sonnet-4-5",
-    "opus": "anthropic:claude-opus-4-1",
-    "haiku": "anthropic:claude-haiku-4-5",
-    "inherit": "anthropic:claude-sonnet-4-5",
-}
-"""Model aliases other formats use, as our model specs. ``inherit`` (the calling
-agent's model in Claude Code) is the model used where that cannot be known."""
-
-ALIASES_ENV = "TOOLCASCADE_MODEL_ALIASES"
-
-
-def aliases() -> dict[str, Any]:
-    """``ALIASES`` with the entries of ``$TOOLCASCADE_MODEL_ALIASES`` on top.
-
-    Raises:
-        ConfigurationError: the variable is not a YAML mapping of names to model specs.
-    """
-    raw = os.environ.get(ALIASES_ENV)
-    table = dict(ALIASES)
-    if raw:
-        table.update(_parse_aliases(raw))
-    return table
-
-
-@lru_cache(maxsize=8)
-def _parse_aliases(raw: str) -> dict[str, Any]:
-    from ..loader import load_yaml  # the loader imports this package lazily: no cycle at import
-
-    try:
-        data, _lines = load_yaml(raw, Path(f"${ALIASES_ENV}"))
-    except ToolDefinitionError as exc:
-        raise ConfigurationError(f"{ALIASES_ENV} is not a YAML mapping of alias: model: {exc.detail}") from exc
-    for key, value in data.items():
-        if not isinstance(value, str | Mapping):
-            raise ConfigurationError(
-                f"{ALIASES_ENV}: alias {key!r} must map to 'provider:name' or a model mapping, not {value!r}"
-            )
-    return {str(key): value for key, value in data.items()}
-
-
-def resolve_model(value: str) -> tuple[Any, str, bool]:
-    """A model name another format wrote, as (our model spec, a note for the mapping, lossless).
-
-    An alias in ``aliases()`` becomes its spec; ``provider:name`` is kept; any
-    other bare name is taken as an Anthropic model name (Claude Code's own).
-
-    Raises:
-        ConfigurationError: ``$TOOLCASCADE_MODEL_ALIASES`` is malformed.
-    """
-    table = aliases()
-    if value in table:
-        spec = table[value]
-        shown = spec if isinstance(spec, str) else f"{spec.get('provider')}:{spec.get('name') or ''}".rstrip(":")
-        if value == "inherit":
-            return (
-                spec,
-                f"inherit -> {shown} (the alias table's 'inherit'; the caller's model is not passed down)",
-                False,
-            )
-        return spec, f"alias {value} -> {shown}", True
-    if ":" in value:
-        return value, "kept", True
-    return f"anthropic:{value}", f"{value} -> anthropic:{value}", True
-
 
 # -- finding formats -----------------------------------------------------------------
 
@@ -471,15 +297,3 @@ def location_trees(root: Path, formats: Iterable[Format]) -> Iterator[tuple[Path
             if (folder, fmt.name) not in seen:
                 seen.add((folder, fmt.name))
                 yield folder, fmt
-
-
-def in_location(path: Path, location: str) -> Path | None:
-    """The folder of ``location`` (``.claude/agents``) that ``path`` lies in, or None."""
-    if f"{os.sep}{location}{os.sep}" not in str(path):
-        return None  # the common case, decided without splitting the path
-    parts = Path(location).parts
-    file_parts = path.parts
-    for start in range(len(file_parts) - len(parts) - 1, -1, -1):  # the nearest enclosing one
-        if file_parts[start : start + len(parts)] == parts:
-            return Path(*file_parts[: start + len(parts)])
-    return None

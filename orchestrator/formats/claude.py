@@ -35,7 +35,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import Adapted, Mapped, field_error, in_location, literal, name_list, resolve_model, split_tools, text_field
+from .fields import (
+    Adapted,
+    Mapped,
+    field_error,
+    in_location,
+    literal,
+    name_list,
+    resolve_model,
+    split_tools,
+    text_field,
+)
 
 RESERVED = frozenset({"README.md", "AUTHORITY.md"})
 FORMAT_FIELDS = "format-fields"
