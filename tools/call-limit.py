@@ -9,7 +9,7 @@ then succeeds or not. The refusal is an error the model hears, telling it
 to stop and answer. List it before `approval` so a refused call never asks.
 """
 
-from orchestrator.errors import ConfigurationError, InvocationError
+from orchestrator import ConfigurationError, InvocationError
 
 frontmatter = {
     "role": "middleware",

@@ -12,7 +12,7 @@ is the run's state (`ctx.run.state`): fingerprints, not the arguments.
 import hashlib
 import json
 
-from orchestrator.errors import ConfigurationError, InvocationError
+from orchestrator import ConfigurationError, InvocationError
 
 frontmatter = {
     "role": "middleware",

@@ -15,7 +15,7 @@
   engine form runs in place: a unit never delegates again.
 """
 
-from orchestrator.errors import ConfigurationError
+from orchestrator import ConfigurationError
 from orchestrator.executor import continuation, executor_for, on_worker
 
 frontmatter = {

@@ -12,8 +12,8 @@ from a folder the program does not trust chose them. Outside an agent, a
 program grants such a spec itself (`orchestrator.agent.model.grant_model`).
 """
 
+from orchestrator import ModelError
 from orchestrator.agent import parse_model
-from orchestrator.errors import ModelError
 
 frontmatter = {
     "description": "On a ModelError, runs the rest of a model-call chain again with the next fallback model.",

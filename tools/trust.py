@@ -6,7 +6,7 @@
   (default true for tools from trusted folders, always false otherwise).
 """
 
-from orchestrator.errors import ConfigurationError
+from orchestrator import ConfigurationError
 
 DEFAULTS = {"env": False, "files": True}
 

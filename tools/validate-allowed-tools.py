@@ -4,7 +4,7 @@ It publishes the allow-list on the target; the agent loop neither offers nor
 runs anything outside it. Locked by the default authority.
 """
 
-from orchestrator.errors import ConfigurationError
+from orchestrator import ConfigurationError
 
 frontmatter = {
     "when": {"meta": "allowed-tools"},  # only a target with allowed-tools has a list to publish

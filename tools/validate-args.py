@@ -1,6 +1,6 @@
 """validate-args: check the target's args against its `params` JSON schema."""
 
-from orchestrator.errors import ArgsValidationError
+from orchestrator import ArgsValidationError
 from orchestrator.schema import check
 
 frontmatter = {

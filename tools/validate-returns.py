@@ -1,6 +1,6 @@
 """validate-returns: after the body, check the result against the `returns` JSON schema."""
 
-from orchestrator.errors import ReturnsValidationError
+from orchestrator import ReturnsValidationError
 from orchestrator.schema import check
 
 frontmatter = {
