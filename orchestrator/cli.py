@@ -27,7 +27,6 @@ from typing import Any
 import anyio
 import click
 
-from . import __version__
 from .display import Usage, display, explanation_view, plain_rows, progress, terminal
 from .errors import InterpolationError
 from .exits import INTERRUPTED as INTERRUPTED
@@ -40,6 +39,7 @@ from .registry import builtin_folder
 from .screen import Screen as Screen
 from .screen import answers_in_json, echo_result, say_stopped
 from .tool import ToolInfo
+from .version import __version__
 
 MCP_MISSING = (
     "error: toolcascade serve needs the MCP SDK: pip install 'mcp>=2,<3' (or install toolcascade with its mcp extra)"

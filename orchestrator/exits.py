@@ -5,6 +5,7 @@ holds, and the process's end past a thread stuck in a sync tool.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 import threading
@@ -28,9 +29,24 @@ INTERRUPTED = 130
 
 
 def fail(message: str) -> NoReturn:
-    """Print ``error: message`` on stderr and exit 1."""
-    click.echo(f"error: {message}", err=True)
+    """Print ``error: message`` on stderr and exit 1, naming files as ``check`` does (:func:`as_written`)."""
+    click.echo(f"error: {as_written(message)}", err=True)
     sys.exit(1)
+
+
+def as_written(message: str) -> str:
+    """``message`` with files under the current folder named relative to it, and the built-ins' as ``built-in``.
+
+    ``/home/ada/project/tools/bad.md:2`` reads ``tools/bad.md:2``, as
+    ``check`` prints it; other absolute paths stay whole.
+    """
+    try:
+        here = os.getcwd()
+    except OSError:  # the folder was removed under us: nothing to shorten against
+        return message
+    for kind in ("tools", "authorities"):
+        message = message.replace(f"{builtin_folder(kind).resolve()}{os.sep}", f"built-in {kind}/")
+    return message.replace(f"{here}{os.sep}", "") if here != os.sep else message
 
 
 @contextmanager

@@ -623,3 +623,16 @@ def test_cli_run_verbose_names_the_middleware_that_ended_the_chain(project, writ
     assert out.returncode == 0 and out.stdout == "stopped early\n"
     told = [line for line in out.stderr.splitlines() if "stopper" in line]
     assert len(told) == 1 and "greeter" in told[0], out.stderr
+
+
+def test_cli_run_errors_name_files_as_check_does(project, write):
+    # issue 25: run printed /abs/path/tools/bad.md:2 where check printed tools/bad.md:2
+    write("tools/bad.md", "---\ndescription: [unclosed\n---\nhi\n")
+    ran = toolcascade("run", "bad", cwd=project)
+    checked = toolcascade("check", cwd=project)
+    line = one_error_line(ran.stderr)
+    assert ran.returncode == 1 and str(project) not in line
+    assert "tools/bad.md:2: " in line and "tools/bad.md:2: " in checked.stdout
+    (project / "other").mkdir()
+    elsewhere = toolcascade("run", "bad", "--path", str(project / "tools"), cwd=project / "other")
+    assert str(project / "tools" / "bad.md") in elsewhere.stderr  # outside the current folder: the whole path
