@@ -37,8 +37,9 @@ demo: $(DEMO_STAMP)
 	@echo "--- toolcascade is installed in $(VENV): run it as $(VENV)/bin/toolcascade, or as plain toolcascade"
 	@echo "    in this shell after: . $(VENV)/bin/activate"
 
+# One worker per core (pytest-xdist); each test file runs whole on one worker, so a file's servers start once.
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 # W1-W6 beside MAF and LangChain (pip install -e '.[bench]'; a missing one prints "not installed").
 bench: $(STAMP)

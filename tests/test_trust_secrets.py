@@ -26,7 +26,8 @@ import pytest
 import yaml
 
 from orchestrator import Manager, SecurityError
-from orchestrator.agent.model import grant_model, granted, parse_model
+from orchestrator.agent.model import grant_model, parse_model
+from orchestrator.agent.routes import granted
 from orchestrator.check import check
 
 pytestmark = pytest.mark.anyio
