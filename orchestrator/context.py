@@ -272,11 +272,6 @@ class Context:
         self.running = 0  # next() calls of this chain in flight (the runner's concurrency guard)
         self.resolved = resolved  # what the entries of a static chain resolve to (planner.Static)
 
-    @property
-    def _shared(self) -> Shared:
-        """``shared``, by the name it had before it was public (kept for code written against it)."""
-        return self.shared
-
     def settle(self, values: Mapping[str, Any], locked: frozenset[str]) -> None:
         """Give the context its merged metadata once its templates rendered (the engine's, before the chain runs).
 

@@ -225,7 +225,7 @@ async def test_an_entry_context_is_the_context_the_constructor_builds(write, too
         manager,
         tool,
         {"b": 2},
-        target._shared,
+        target.shared,
         parent=target,
         target=target,
         envelope=target.envelope,
