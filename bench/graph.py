@@ -23,7 +23,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-import orchestrator.registry
+import orchestrator.searchpath
 from orchestrator import Manager
 
 from .timing import Table, measure
@@ -55,20 +55,20 @@ async def warm(manager: Manager) -> bool:
 def count_stats(manager: Manager, calls: int) -> float:
     """``os.stat`` calls (``registry.signature``) per ``invoke_sync('top')``, after a first invoke."""
     manager.invoke_sync("top")
-    real = orchestrator.registry.signature
+    real = orchestrator.searchpath.signature
     seen = 0
 
-    def counting(path: str) -> orchestrator.registry.Signature:
+    def counting(path: str) -> orchestrator.searchpath.Signature:
         nonlocal seen
         seen += 1
         return real(path)
 
-    orchestrator.registry.signature = counting  # type: ignore[assignment]
+    orchestrator.searchpath.signature = counting  # type: ignore[assignment]
     try:
         for _ in range(calls):
             manager.invoke_sync("top")
     finally:
-        orchestrator.registry.signature = real  # type: ignore[assignment]
+        orchestrator.searchpath.signature = real  # type: ignore[assignment]
     return seen / calls
 
 

@@ -129,25 +129,12 @@ async def advance(ctx: Context) -> Any:
     """
     if not ctx.chain:  # a leaf (every built-in middleware): only its body, which runs once anyway
         if not ctx.finished and not ctx.body_ran:
-            value = body(ctx)
-            if _awaitable(value):
-                value = await value
-            if value is not None:
-                if type(value) not in _PLAIN and _awaitable(value):
-                    raise unawaited(value, ctx, None)
-                ctx.locals["result"] = value
+            await run_body(ctx)
         return ctx.locals.get("result")
     level = ctx.running
     outer = frames.get()
     if level:
-        frame = outer
-        while frame is not None and frame[0] is not ctx:
-            frame = frame[2]
-        if frame is None or frame[1] != level:
-            name = ctx.tool.name
-            raise InvocationError(
-                f"next() is already running for {name!r}: an entry may continue the chain once at a time", tool=name
-            )
+        refuse_overlap(ctx, level, outer)
     if outer is None:
         stacked = inner = 0
     else:
@@ -162,14 +149,8 @@ async def advance(ctx: Context) -> Any:
     try:
         while not ctx.finished:
             if ctx.pos >= len(ctx.chain):
-                if not ctx.body_ran:  # the bottom: the body runs here (R-CHAIN-8), in this coroutine
-                    value = body(ctx)
-                    if _awaitable(value):
-                        value = await value
-                    if value is not None:
-                        if type(value) not in _PLAIN and _awaitable(value):
-                            raise unawaited(value, ctx, None)
-                        ctx.locals["result"] = value
+                if not ctx.body_ran:  # the bottom: the body runs here (R-CHAIN-8)
+                    await run_body(ctx)
                 break
             entry = ctx.chain[ctx.pos]
             ctx.pos += 1
@@ -193,7 +174,7 @@ async def advance(ctx: Context) -> Any:
                     if code is not None and code.co_flags & _CO_COROUTINE:  # body(child) of an async main, inlined
                         fn = child.tool.fn
                         child.body_ran = True
-                        value = await fn(child)
+                        value = await fn(child)  # type: ignore[misc]  # a __code__ means a function is there
                     else:
                         value = body(child)
                         if _awaitable(value):
@@ -214,6 +195,37 @@ async def advance(ctx: Context) -> Any:
     if not level and (not ctx.body_ran or ctx.pos < len(ctx.chain)) and ctx.pos:
         stopped(ctx)  # the outermost next() of this chain returns: an entry ended it early
     return ctx.locals.get("result")
+
+
+async def run_body(ctx: Context) -> None:
+    """Run ctx's body (once), awaiting what it returns once; a value stays the result.
+
+    Raises:
+        InvocationError: the value is still awaitable (an ``await`` was forgotten).
+    """
+    value = body(ctx)
+    if _awaitable(value):
+        value = await value
+    if value is not None:
+        if type(value) not in _PLAIN and _awaitable(value):
+            raise unawaited(value, ctx, None)
+        ctx.locals["result"] = value
+
+
+def refuse_overlap(ctx: Context, level: int, outer: Frame | None) -> None:
+    """Refuse a ``next()`` of ctx's chain while another is in flight, unless it comes from inside that one.
+
+    Raises:
+        InvocationError: the running ``next()`` is in another task.
+    """
+    frame = outer
+    while frame is not None and frame[0] is not ctx:
+        frame = frame[2]
+    if frame is None or frame[1] != level:
+        name = ctx.tool.name
+        raise InvocationError(
+            f"next() is already running for {name!r}: an entry may continue the chain once at a time", tool=name
+        )
 
 
 async def execute(ctx: Context) -> Any:
