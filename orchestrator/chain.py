@@ -236,13 +236,7 @@ async def execute(ctx: Context) -> Any:
     bounded by the render limits.
     """
     if not ctx.body_ran:
-        value = body(ctx)
-        if _awaitable(value):
-            value = await value
-        if value is not None:
-            if type(value) not in _PLAIN and _awaitable(value):
-                raise unawaited(value, ctx, None)
-            ctx.locals["result"] = value
+        await run_body(ctx)
     return ctx.locals.get("result")
 
 
