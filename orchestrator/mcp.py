@@ -126,7 +126,7 @@ log = logging.getLogger("orchestrator.mcp")
 SHOWN_NAMES = 20  # served names an unknown-tool error lists
 
 
-def envelope(ctx: Context) -> dict[str, Any]:
+def envelope(ctx: Context, stateless: bool = False) -> dict[str, Any]:
     """The caller identity and transport data a call's ``ctx.envelope`` carries.
 
     ``client`` is the ``clientInfo`` the client sent (at ``initialize``, or in a
@@ -135,7 +135,9 @@ def envelope(ctx: Context) -> dict[str, Any]:
     in-process) connection; ``None`` over stateless HTTP, where nothing tells
     one caller from another (the ``cache`` tool keeps nothing for such a
     caller unless told ``shared: true``). ``request_id`` names the request,
-    not the caller: every client's first call has the same one.
+    not the caller: every client's first call has the same one. Over
+    ``stateless`` HTTP the server hands out no session ids, so an
+    ``Mcp-Session-Id`` a client sends is its own invention and is ignored.
     """
     client = None
     params = ctx.session.client_params
@@ -143,7 +145,7 @@ def envelope(ctx: Context) -> dict[str, Any]:
         client = {"name": params.client_info.name, "version": params.client_info.version}
     headers = getattr(ctx.request, "headers", None)
     if headers is not None:
-        session = headers.get("mcp-session-id")
+        session = None if stateless else headers.get("mcp-session-id")
     else:  # stdio and in-process: the lifespan is per connection
         session = ctx.lifespan_context.get("session")
     return {
@@ -166,6 +168,7 @@ class Service(Listings):
         allow_sessions: bool = False,
         max_timeout: float | None = None,
         poll_interval: float = POLL_INTERVAL,
+        stateless_http: bool = False,
     ) -> None:
         if max_timeout is not None and not (isinstance(max_timeout, (int, float)) and max_timeout > 0):
             raise ConfigurationError(f"max_timeout must be a positive number of seconds, not {max_timeout!r}")
@@ -173,6 +176,7 @@ class Service(Listings):
         self.allow_overrides = allow_overrides
         self.allow_sessions = allow_sessions
         self.max_timeout = max_timeout
+        self.stateless_http = stateless_http
         self.paths = ServedPaths(manager)
 
     async def list_tools(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -215,7 +219,7 @@ class Service(Listings):
                 sessions=self.allow_sessions,
                 switch="--allow-",  # named in a refusal of $overrides or a session
             )
-            args, options = self.options(listing, params.arguments or {}, envelope(ctx), caller)
+            args, options = self.options(listing, params.arguments or {}, envelope(ctx, self.stateless_http), caller)
             with approval.asking(self.approver(ctx, listing.ref)):
                 result = await self.reporting(ctx, self.manager.invoke(listing.ref, args, caller=caller, **options))
         except Interrupted as exc:  # held with nobody to ask now: a 2026-era client answers on its retry
@@ -444,6 +448,7 @@ def build_server(
     allow_sessions: bool = False,
     max_timeout: float | None = None,
     poll_interval: float = POLL_INTERVAL,
+    stateless_http: bool = False,
 ) -> Server[State]:
     """The MCP SDK server (low-level ``mcp.server.lowlevel.Server``) serving ``manager``'s tools.
 
@@ -453,6 +458,11 @@ def build_server(
     ``allow_sessions`` lets callers continue stored conversations with
     ``$context.session`` (session ids are names, not secrets: allow it only
     for clients that may read each other's conversations).
+
+    ``stateless_http=True`` when you serve it with
+    ``server.streamable_http_app(stateless_http=True)``: no session ids are
+    handed out then, and an ``Mcp-Session-Id`` a client sends is not taken
+    as its identity (``serve`` passes it for you).
 
     Raises:
         ConfigurationError: ``max_timeout`` is not a positive number.
@@ -466,6 +476,7 @@ def build_server(
         allow_sessions=allow_sessions,
         max_timeout=max_timeout,
         poll_interval=poll_interval,
+        stateless_http=stateless_http,
     )
     server = server_class()(
         "toolcascade",
@@ -509,6 +520,7 @@ def serve(
         allow_sessions=allow_sessions,
         max_timeout=max_timeout,
         poll_interval=poll_interval,
+        stateless_http=http is not None and stateless,
     )
     try:
         if http is None:

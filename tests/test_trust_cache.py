@@ -9,6 +9,7 @@ told the clients apart. Here two real SDK clients talk to a real server on
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -37,6 +38,7 @@ TOOLS = {
     # Counters: a cached answer repeats its count, a fresh one does not.
     "count.py": "frontmatter = {'metadata': {'cache': {'ttl': 600}}}\ncalls = []\n\n\n"
     "def main(ctx):\n    calls.append(1)\n    return f'{ctx.args.get(\"q\")} #{len(calls)}'\n",
+    "who.py": "def main(ctx):\n    return repr(ctx.envelope.get('session'))\n",
     "public.py": "frontmatter = {'metadata': {'cache': {'ttl': 600, 'shared': True}}}\ncalls = []\n\n\n"
     'def main(ctx):\n    calls.append(1)\n    return f\'{ctx.args.get("q")} #{len(calls)} {ctx.locals.get("note")}\'\n',
 }
@@ -164,3 +166,27 @@ async def test_cache_skips_a_caller_without_identity_unless_shared(tools):
     assert shared[0] == shared[1]
     other = {"transport": "mcp", "client": None, "session": "s2"}
     assert await manager.invoke("public", {"q": "anon"}, context={"envelope": other}) == shared[0]
+
+
+def test_a_session_id_a_client_invents_over_stateless_http_is_not_its_identity(http_url):
+    # Stateless HTTP hands out no Mcp-Session-Id: one a client sends anyway (another client's, say) was once
+    # taken as its identity in ctx.envelope, which cache keys and tools read.
+    import httpx
+
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+        "Mcp-Session-Id": "someone-elses-session",
+    }
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "forger", "version": "1"}}
+    with httpx.Client(timeout=LIMIT) as client:
+        client.post(
+            http_url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+        )
+        call = {"name": "who", "arguments": {}}
+        answer = client.post(
+            http_url, headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}
+        )
+    [data] = [line[len("data: ") :] for line in answer.text.splitlines() if line.startswith("data: ")]
+    result = json.loads(data)["result"]
+    assert result["isError"] is False and result["content"][0]["text"] == "None"
