@@ -331,7 +331,7 @@ class Service(Listings):
         server: dict[str, Any] = {"context": {"envelope": env}}
         if listing.wrapped:
             if "value" not in arguments:
-                raise ArgsValidationError([("", "'value' is a required property")], tool=listing.ref)
+                raise ArgsValidationError([("", "missing required property 'value'")], tool=listing.ref)
             value = arguments["value"]
             dollars = {k: v for k, v in arguments.items() if k.startswith("$")}
             if isinstance(value, Mapping):

@@ -78,7 +78,38 @@ def check(schema: Any, value: Any, error: type[ValidationError], tool: str | Non
     """
     failures = sorted(validator_for(schema, tool).iter_errors(value), key=lambda e: list(map(str, e.absolute_path)))
     if failures:
-        raise error([(pointer(f.absolute_path), f.message) for f in failures], tool=tool)
+        said = [(pointer(f.absolute_path), wording(f)) for f in failures]
+        raise error(list(dict.fromkeys(said)), tool=tool)  # one line for all of an object's missing properties
+
+
+TYPE_NAMES = {"object": "an object", "array": "a list", "integer": "an integer", "null": "null"}
+
+
+def wording(failure: Any) -> str:
+    """Our words for the failures people meet most (a wrong type, a missing property, a value not allowed).
+
+    Others keep jsonschema's message. Ours stay the same whatever jsonschema
+    release is installed, so what users (and tests) read does not move.
+    """
+    kind, expected, instance = failure.validator, failure.validator_value, failure.instance
+    if kind == "type":
+        names = [expected] if isinstance(expected, str) else list(expected)
+        wanted = " or ".join(TYPE_NAMES.get(name, f"a {name}") for name in names)
+        return f"{shown(instance)} is not {wanted}"
+    if kind == "required" and isinstance(instance, dict):
+        missing = [name for name in expected if name not in instance]
+        return f"missing required {'property' if len(missing) == 1 else 'properties'} {', '.join(map(repr, missing))}"
+    if kind == "enum":
+        return f"{shown(instance)} is not one of {', '.join(map(shown, expected))}"
+    return str(failure.message)
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """``value`` as JSON, cut to ``limit`` characters (an argument may be large)."""
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def fill_defaults(schema: Any, value: Any) -> Any:
