@@ -50,7 +50,7 @@ from .subagent import to_claude_agent
 from .tool import Tool
 from .translation import FORMAT_FIELDS as FORMAT_FIELDS
 from .translation import HOST_TOOLS as HOST_TOOLS
-from .translation import Lost, prompty_template, report_rest, unliteral
+from .translation import Lost, format_fields, prompty_template, report_rest, unliteral
 
 FORMATS = ("prompty", "claude-agent")
 
@@ -141,13 +141,7 @@ def _roles_in(text: str, where: str, lost: list[Lost]) -> None:
 def to_prompty(tool: Tool, meta: dict[str, Any], lost: list[Lost]) -> str:
     """Our tool as a ``.prompty`` file (see the module docstring)."""
     front: dict[str, Any] = {}
-    fields = meta.pop(FORMAT_FIELDS, None)
-    kept = dict(fields) if isinstance(fields, Mapping) and tool.format == "prompty" else {}
-    if fields and not kept:
-        for key in fields:
-            lost.append(
-                Lost(f"{FORMAT_FIELDS}.{key}", f"a field of the {tool.format} file: Prompty has no place for it")
-            )
+    kept = format_fields(tool, meta, lost, "prompty", "Prompty")
     front["name"] = kept.pop("name", tool.name)
     if tool.description:
         front["description"] = tool.description

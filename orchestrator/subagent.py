@@ -10,7 +10,7 @@ import yaml
 
 from .errors import ConfigurationError
 from .tool import Tool
-from .translation import FORMAT_FIELDS, HOST_TOOLS, Lost, report_rest, strip_preamble, unliteral
+from .translation import HOST_TOOLS, Lost, format_fields, report_rest, strip_preamble, unliteral
 
 _TASK = re.compile(r"^\s*\{\{\s*args(?:\.prompt|\[\s*['\"]prompt['\"]\s*\])\s*\}\}\s*$")
 
@@ -18,13 +18,7 @@ _TASK = re.compile(r"^\s*\{\{\s*args(?:\.prompt|\[\s*['\"]prompt['\"]\s*\])\s*\}
 def to_claude_agent(tool: Tool, meta: dict[str, Any], lost: list[Lost]) -> str:
     """Our tool as a Claude Code subagent (see the module docstring)."""
     front: dict[str, Any] = {"name": tool.name}
-    fields = meta.pop(FORMAT_FIELDS, None)
-    kept = dict(fields) if isinstance(fields, Mapping) and tool.format == "claude-agent" else {}
-    if fields and not kept:
-        for key in fields:
-            lost.append(
-                Lost(f"{FORMAT_FIELDS}.{key}", f"a field of the {tool.format} file: Claude Code has no place for it")
-            )
+    kept = format_fields(tool, meta, lost, "claude-agent", "Claude Code")
     if tool.description:
         front["description"] = tool.description
     else:

@@ -93,6 +93,21 @@ def _strip_strings(expression: str) -> str:
     return re.sub(r"'[^']*'|\"[^\"]*\"", "''", expression)
 
 
+def format_fields(tool: Tool, meta: dict[str, Any], lost: list[Lost], written: str, host: str) -> dict[str, Any]:
+    """The tool's own file-format fields (taken out of ``meta``), kept only when ``written`` is that format.
+
+    Written in another format, each field is ``lost``: ``host`` has no place for it.
+    """
+    fields = meta.pop(FORMAT_FIELDS, None)
+    kept = dict(fields) if isinstance(fields, Mapping) and tool.format == written else {}
+    if fields and not kept:
+        for key in fields:
+            lost.append(
+                Lost(f"{FORMAT_FIELDS}.{key}", f"a field of the {tool.format} file: {host} has no place for it")
+            )
+    return kept
+
+
 def report_rest(meta: dict[str, Any], lost: list[Lost], generated: tuple[str, ...], tool: Tool) -> None:
     """Report every key left in ``meta`` as lost (the annotations adapters generate excepted)."""
     adapter_keys = {FORMAT_FIELDS, HOST_TOOLS, "prompty"}
