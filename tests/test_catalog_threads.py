@@ -93,9 +93,13 @@ def test_threads_sharing_one_manager_past_every_bound_get_their_own_answers(
         pick = random.Random(-1)
         while not stop.is_set():
             for path in pick.sample(files, 20):
+                # Saved as editors save: a new file moved over the old one, so a caller
+                # reads the old text or the new, never a half-written (empty) file.
                 stat = path.stat()
-                path.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
-                os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10_000_000))
+                saved = tmp_path / "saving.md"
+                saved.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+                os.utime(saved, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10_000_000))
+                os.replace(saved, path)
             try:
                 manager.refresh()
             except BaseException as exc:  # noqa: BLE001
