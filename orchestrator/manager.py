@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Mapping
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -124,6 +124,8 @@ class Manager:
         self.executor = executor
         self._sessions = sessions
         self._store: Any = None
+        self._resources: dict[Hashable, Any] = {}
+        self._resources_lock = threading.Lock()
         self.closed = False
         self._holds = False  # counts among the open Managers that keep the process's executors
         limit = 2 * max_stack * _FRAMES_PER_INVOCATION + 1000  # _stack and _inner levels
@@ -232,12 +234,31 @@ class Manager:
         """
         self.registry.watch()
 
+    def resource(self, key: Hashable, make: Callable[[], T]) -> T:
+        """What this manager keeps under ``key``: made by ``make()`` on first use, once, from any thread.
+
+        For what is worth reusing across calls and runs (a model client, a
+        connection pool). ``key`` says what makes two of them the same (a base
+        URL, a timeout), never a secret. ``close()`` calls each one's own
+        ``close()``, if it has one, newest first.
+
+        Raises:
+            InvocationError: the manager is closed.
+        """
+        with self._resources_lock:
+            if self.closed:
+                raise self._refused("resource")
+            if key not in self._resources:
+                self._resources[key] = make()
+            return self._resources[key]  # type: ignore[no-any-return]
+
     # -- lifecycle -------------------------------------------------------------
 
     def close(self) -> None:
         """End what this manager started; idempotent. It waits for threads and processes: ``aclose`` in async code.
 
-        Stops the file watcher thread and waits for it. The executors that
+        Stops the file watcher thread and waits for it, and closes what
+        ``resource`` kept (newest first). The executors that
         ``delegate`` uses are shared by every Manager of the process: when no
         other open Manager is left, the process pools' workers are killed and
         reaped (a call still running on one fails with ``InvocationError``)
@@ -255,6 +276,13 @@ class Manager:
             _open.discard(self)
             last = self._holds and not _open
         self.registry.freshness.close()
+        with self._resources_lock:
+            kept = list(self._resources.values())
+            self._resources.clear()
+        for thing in reversed(kept):
+            closing = getattr(thing, "close", None)
+            if callable(closing):
+                closing()
         units = sys.modules.get("orchestrator.executor")  # not imported: no executor was ever made
         if last and units is not None:
             units.close_executors()

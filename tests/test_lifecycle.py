@@ -262,3 +262,44 @@ async def test_alist_tools_reads_and_imports_tool_files_off_the_event_loop(write
     assert [info.name for info in listed] == [info.name for info in manager.list_tools()]
     assert ticks > 0
     manager.close()
+
+
+class Pool:
+    """A thing worth keeping across calls, that knows how to end."""
+
+    made = 0
+
+    def __init__(self, name: str, ended: list[str]) -> None:
+        Pool.made += 1
+        self.name = name
+        self.ended = ended
+
+    def close(self) -> None:
+        self.ended.append(self.name)
+
+
+def test_a_resource_is_made_once_per_key_from_any_thread_and_closed_newest_first(tools) -> None:
+    ended: list[str] = []
+    manager = Manager([tools])
+    before = Pool.made
+    got: list[Pool] = []
+
+    def ask() -> None:
+        for _ in range(200):
+            got.append(manager.resource(("pool", "a"), lambda: Pool("a", ended)))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    b = manager.resource(("pool", "b"), lambda: Pool("b", ended))
+    assert Pool.made - before == 2
+    assert {id(pool) for pool in got} == {id(got[0])} and b is not got[0]
+    manager.resource("plain", lambda: 42)  # no close(): kept, and simply dropped
+    manager.close()
+    manager.close()
+    assert ended == ["b", "a"]
+    with pytest.raises(InvocationError, match="closed"):
+        manager.resource(("pool", "a"), lambda: Pool("a", ended))
+    assert Pool.made - before == 2
