@@ -9,9 +9,13 @@ ignored (and rewritten when it can be), never an error. What lives here:
 - the installed format plugins (``kept_entry_points``), by the signature of
   every ``sys.path`` folder, so a first invoke imports no ``importlib.metadata``.
 
-**Where.** ``TOOLCASCADE_CACHE`` when set, else ``$XDG_CACHE_HOME/toolcascade``,
-else ``~/.cache/toolcascade`` (``%LOCALAPPDATA%\\toolcascade`` on Windows):
-never inside a tool folder. ``TOOLCASCADE_INDEX=off`` turns all of it off.
+**Where.** ``TOOLCASCADE_CACHE`` when set, else the user cache folder
+``platformdirs`` names for ``toolcascade`` (``$XDG_CACHE_HOME/toolcascade`` or
+``~/.cache/toolcascade`` on Linux, ``~/Library/Caches/toolcascade`` on macOS,
+``%LOCALAPPDATA%\\toolcascade\\Cache`` on Windows): never inside a tool folder.
+``TOOLCASCADE_INDEX=off`` turns all of it off. ``state_folder`` (the session
+store's default home) and ``config_folder`` (the user's own settings) come
+from ``platformdirs`` the same way.
 
 **Trust.** Files are JSON (never pickle), read only when they are regular
 files owned by this user and writable by nobody else, within a size bound,
@@ -45,7 +49,9 @@ FILE_BYTES = 4 * 1024 * 1024
 PLAIN_DEPTH = 64
 """Values nested deeper than this are not written (JSON parsers recurse)."""
 
+APP = "toolcascade"
 CACHE_ENV = "TOOLCASCADE_CACHE"
+CONFIG_ENV = "TOOLCASCADE_CONFIG"
 SWITCH_ENV = "TOOLCASCADE_INDEX"
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -57,19 +63,45 @@ def enabled() -> bool:
 
 
 def cache_folder() -> Path | None:
-    """The user's cache folder for toolcascade, or None when no home is known."""
-    chosen = os.environ.get(CACHE_ENV)
-    if chosen:
-        return Path(chosen)
-    if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA")
-        return Path(base, "toolcascade") if base else None
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):
-        return Path(xdg, "toolcascade")
+    """The user's cache folder for toolcascade, or None when no home is known.
+
+    ``TOOLCASCADE_CACHE`` when set, else ``platformdirs``' user cache folder.
+    """
+    return _chosen(CACHE_ENV) or _platform("user_cache_path")
+
+
+def state_folder() -> Path | None:
+    """The user's state folder for toolcascade (what outlives a run: the session store), or None without a home.
+
+    ``platformdirs``' user state folder: ``$XDG_STATE_HOME/toolcascade`` or
+    ``~/.local/state/toolcascade`` on Linux.
+    """
+    return _platform("user_state_path")
+
+
+def config_folder() -> Path | None:
+    """The user's configuration folder for toolcascade (settings that belong to a person), or None without a home.
+
+    ``TOOLCASCADE_CONFIG`` when set, else ``platformdirs``' user config
+    folder: ``$XDG_CONFIG_HOME/toolcascade`` or ``~/.config/toolcascade`` on
+    Linux, ``~/Library/Application Support/toolcascade`` on macOS,
+    ``%LOCALAPPDATA%\\toolcascade`` on Windows. Nothing is created.
+    """
+    return _chosen(CONFIG_ENV) or _platform("user_config_path")
+
+
+def _chosen(variable: str) -> Path | None:
+    chosen = os.environ.get(variable)
+    return Path(chosen).expanduser() if chosen else None
+
+
+def _platform(kind: str) -> Path | None:
+    """``platformdirs``' folder ``kind`` for toolcascade, read from the environment at each call (tests change it)."""
+    import platformdirs  # only where a folder is needed: not on the path of a plain invoke
+
     try:
-        return Path.home() / ".cache" / "toolcascade"
-    except RuntimeError:  # no home directory
+        return Path(getattr(platformdirs.PlatformDirs(APP, appauthor=False), kind))
+    except RuntimeError:  # no home directory to put it in
         return None
 
 

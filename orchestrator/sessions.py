@@ -62,6 +62,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from .cachefolder import state_folder
 from .errors import ConfigurationError
 from .leases import check_unchanged as check_unchanged
 from .leases import holding as holding
@@ -82,14 +83,14 @@ from .storage import encode as encode
 from .storage import encode_state as encode_state
 
 ENVIRONMENT = "TOOLCASCADE_SESSIONS"
+STORE_FILE = "sessions.db"
 
 
 def open_store(value: Any) -> Store:
     """The store ``Manager(sessions=value)`` means.
 
-    None: the file named by ``TOOLCASCADE_SESSIONS``, else
-    ``$XDG_STATE_HOME/toolcascade/sessions.db`` (``~/.local/state/...``),
-    its folders created. A path: a ``SQLiteStore`` on that file. A store: itself.
+    None: the file named by ``TOOLCASCADE_SESSIONS``, else ``default_path()``
+    (``sessions.db`` in the user state folder), its folders created. A path: a ``SQLiteStore`` on that file. A store: itself.
 
     Raises:
         ConfigurationError: anything else.
@@ -112,10 +113,35 @@ def open_store(value: Any) -> Store:
 
 
 def default_path() -> Path:
-    """``$XDG_STATE_HOME/toolcascade/sessions.db``, else ``~/.local/state/toolcascade/sessions.db``."""
+    """``sessions.db`` in the user state folder ``platformdirs`` names (``cachefolder.state_folder``).
+
+    On Linux that is ``$XDG_STATE_HOME/toolcascade/sessions.db``, else
+    ``~/.local/state/toolcascade/sessions.db``, as before. Elsewhere, a
+    store already kept at that old place (and none yet at the platform's)
+    stays where it is, so an upgrade loses no conversation.
+
+    Raises:
+        ConfigurationError: no home folder is known; name the file with ``TOOLCASCADE_SESSIONS``.
+    """
+    folder = state_folder()
+    if folder is None:
+        raise ConfigurationError(f"no home folder to keep the session store in: set {ENVIRONMENT} to a file")
+    path = folder / STORE_FILE
+    legacy = _legacy_path()
+    if legacy is not None and legacy != path and legacy.is_file() and not path.exists():
+        return legacy
+    return path
+
+
+def _legacy_path() -> Path | None:
+    """Where versions before platformdirs kept the store: the XDG state folder on every platform."""
     state = os.environ.get("XDG_STATE_HOME")
-    base = Path(state) if state and Path(state).is_absolute() else Path.home() / ".local" / "state"
-    return base / "toolcascade" / "sessions.db"
+    if state and Path(state).is_absolute():
+        return Path(state, "toolcascade", STORE_FILE)
+    try:
+        return Path.home() / ".local" / "state" / "toolcascade" / STORE_FILE
+    except RuntimeError:
+        return None
 
 
 def new_token() -> str:
