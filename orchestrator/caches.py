@@ -33,7 +33,7 @@ than the limit fails with the same error.
 threads of a web app, a listing on a worker thread, sync tool bodies that
 call ``ctx.manager``. It owns one ``RLock`` (``lock``), shared with its
 ``Freshness`` and used by the planner through ``current``. Reads of a
-cached value take no lock: every cache entry is one dict item, replaced
+cached value take no lock (nor does ``current`` when nothing is due): every cache entry is one dict item, replaced
 whole (a tuple, or a memo's ``[value, deps, run]`` list whose ``run`` is
 only a hint), and a single dict read is atomic, so a reader sees an old
 entry or a new one, never half of one. Everything else holds the lock:
@@ -252,7 +252,14 @@ class Caches:
         the file looked-at before this one looks, so without the generation
         this lookup would trust the stat the other thread made and serve the
         value that stat outdated (issue 24's stale read).
+
+        Lock-free when nothing is due (``Freshness.quiet``): the paths were
+        verified in this epoch and no notification waits. The generation is
+        read last, so a thread that saw a change and dropped the caches
+        while this lookup ran makes it take the lock like any other.
         """
+        if type(deps) is frozenset and self.freshness.quiet(deps, generation) and self.generation == generation:
+            return True
         with self.lock:
             return self._watch(deps, checked, False) and self.generation == generation
 

@@ -254,6 +254,30 @@ class Freshness:
 
     # -- what a lookup calls ------------------------------------------------
 
+    def quiet(self, paths: frozenset[str], generation: int) -> bool:
+        """True when ``paths`` were verified in this epoch at ``generation`` and ``settle`` has nothing to do.
+
+        The lock-free answer of ``Caches.current``: it only reads (one dict
+        item and a few attributes, each read atomic), so a lookup that finds
+        nothing due takes no lock. Anything due (a notification waiting, the
+        watcher's state moved, the interval passed, a fork) answers False,
+        and the caller takes the lock and settles.
+        """
+        if self._verified.get(paths) != self.epoch or generation != self._generation:
+            return False
+        watcher = self._watcher
+        if watcher is not None:
+            if watcher.count != self._taken or self._forks != _forks[0]:
+                return False
+            state = watcher.state
+            if state == LIVE:
+                if not self.live:
+                    return False
+            elif state != STARTING and (self.live or state == FAILED):
+                return False
+        now = monotonic()
+        return self._born <= now and now - self._epoch_at < self.interval
+
     def settle(self, seen: dict[str, Signature], generation: int, look: Look) -> bool:
         """Apply notifications and the passing of time; False when a remembered path changed.
 
