@@ -16,6 +16,7 @@ from .errors import OrchestratorError, OrderCycleError
 from .explain import Explanation, explanation
 from .options import extract_options
 from .registry import SearchPath, check_ref
+from .schema import json_schema
 from .tool import ToolInfo
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ def list_tools(manager: Manager, hidden: bool) -> list[ToolInfo]:
 
 
 def describe(manager: Manager, ref: str, paths: tuple[SearchPath, ...], checked: set[str] | None) -> ToolInfo:
-    """What ``ref`` is (see ``Manager.describe``).
+    """What ``ref`` is (see ``Manager.describe``); its ``params`` are JSON Schema, a Picoschema shorthand expanded.
 
     Raises:
         OrchestratorError: the tool cannot be found, loaded or its cascade resolved.
@@ -56,7 +57,7 @@ def describe(manager: Manager, ref: str, paths: tuple[SearchPath, ...], checked:
             tool.kind,
             tool.description,
             tool.hidden or role == "middleware",  # the tool's own: never inherited (R-TOOL-6)
-            plan.raw.values.get("params"),
+            json_schema(plan.raw.values.get("params"), "params", tool),  # a shorthand as JSON Schema
             tool.path,
             role=role if isinstance(role, str) else None,
             format=tool.format,

@@ -319,12 +319,23 @@ def _keys_of(name: str, variables: Mapping[str, Any]) -> list[str]:
     """The string keys of variable ``name`` (and, for ``args``, of the ``params`` properties in ``meta``)."""
     sources: list[Any] = [variables.get(name)]
     if name == "args":
-        sources.append(_get(_get(variables.get("meta"), "params"), "properties"))
+        sources.append(_get(_declared(_get(variables.get("meta"), "params")), "properties"))
     keys: list[str] = []
     for value in sources:
         if _iterable(value):
             keys.extend(k for k in islice(value, SUGGEST_FROM) if isinstance(k, str))
     return keys
+
+
+def _declared(params: Any) -> Any:
+    """``params`` as JSON Schema (a Picoschema shorthand expanded), or None when it cannot be read."""
+    from .errors import ConfigurationError
+    from .schema import json_schema  # only a failing render asks
+
+    try:
+        return json_schema(params)
+    except ConfigurationError:
+        return None
 
 
 def _iterable(value: Any) -> bool:

@@ -1,25 +1,68 @@
-"""JSON Schema checks for ``params`` and ``returns``, with validators compiled once per schema."""
+"""JSON Schema checks for ``params`` and ``returns``, with validators compiled once per schema.
+
+``params`` and ``returns`` may be written as JSON Schema or as Picoschema
+(``orchestrator.picoschema``). ``json_schema`` is the one place a shorthand
+becomes JSON Schema, and every reader goes through it: the checks here
+(``check``, ``validator_for``), the defaults (``fill_defaults``), the
+tool-calling schema (``object_schema``) and the description ``list``, MCP
+and agents read (``orchestrator.descriptions``). Expansions are cached with
+the compiled validators, so a schema costs nothing more per call.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from . import picoschema
 from .errors import ConfigurationError, ValidationError
+
+if TYPE_CHECKING:
+    from .tool import Tool
 
 _VALIDATORS: dict[int, tuple[Any, Any]] = {}
 _BY_CONTENT: dict[str, Any] = {}
 _DEFAULTS: dict[int, tuple[Any, bool]] = {}  # id(schema) -> (schema, whether it declares a default)
+_EXPANDED: dict[int, tuple[Any, Any]] = {}  # id(shorthand) -> (shorthand, its JSON Schema)
 _LIMIT = 1024
 
 
-def validator_for(schema: Any, tool: str | None = None) -> Any:
-    """The compiled validator for ``schema``, cached by identity and by content.
+def json_schema(value: Any, key: str = "params", origin: Tool | None = None, tool: str | None = None) -> Any:
+    """The JSON Schema ``value`` (a ``params`` or ``returns`` metadata value) means.
+
+    A Picoschema shorthand is expanded (once per schema object); JSON Schema
+    and None are returned as they are, the same object. ``origin`` is the
+    tool whose metadata holds ``value``: an error then names its file and
+    the line of the bad part; ``tool`` names the tool otherwise.
+
+    Raises:
+        ConfigurationError: the shorthand is malformed (naming the tool, file, line and ``key.path``).
+    """
+    if value is None or isinstance(value, bool):
+        return value
+    hit = _EXPANDED.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    if not picoschema.is_shorthand(value):
+        return value
+    try:
+        expanded = picoschema.expand(value)
+    except picoschema.Unreadable as exc:
+        raise picoschema.located(exc, key, origin, tool) from None
+    if len(_EXPANDED) >= _LIMIT:
+        _EXPANDED.clear()
+    _EXPANDED[id(value)] = (value, expanded)
+    return expanded
+
+
+def validator_for(schema: Any, tool: str | None = None, key: str = "params", origin: Tool | None = None) -> Any:
+    """The compiled validator for ``schema`` (JSON Schema or shorthand), cached by identity and by content.
 
     Cached metadata keeps its identity (the fast path); a schema rebuilt on
     every call (a tool whose metadata holds a template) is found by its JSON
-    text instead of being checked and compiled again.
+    text instead of being checked and compiled again. ``key`` and
+    ``origin`` place a shorthand's errors (see ``json_schema``).
 
     Raises:
         ConfigurationError: the schema itself is invalid.
@@ -27,15 +70,19 @@ def validator_for(schema: Any, tool: str | None = None) -> Any:
     hit = _VALIDATORS.get(id(schema))
     if hit is not None and hit[0] is schema:
         return hit[1]
-    if not isinstance(schema, (Mapping, bool)):
-        raise ConfigurationError(f"a JSON schema must be a mapping, not {type(schema).__name__}", tool=tool)
+    if not isinstance(schema, (Mapping, bool, str)):
+        raise ConfigurationError(
+            f"a schema must be a mapping (JSON Schema or Picoschema) or a Picoschema type, not {type(schema).__name__}",
+            tool=origin.name if origin is not None else tool,
+            key=key,
+        )
     try:
         text = json.dumps(schema, sort_keys=True)
     except (TypeError, ValueError):
         text = None  # not JSON (a python tool's schema): by identity only
     validator = _BY_CONTENT.get(text) if text is not None else None
     if validator is None:
-        validator = _compile(schema, tool)
+        validator = _compile(json_schema(schema, key, origin, tool), tool)
         if len(_BY_CONTENT) >= _LIMIT:
             _BY_CONTENT.clear()
         if text is not None:
@@ -69,14 +116,26 @@ def pointer(path: Any) -> str:
     return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
 
 
-def check(schema: Any, value: Any, error: type[ValidationError], tool: str | None = None) -> None:
-    """Validate ``value``; raise ``error`` listing every failing JSON pointer.
+def check(
+    schema: Any,
+    value: Any,
+    error: type[ValidationError],
+    tool: str | None = None,
+    *,
+    key: str = "params",
+    origin: Tool | None = None,
+) -> None:
+    """Validate ``value`` against ``schema`` (JSON Schema or shorthand); raise ``error`` listing every failing JSON pointer.
+
+    ``key`` (``params``, ``returns``) and ``origin`` (the tool whose
+    metadata holds the schema) place the errors of a malformed shorthand.
 
     Raises:
         ValidationError: (the given subclass) one or more failures.
         ConfigurationError: the schema itself is invalid.
     """
-    failures = sorted(validator_for(schema, tool).iter_errors(value), key=lambda e: list(map(str, e.absolute_path)))
+    validator = validator_for(schema, tool, key, origin)
+    failures = sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path)))
     if failures:
         said = [(pointer(f.absolute_path), wording(f)) for f in failures]
         raise error(list(dict.fromkeys(said)), tool=tool)  # one line for all of an object's missing properties
@@ -116,11 +175,12 @@ def fill_defaults(schema: Any, value: Any) -> Any:
     """``value`` with the defaults of ``schema``'s object properties filled in.
 
     A new object where a default may go; ``value`` itself when ``schema``
-    declares no default anywhere it looks (decided once per schema).
+    declares no default anywhere it looks (decided once per schema; a
+    Picoschema shorthand never declares one).
     """
-    if not isinstance(schema, Mapping) or not declares_defaults(schema):
+    if not isinstance(schema, Mapping):
         return value
-    return _fill(schema, value)
+    return _fill(schema, value) if declares_defaults(schema) else value
 
 
 def declares_defaults(schema: Mapping[str, Any]) -> bool:
@@ -129,7 +189,9 @@ def declares_defaults(schema: Mapping[str, Any]) -> bool:
     if hit is None or hit[0] is not schema:
         if len(_DEFAULTS) >= _LIMIT:
             _DEFAULTS.clear()
-        hit = _DEFAULTS[id(schema)] = (schema, _declares_default(schema))
+        # Picoschema has no way to say a default: a shorthand is not expanded here (nor its errors raised)
+        declares = not picoschema.is_shorthand(schema) and _declares_default(schema)
+        hit = _DEFAULTS[id(schema)] = (schema, declares)
     return hit[1]
 
 
@@ -161,7 +223,7 @@ def _fill(schema: Any, value: Any) -> Any:
 
 
 def object_schema(params: Any) -> tuple[dict[str, Any], bool]:
-    """A JSON Schema for an object of arguments, and whether ``params`` had to be wrapped.
+    """A JSON Schema for an object of arguments (a shorthand expanded), and whether ``params`` had to be wrapped.
 
     Tool-calling APIs (MCP, OpenAI functions) take objects only: a params that
     is not an object schema becomes ``{value: <params>}``, and callers unwrap
@@ -172,6 +234,10 @@ def object_schema(params: Any) -> tuple[dict[str, Any], bool]:
     """
     if params is None:
         return {"type": "object"}, False
+    try:
+        params = json_schema(params)
+    except ConfigurationError as exc:
+        raise ValueError(exc.detail) from exc
     schema = json.loads(json.dumps(params, default=str))  # a private, JSON-only copy of cached metadata
     if isinstance(schema, dict) and _is_object_schema(schema):
         properties = schema.get("properties", {})

@@ -1,4 +1,4 @@
-"""validate-args: check the target's args against its `params` JSON schema."""
+"""validate-args: check the target's args against its `params` schema (JSON Schema or Picoschema)."""
 
 from orchestrator import ArgsValidationError
 from orchestrator.schema import check
@@ -14,5 +14,5 @@ async def main(ctx):
     target = ctx.target
     schema = target.meta.get("params")
     if schema is not None:
-        check(schema, target.args, ArgsValidationError, target.tool.name)
+        check(schema, target.args, ArgsValidationError, target.tool.name, key="params", origin=target.tool)
     return await target.manager.next()

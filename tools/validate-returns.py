@@ -1,4 +1,4 @@
-"""validate-returns: after the body, check the result against the `returns` JSON schema."""
+"""validate-returns: after the body, check the result against the `returns` schema (JSON Schema or Picoschema)."""
 
 from orchestrator import ReturnsValidationError
 from orchestrator.schema import check
@@ -15,5 +15,5 @@ async def main(ctx):
     result = await target.manager.next()
     schema = target.meta.get("returns")
     if schema is not None:
-        check(schema, result, ReturnsValidationError, target.tool.name)
+        check(schema, result, ReturnsValidationError, target.tool.name, key="returns", origin=target.tool)
     return result
