@@ -158,7 +158,8 @@ def test_prompty_completion_keeps_the_whole_body_as_the_prompt():
     assert "system" not in adapted.metadata and "messages" not in adapted.metadata
     assert adapted.prompt.endswith("Tagline for {{product}}:")
     assert adapted.metadata["model"]["options"] == {"stop": ["\n"]}
-    assert MIDDLEWARE not in adapted.metadata  # nothing to render or reshape: the engine's own template tool
+    # Issue 28: every Prompty file gets the middleware, which makes input types descriptive, as Prompty does.
+    assert adapted.metadata[MIDDLEWARE] == {"template": "jinja2", "api": "completion"}
 
 
 # -- through the engine --------------------------------------------------------------
@@ -280,7 +281,7 @@ async def test_prompty_undeclared_variable_is_an_optional_param(write, tmp_path)
         ("---\nname: x\ndescription: a: b\n---\nuser:\nhi\n", 3, "invalid YAML"),
         ("---\ninputs: [1, 2]\n---\nuser:\nhi\n", 2, "inputs"),
         ("---\ninputs: just text\n---\nuser:\nhi\n", 2, "'inputs' must be a mapping"),
-        ("---\nmodel: gpt-4o\n---\nuser:\nhi\n", 2, "'model' must be a mapping"),
+        ("---\nmodel: [gpt-4o]\n---\nuser:\nhi\n", 2, "'model' must be a mapping"),  # issue 28: gpt-4o is an id
         ("---\nmodel: {api: embedding}\n---\nuser:\nhi\n", 2, "chat or completion"),
         ("---\ndescription: x\n---\nsystem:\nBe nice.\n\nsytem:\nhi\n", 7, "unknown role marker"),
         ("---\ndescription: x\n---\ndeveloper:\nhi\n", 4, "unknown role marker"),

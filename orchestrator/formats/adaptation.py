@@ -39,6 +39,9 @@ class Adaptation:
         self.extra: dict[str, Any] = {}
         self.prompt = ""
         self.required: list[str] = []
+        self.threads: list[str] = []  # chat-history inputs (``kind: thread``, Prompty 1's ``history``)
+        self.placed: set[str] = set()  # the threads a section places alone on a line
+        self.read: set[str] = set()  # every name the sections' templates read
         self._text: list[str] | None = None
 
     def line_of(self, *keys: str) -> int | None:

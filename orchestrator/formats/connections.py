@@ -8,19 +8,69 @@ reported); a literal key is ignored, never copied.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from . import Mapped, key_line
 from .adaptation import HOST_TOOLS, Adaptation
+from .references import ENV
 
-_ENV = re.compile(r"^\$\{(?i:env):([A-Za-z_][A-Za-z0-9_]*)(?::(.*))?\}$", re.DOTALL)
+_ENV = ENV
+
+MODEL_FIELDS = (
+    "api",
+    "apiType",
+    "configuration",
+    "connection",
+    "parameters",
+    "options",
+    "response",
+    "id",
+    "provider",
+)
+"""Prompty 1's (api, configuration, parameters, response) and Prompty 2's (id, provider, apiType, connection,
+options) model fields."""
+
+AZURE = ("azure_openai", "azure", "foundry")
+"""Providers and connection types answered by Azure OpenAI's OpenAI-compatible endpoint."""
+
+OPTION_NAMES = {
+    "topP": "top_p",
+    "topK": "top_k",
+    "frequencyPenalty": "frequency_penalty",
+    "presencePenalty": "presence_penalty",
+    "stopSequences": "stop",
+    "allowMultipleToolCalls": "parallel_tool_calls",
+}
+"""Prompty 2's option names (camelCase) as the OpenAI-compatible wire names."""
+
+_KINDS = {
+    "key": "an API key connection: the key is its apiKey",
+    "anonymous": "no key is sent",
+    "reference": "a connection the host keeps by name: give the endpoint and key in the model spec",
+}
+
+
+def model_field(a: Adaptation) -> Mapping[str, Any] | None:
+    """The ``model`` field as a mapping: Prompty 2's shorthand ``model: gpt-4o`` is ``{id: gpt-4o}``.
+
+    Raises:
+        ToolDefinitionError: neither a mapping nor a model id.
+    """
+    model = a.front.get("model")
+    if model is None or isinstance(model, Mapping):
+        return model
+    if isinstance(model, str) and model.strip():
+        return {"id": model.strip()}
+    raise a.error(
+        f"'model' must be a mapping (id, provider, apiType, connection, options) or a model id, not {model!r:.60}",
+        "model",
+    )
 
 
 def map_model(a: Adaptation, api: str) -> Any:
     """The ``model`` field as our model spec (text or mapping) set as ``model`` metadata, or None (reported)."""
-    model = a.front.get("model")
+    model = model_field(a)
     if model is None:
         a.mapping.append(
             Mapped("model", None, "absent: no model answers; the result is the rendered messages", lossless=True)
@@ -34,10 +84,10 @@ def map_model(a: Adaptation, api: str) -> Any:
     else:
         a.mapping.append(Mapped("model.api", "system/messages/prompt", "chat: role sections"))
     for key in model:
-        if key not in ("api", "configuration", "connection", "parameters", "options", "response", "id", "provider"):
+        if key not in MODEL_FIELDS:
             raise a.error(
-                f"unknown model field {key!r}; Prompty's are api, configuration (or connection), parameters "
-                "(or options), response, id and provider",
+                f"unknown model field {key!r}; Prompty's are id, provider, apiType (or api), connection "
+                "(or configuration), options (or parameters) and response",
                 "model",
             )
     if model.get("response", "first") not in ("first", "all"):
@@ -52,8 +102,13 @@ def map_model(a: Adaptation, api: str) -> Any:
     for key in ("id", "provider"):
         if key in model and (not isinstance(model[key], str) or not model[key].strip()):
             raise a.error(f"model.{key} must be text, not {model[key]!r:.60}", "model")
-    # Newer Prompty files name the model beside the connection: model.id and model.provider.
-    spec = _connection(a, config, config_key, line, model.get("provider"), model.get("id"))
+    model_id = None
+    if "id" in model:
+        model_id, note, lossless = _reference(a, model["id"], "model.id", a.line_of("model", "id"))
+        if model_id is None:
+            a.mapping.append(Mapped("model.id", None, note, lossless))
+    # Prompty 2 names the model beside the connection: model.id and model.provider.
+    spec = _connection(a, config, config_key, line, model.get("provider"), model_id)
     options_key = "options" if "options" in model else "parameters"
     parameters = model.get(options_key) or {}
     if not isinstance(parameters, Mapping):
@@ -62,10 +117,21 @@ def map_model(a: Adaptation, api: str) -> Any:
         for key in parameters:
             a.mapping.append(Mapped(f"model.{options_key}.{key}", None, "dropped with the model", False))
         return None
+    _parameters(a, parameters, options_key, spec)
+    spec = {key: value for key, value in spec.items() if value is not None}
+    value: Any = spec
+    if set(spec) <= {"provider", "name"} and spec.get("name"):
+        value = f"{spec['provider']}:{spec['name']}"
+    a.metadata["model"] = value
+    return value
+
+
+def _parameters(a: Adaptation, parameters: Mapping[str, Any], options_key: str, spec: dict[str, Any]) -> None:
+    """The model's parameters (Prompty 1) or options (Prompty 2) into ``spec`` and the tool's metadata."""
     options: dict[str, Any] = dict(spec.pop("options", None) or {})
-    for key, value in parameters.items():
+    for key, value in _options(parameters).items():
         source = f"model.{options_key}.{key}"
-        if key == "max_tokens":
+        if key in ("max_tokens", "maxOutputTokens"):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise a.error(f"{source} must be a whole number above 0, not {value!r:.60}", "model")
             spec["max-tokens"] = value
@@ -84,17 +150,22 @@ def map_model(a: Adaptation, api: str) -> Any:
             else:
                 a.mapping.append(Mapped(source, None, "names a host function: dropped", lossless=False))
         else:
-            options[key] = value
-            a.mapping.append(Mapped(source, f"model.options.{key}", "sent to the provider as it is"))
+            wire = OPTION_NAMES.get(key, key)
+            options[wire] = value
+            note = "sent to the provider as it is" if wire == key else f"sent to the provider as {wire}"
+            a.mapping.append(Mapped(source, f"model.options.{wire}", note))
     if options:
         spec["options"] = options
-    spec = {key: value for key, value in spec.items() if value is not None}
-    if set(spec) <= {"provider", "name"} and spec.get("name"):
-        value = f"{spec['provider']}:{spec['name']}"
-    else:
-        value = spec
-    a.metadata["model"] = value
-    return value
+
+
+def _options(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """Prompty 2's options with ``additionalProperties`` (provider settings) spread beside the named ones."""
+    options = {key: value for key, value in parameters.items() if key != "additionalProperties"}
+    extra = parameters.get("additionalProperties")
+    if isinstance(extra, Mapping):
+        for key, value in extra.items():
+            options.setdefault(str(key), value)
+    return options
 
 
 def _connection(
@@ -140,7 +211,9 @@ def _kind(
         config = {k: v for k, v in config.items() if k != "type"}
         inferred = False
     elif kind is None:
-        kind = "azure_openai" if any(str(k).startswith("azure_") for k in config) else "openai"
+        endpoint = config.get("endpoint")
+        azure = isinstance(endpoint, str) and _azure(endpoint.strip())
+        kind = "azure_openai" if azure or any(str(k).startswith("azure_") for k in config) else "openai"
         inferred = True
     else:
         inferred = False
@@ -156,9 +229,11 @@ def _provider(a: Adaptation, kind: str, where: str, inferred: bool, typed: bool)
     spec: dict[str, Any] = {}
     note = ""
     name_key = "name"
-    if kind in ("openai", "azure_openai", "azure", "azure_serverless", "serverless"):
+    if kind in ("openai", *AZURE, "azure_serverless", "serverless"):
         spec["provider"] = "openai"
-        if kind in ("azure_openai", "azure"):
+        if kind == "foundry":
+            note = "Microsoft Foundry (Azure OpenAI) through its OpenAI-compatible /openai/v1 endpoint"
+        elif kind in ("azure_openai", "azure"):
             name_key = "azure_deployment"
             note = "Azure OpenAI through its OpenAI-compatible /openai/v1 endpoint"
         elif kind in ("azure_serverless", "serverless"):
@@ -184,6 +259,9 @@ def _settings(
         source = f"{where}.{key}"
         if key == "type":
             continue
+        if key == "kind":
+            a.mapping.append(Mapped(source, None, _KINDS.get(str(value), "how the host authenticates"), True))
+            continue
         if key in (name_key, "name", "model", "azure_deployment") and "name" not in spec:
             name, note, lossless = _reference(a, value, source, a.line_of("model", config_key, key))
             if name is not None:
@@ -194,13 +272,13 @@ def _settings(
             url, note, lossless = _reference(a, value, source, a.line_of("model", config_key, key))
             if url is not None:
                 url = url.rstrip("/")
-                if kind in ("azure_openai", "azure") and not url.endswith("/openai/v1"):
+                if kind in AZURE and (kind != "foundry" or _azure(url)) and not url.endswith("/openai/v1"):
                     url += "/openai/v1"
                     note, lossless = f"{url} (the OpenAI-compatible endpoint)", False
                 spec["base-url"] = url
             a.mapping.append(Mapped(source, "model.base-url" if url else None, note, lossless))
             continue
-        if key in ("api_key", "key"):
+        if key in ("api_key", "apiKey", "key"):
             _api_key(a, value, source, spec, a.line_of("model", config_key, key))
             continue
         if key in ("api_version", "organization"):
@@ -271,3 +349,11 @@ def _function_names(tools: Any) -> list[str]:
             elif isinstance(tool.get("id"), str):
                 names.append(tool["id"])
     return names
+
+
+def _azure(url: str) -> bool:
+    """True for an Azure OpenAI or Foundry resource endpoint (which serves the OpenAI API under /openai/v1)."""
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").lower()
+    return host.endswith((".openai.azure.com", ".services.ai.azure.com", ".cognitiveservices.azure.com"))

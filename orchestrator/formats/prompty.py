@@ -49,21 +49,54 @@ prompty's result is its rendered text.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ToolDefinitionError
 from . import Adapted, Mapped, text_field
 from .adaptation import FORMAT_FIELDS, HOST_TOOLS, MIDDLEWARE, Adaptation
-from .connections import map_model
+from .connections import map_model, model_field
+from .history import Piece, marked, split
 from .mustache import render_mustache
+from .references import read_reference, resolve_references
+from .rendering import NOTE
 from .sections import place_sections, section_template, split_sections
 
 if TYPE_CHECKING:
     from ..context import Context
+
+INPUT_FIELDS = (
+    "type",
+    "kind",
+    "description",
+    "default",
+    "sample",
+    "example",
+    "required",
+    "json_schema",
+    "strict",
+    "name",
+    "enumValues",
+)
+KINDS = {
+    "string": "string",
+    "integer": "integer",
+    "int": "integer",
+    "number": "number",
+    "float": "number",
+    "double": "number",
+    "boolean": "boolean",
+    "bool": "boolean",
+    "array": "array",
+    "list": "array",
+    "object": "object",
+    "dict": "object",
+    "image": "string",
+    "file": "string",
+    "audio": "string",
+}
+"""Prompty 2's input kinds as JSON types (``thread``, a chat history, is an array of messages)."""
 
 KNOWN = (
     "$schema",
@@ -83,7 +116,6 @@ KNOWN = (
 PARAMETER_NAMES = {"max_tokens": "max-tokens"}
 TYPES = ("string", "number", "integer", "boolean", "array", "object", "null")
 
-_FILE = re.compile(r"^\$\{file:(.+)\}$")
 _SLUG = re.compile(r"^[A-Za-z0-9_.:-]+$")
 
 
@@ -110,7 +142,7 @@ class _Adapter(Adaptation):
     """One adaptation: maps the fields in source order (see ``Adaptation`` for what it collects)."""
 
     def run(self) -> Adapted:
-        front = self.front
+        front = self.front = resolve_references(self)
         self._name()
         description = text_field(front, "description", tool=self.name, path=self.path)
         if description is not None:
@@ -123,7 +155,7 @@ class _Adapter(Adaptation):
         self._outputs(model is not None)
         sections = split_sections(self, api)
         mustache = template == "mustache"
-        used: set[str] = set()
+        used = self.read
         rendered = [section_template(self, s, declared, mustache, used) for s in sections]
         self._params(params, declared, used)
         place_sections(self, api, sections, rendered, mustache)
@@ -136,11 +168,11 @@ class _Adapter(Adaptation):
         static = [key for key in (HOST_TOOLS, FORMAT_FIELDS) if key in self.metadata]
         if static:
             self.metadata["$static"] = static
-        if mustache or api == "chat":
-            self.metadata[MIDDLEWARE] = {"template": template, "api": api}
-            self.metadata["$order"] = {
-                MIDDLEWARE: {"after": ["validate-args", "$post-configure"], "before": ["directives", "$pre-execute"]}
-            }
+        # Every Prompty file gets the middleware: it makes input types descriptive (before validate-args
+        # checks them) and renders what the engine's strict templates do not (after).
+        self.metadata[MIDDLEWARE] = {"template": template, "api": api}
+        self.metadata["$order"] = {MIDDLEWARE: {"after": ["params", "$configure"], "before": ["$post-configure"]}}
+        self.mapping.append(Mapped("(rendering)", None, NOTE))
         problems = tuple(sorted(self.problems, key=lambda item: item[0] or 0))
         return Adapted(self.name, self.metadata, self.prompt, tuple(self.mapping), problems)
 
@@ -164,36 +196,65 @@ class _Adapter(Adaptation):
         )
 
     def _template(self) -> str:
+        """The template engine: ``template: jinja2``, ``{format: jinja2}`` or Prompty 2's ``{format: {kind}}``.
+
+        Raises:
+            ToolDefinitionError: an engine other than jinja2 or mustache, a parser other than prompty.
+        """
         value = self.front.get("template")
         if value is None:
             return "jinja2"
         engine = value
         if isinstance(value, Mapping):
-            engine = value.get("format", value.get("type"))
+            engine = _kind_of(value.get("format", value.get("type")))
             for key in value:
                 if key not in ("format", "type", "parser"):
                     self.mapping.append(Mapped(f"template.{key}", None, "not used by toolcascade", lossless=False))
-            parser = value.get("parser")
-            if parser not in (None, "prompty"):
-                raise self.error(f"template parser {parser!r} is not supported; only 'prompty' is", "template")
+            if isinstance(value.get("format"), Mapping):
+                for key in value["format"]:
+                    if key != "kind":
+                        note = "not used by toolcascade: role lines are read as Prompty reads them"
+                        self.mapping.append(Mapped(f"template.format.{key}", None, note, lossless=False))
+            parser = _kind_of(value.get("parser"))
+            if parser is not None and (not isinstance(parser, str) or parser.lower() != "prompty"):
+                raise self.error(
+                    f"template parser {parser!r:.60} is not supported: toolcascade reads role markers as Prompty's "
+                    "own parser does; write 'parser: prompty' or leave it out",
+                    "template",
+                    self.line_of("template", "parser"),
+                )
+            if parser is not None:
+                self.mapping.append(Mapped("template.parser", "system/messages/prompt", "role markers, as Prompty"))
         if not isinstance(engine, str) or engine.lower() not in ("jinja2", "jinja", "mustache"):
-            raise self.error(f"template must be jinja2 or mustache (or {{format: ...}}), not {value!r:.60}", "template")
+            raise self.error(
+                f"template must be jinja2 or mustache (template: jinja2, or {{format: {{kind: jinja2}}}}), "
+                f"not {value!r:.60}",
+                "template",
+            )
         engine = "mustache" if engine.lower() == "mustache" else "jinja2"
         note = "rendered in toolcascade's jinja2 sandbox" if engine == "jinja2" else "rendered by chevron"
         self.mapping.append(Mapped("template", MIDDLEWARE if engine == "mustache" else "prompt", note))
         return engine
 
     def _api(self) -> str:
-        model = self.front.get("model")
+        """``chat`` or ``completion`` from Prompty 1's ``model.api`` or Prompty 2's ``model.apiType``.
+
+        Raises:
+            ToolDefinitionError: another API (embedding, image), or a model that is neither a mapping nor an id.
+        """
+        model = model_field(self)
         if model is None:
             return "chat"
-        if not isinstance(model, Mapping):
-            raise self.error(
-                f"'model' must be a mapping (api, configuration, parameters), not a {type(model).__name__}", "model"
-            )
-        api = model.get("api", "chat")
+        key = "apiType" if "apiType" in model else "api"
+        api = model.get(key, "chat")
+        if isinstance(api, str) and api.lower() in ("responses", "response"):
+            return "chat"  # the Responses API answers the same messages: sent as a chat request
         if api not in ("chat", "completion"):
-            raise self.error(f"model.api must be chat or completion, not {api!r:.60}", "model")
+            raise self.error(
+                f"model.{key} must be chat or completion (or responses), not {api!r:.60}: toolcascade runs text prompts",
+                "model",
+                self.line_of("model", key),
+            )
         return str(api)
 
     def _inputs(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -206,7 +267,9 @@ class _Adapter(Adaptation):
                 items: list[tuple[str, Any]] = []
                 for item in inputs:
                     if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
-                        raise self.error("a list of inputs holds mappings with a 'name'", "inputs")
+                        raise self.error(
+                            "a list of inputs holds mappings with a 'name' (and kind, description, default)", "inputs"
+                        )
                     items.append((item["name"], {k: v for k, v in item.items() if k != "name"}))
             elif isinstance(inputs, Mapping):
                 items = list(inputs.items())
@@ -219,6 +282,9 @@ class _Adapter(Adaptation):
             for name, spec in items:
                 properties[name] = self._input(name, spec, declared)
                 self.mapping.append(Mapped(f"inputs.{name}", f"params.properties.{name}"))
+                kind = spec.get("kind") if isinstance(spec, Mapping) else None
+                if kind == "thread" or (name == "history" and kind is None):
+                    self.threads.append(name)
         sample = self.front.get("sample")
         if sample is not None:
             source = "sample"
@@ -257,8 +323,11 @@ class _Adapter(Adaptation):
         if isinstance(schema, Mapping):
             prop.update(schema)
         kind = spec.get("type")
-        if kind is None and "sample" in spec:
-            kind = _json_type(spec["sample"])
+        if kind is None and "kind" in spec:
+            kind = self._kind(name, spec["kind"], prop)
+        for key in ("sample", "example"):
+            if kind is None and key in spec:
+                kind = _json_type(spec[key])
         if kind is not None:
             if kind not in TYPES:
                 raise self.error(
@@ -272,43 +341,45 @@ class _Adapter(Adaptation):
             prop["description"] = str(description)
         if "default" in spec and spec["default"] is not None:
             prop["default"] = spec["default"]
-        if "sample" in spec:
-            prop["examples"] = [spec["sample"]]
+        for key in ("sample", "example"):
+            if key in spec:
+                prop["examples"] = [spec[key]]
+        if isinstance(spec.get("enumValues"), list):
+            prop["enum"] = list(spec["enumValues"])
         if spec.get("required") is True and "default" not in prop:
             self.required.append(name)
         for key in spec:
-            if key not in ("type", "description", "default", "sample", "required", "json_schema", "strict", "name"):
+            if key not in INPUT_FIELDS:
                 self.mapping.append(Mapped(f"inputs.{name}.{key}", None, "not used by toolcascade", lossless=False))
         declared[name] = prop.get("default")
         return prop
 
     def _sample_file(self, ref: str) -> Any:
-        """A sample file beside the prompty (JSON or YAML), read within the file limits; never outside its folder.
+        """Prompty 1's ``sample: file.json``: a sample file beside the prompty, never outside its folder.
 
         Raises:
             ToolDefinitionError: a path leaving the folder, a missing or malformed file.
         """
-        from ..documents import parse_yaml
-        from ..loader import read_text
-
-        match = _FILE.match(ref.strip())
-        rel = (match.group(1) if match else ref).strip()
-        folder = self.path.parent.resolve()
-        target = (folder / rel).resolve()
-        if Path(rel).is_absolute() or not target.is_relative_to(folder):
-            raise self.error(f"sample file {rel!r} must be inside the prompty's folder", "sample")
-        if not target.is_file():
-            raise self.error(f"sample file {rel!r} does not exist", "sample")
-        text = read_text(target)
-        if target.suffix == ".json":
-            try:
-                return json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ToolDefinitionError(
-                    f"sample file is not JSON: {exc.msg}", tool=self.name, path=target, line=exc.lineno
-                ) from exc
-        data, _node = parse_yaml(text, target, what="sample")
+        data = read_reference(self, ref.strip(), "sample")
+        if isinstance(data, str):
+            raise self.error(f"sample file {ref!r:.60} must be JSON or YAML (.json, .yaml, .yml)", "sample")
         return data
+
+    def _kind(self, name: str, kind: Any, prop: dict[str, Any]) -> str | None:
+        """Prompty 2's input ``kind`` as a JSON type (None for a kind without one: reported)."""
+        if kind == "thread":
+            prop["items"] = {"type": "object", "properties": {"role": {"enum": ["user", "assistant"]}}}
+            return "array"
+        found = KINDS.get(kind) if isinstance(kind, str) else None
+        if found is None:
+            self.problems.append(
+                (
+                    self.line_of("inputs", name),
+                    f"inputs.{name}.kind {kind!r:.40} is not one of {', '.join(KINDS)}, thread: its values are "
+                    "passed as they are",
+                )
+            )
+        return found
 
     def _outputs(self, has_model: bool) -> None:
         outputs = self.front.get("outputs")
@@ -386,44 +457,49 @@ def _properties(outputs: Any, error: Any) -> dict[str, Any]:
 
 # -- the middleware's work -----------------------------------------------------------
 
+DESCRIBING = ("description", "default", "examples", "title")
+"""What a Prompty input's schema keeps when the call is checked: types describe, they do not reject."""
+
+
+def described(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` as Prompty checks a call: required inputs only, every type, enum and format left out."""
+    properties = params.get("properties")
+    loose: dict[str, Any] = {"type": "object"}
+    if isinstance(properties, Mapping):
+        loose["properties"] = {
+            name: {k: v for k, v in spec.items() if k in DESCRIBING} if isinstance(spec, Mapping) else {}
+            for name, spec in properties.items()
+        }
+    if isinstance(params.get("required"), list | tuple):
+        loose["required"] = list(params["required"])
+    return loose
+
 
 async def prepare(ctx: Context) -> Any:
-    """The ``prompty`` middleware: render mustache sections, and shape a model-less chat result.
+    """The ``prompty`` middleware: Prompty's leniency and rendering around the target's own pipeline.
 
-    With ``template: mustache`` the prompt, ``system`` and ``messages`` (their
-    mustache source, shown literally by jinja2) are rendered by chevron with
-    the args before the body runs. Without a model, a chat prompty's result
-    is its message list: ``[{role, content}, ...]``.
+    Before ``validate-args``: the target's ``params`` keep their required
+    inputs and descriptions, not their types (Prompty does not check them).
+    Right after ``validate-args`` (an injected step): mustache sections are
+    rendered by chevron, and role lines a template wrote, or a thread input
+    it placed, become messages (``orchestrator.formats.history``). Without a
+    model, a chat prompty's result is its message list: ``[{role, content}, ...]``.
 
     Raises:
         ConfigurationError: chevron is missing for a mustache file.
-        InterpolationError: a mustache template failed or went over ``Limits.render_output``.
+        InterpolationError: a template failed, went over ``Limits.render_output``, or a chat history that
+            is not a list of ``{role: user|assistant, content}``.
     """
     from ..agent import model_spec
-    from ..interpolate import render
+    from ..ordering import Entry
 
     target = ctx.target
-    settings = ctx.args if isinstance(ctx.args, Mapping) else {}
-    tool = target.tool
-    if settings.get("template") == "mustache":
-        limit = target.manager.limits.render_output
-        where = {"tool": tool.name, "path": tool.path, "line": tool.prompt_line, "level": "prompt"}
-        args = target.args if isinstance(target.args, Mapping) else {}
-        if isinstance(tool.prompt, str) and tool.prompt:
-            source = render(tool.prompt, {})  # the literal block gives back the mustache source
-            target.locals["prompt"] = render_mustache(source, args, limit, **where)
-        if isinstance(target.meta.get("system"), str):
-            target.meta["system"] = render_mustache(target.meta["system"], args, limit, **{**where, "key": "system"})
-        messages = target.meta.get("messages")
-        if isinstance(messages, list | tuple):
-            target.meta["messages"] = [
-                {
-                    **m,
-                    "content": render_mustache(str(m.get("content", "")), args, limit, **{**where, "key": "messages"}),
-                }
-                for m in messages
-                if isinstance(m, Mapping)
-            ]
+    settings = dict(ctx.args) if isinstance(ctx.args, Mapping) else {}
+    params = target.meta.get("params")
+    if isinstance(params, Mapping):
+        target.meta["params"] = described(params)
+    after, before = ("validate-args",), ("directives", "$pre-execute")
+    target.manager.inject([Entry(f"{MIDDLEWARE}-render", settings, before, after, fn=_render)])
     result = await target.manager.next()
     if settings.get("api", "chat") != "chat" or model_spec(target) is not None or not isinstance(result, str):
         return result
@@ -433,9 +509,74 @@ async def prepare(ctx: Context) -> Any:
     for message in target.meta.get("messages") or ():
         if isinstance(message, Mapping):
             listed.append({"role": str(message.get("role")), "content": str(message.get("content", ""))})
-    if result or tool.prompt:  # a file without a user: section has no user message
+    if result or target.tool.prompt:  # a file without a user: section has no user message
         listed.append({"role": "user", "content": result})
     return listed
+
+
+async def _render(target: Context, settings: Any) -> Any:
+    """The step after ``validate-args``: mustache rendered, history split into messages; then the chain goes on."""
+    tool = target.tool
+    where = {"tool": tool.name, "path": tool.path, "line": tool.prompt_line, "level": "prompt"}
+    args = target.args if isinstance(target.args, Mapping) else {}
+    if isinstance(settings, Mapping) and settings.get("template") == "mustache":
+        _mustache(target, args, where)
+    else:
+        _messages(target, args, where)
+    return await target.manager.next()
+
+
+def _mustache(target: Context, args: Mapping[str, Any], where: dict[str, Any]) -> None:
+    from ..interpolate import render
+
+    tool = target.tool
+    limit = target.manager.limits.render_output
+    if isinstance(tool.prompt, str) and tool.prompt:
+        source = render(tool.prompt, {})  # the literal block gives back the mustache source
+        target.locals["prompt"] = render_mustache(source, args, limit, **where)
+    if isinstance(target.meta.get("system"), str):
+        target.meta["system"] = render_mustache(target.meta["system"], args, limit, **{**where, "key": "system"})
+    messages = target.meta.get("messages")
+    if isinstance(messages, list | tuple):
+        target.meta["messages"] = [
+            {
+                **m,
+                "content": render_mustache(str(m.get("content", "")), args, limit, **{**where, "key": "messages"}),
+            }
+            for m in messages
+            if isinstance(m, Mapping)
+        ]
+
+
+def _messages(target: Context, args: Mapping[str, Any], where: dict[str, Any]) -> None:
+    """Cut the rendered system, messages and prompt at their history markers into separate messages."""
+    from ..prompt import render_prompt
+
+    system = target.meta.get("system")
+    messages = [m for m in target.meta.get("messages") or () if isinstance(m, Mapping)]
+    prompt = target.locals.get("prompt")
+    texts = [system, prompt, *(m.get("content") for m in messages)]
+    if not any(isinstance(text, str) and marked(text) for text in texts):
+        return
+    pieces: list[Piece] = []
+    if isinstance(system, str) and system:
+        pieces = split("system", system, args, {**where, "key": "system"})
+        first = pieces.pop(0).content if pieces and pieces[0].role == "system" else ""
+        target.meta["system"] = first
+    for message in messages:
+        pieces += split(str(message.get("role")), str(message.get("content", "")), args, {**where, "key": "messages"})
+    if isinstance(prompt, str) and marked(prompt):
+        rendered = render_prompt(target)
+        tail = split("user", str(rendered), args, where)
+        last = tail.pop() if tail and tail[-1].role == "user" else None
+        pieces += tail
+        target.locals["prompt"] = last.content if last is not None else ""
+    target.meta["messages"] = [{"role": piece.role, "content": piece.content} for piece in pieces]
+
+
+def _kind_of(value: Any) -> Any:
+    """Prompty 2's ``{kind: x}`` (a format or parser) as ``x``; any other value as it is."""
+    return value.get("kind") if isinstance(value, Mapping) else value
 
 
 FORMAT = Prompty()

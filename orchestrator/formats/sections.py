@@ -14,7 +14,9 @@ from typing import Any
 
 from . import Mapped, literal
 from .adaptation import Adaptation
+from .history import mark, thread_marker
 from .mustache import mustache_names
+from .rendering import lenient
 
 ROLES = ("system", "user", "assistant")
 # Prompty roles with no place in our messages: a function result, the tool definitions of its agents.
@@ -23,7 +25,6 @@ UNSUPPORTED_ROLES = ("function", "tool", "tools")
 FOREIGN_ROLES = ("developer", "human", "ai", "bot", "model")
 
 _MARKER = re.compile(r"^[ \t]*(#?)[ \t]*([A-Za-z]+)[ \t]*(\[[^\]\n]*\])?[ \t]*:[ \t]*$")
-_TEMPLATE_ROLE = re.compile(r"^[ \t]*\{\{[^}]*\}\}[ \t]*:[ \t]*$", re.MULTILINE)
 _IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)[^)]*\)")
 _THREAD = re.compile(r"^[ \t]*!\[thread\]", re.MULTILINE)
 
@@ -73,14 +74,6 @@ def split_sections(a: Adaptation, api: str) -> list[Section]:
             sections.append(Section(role, a.body_line + start, content, marker))
         role, start, marker = word, index + 1, text.strip()
     sections.append(Section(role, a.body_line + start, "\n".join(lines[start:]), marker))
-    for match in _TEMPLATE_ROLE.finditer(body):
-        a.problems.append(
-            (
-                a.body_line + body.count("\n", 0, match.start()),
-                f"{match.group(0).strip()!r}: a role written by the template stays text inside its message "
-                "(roles are split before rendering)",
-            )
-        )
     for match in _THREAD.finditer(body):
         a.problems.append(
             (a.body_line + body.count("\n", 0, match.start()), "![thread] is not supported: it stays text")
@@ -127,7 +120,11 @@ def section_template(
     for name in names:
         fallback = declared.get(name)
         binds.append(f"{{% set {name} = args[{name!r}] if {name!r} in args else {_jinja_literal(fallback)} %}}")
-    return "".join(binds) + text
+    # Role lines the template writes and placed threads become messages (orchestrator.formats.history);
+    # chains read leniently, as Prompty renders them (orchestrator.formats.rendering).
+    text, placed = mark(text, a.threads)
+    a.placed.update(placed)
+    return "".join(binds) + lenient(text)
 
 
 def place_sections(a: Adaptation, api: str, sections: list[Section], rendered: list[str], mustache: bool) -> None:
@@ -143,6 +140,16 @@ def place_sections(a: Adaptation, api: str, sections: list[Section], rendered: l
         if first[0].text.strip():
             placed.append((first[0], first[1], "system"))
     last = pairs.pop() if pairs and pairs[-1][0].role == "user" else None
+    unplaced = [name for name in a.threads if name not in a.placed and name not in a.read]
+    if unplaced and not mustache:
+        # A thread the template never places goes right before the prompt (Prompty puts it last).
+        markers = "".join(thread_marker(name) + "\n" for name in unplaced)
+        if last is not None:
+            last = (last[0], markers + last[1])
+        else:
+            pairs.append((Section("user", a.body_line, "", ""), markers))
+        for name in unplaced:
+            a.mapping.append(Mapped(f"inputs.{name}", "messages", "a thread: its messages go before the prompt"))
     placed += [(section, text, "messages") for section, text in pairs]
     if last is not None:
         placed.append((last[0], last[1], "prompt"))
