@@ -69,21 +69,34 @@ def split_frontmatter(
         if empty_ok:
             return {}, {}, "", 1
         raise ToolDefinitionError("file is empty: a markdown tool needs frontmatter or a prompt", path=path)
+    block, first_line, body, body_line = cut_frontmatter(text, path)
+    if block is None:
+        return {}, {}, body, body_line
+    data, lines = load_yaml(block, path, first_line, limits)
+    return data, lines, body, body_line
+
+
+def cut_frontmatter(text: str, path: Path) -> tuple[str | None, int, str, int]:
+    """A markdown file's text cut into (frontmatter block or None, its first line, body, body line), unparsed.
+
+    Raises:
+        ToolDefinitionError: frontmatter opened with ``---`` and never closed.
+    """
+    text = text.lstrip("\ufeff")
     if not _OPENING.match(text):
         if text.startswith("---"):
             raise ToolDefinitionError("frontmatter opened with '---' is never closed", path=path, line=1)
-        return {}, {}, text.strip(), 1
+        return None, 1, text.strip(), 1
     opening = _BOUNDARY.search(text)
     closing = _BOUNDARY.search(text, opening.end()) if opening else None
     if opening is None or closing is None:
         raise ToolDefinitionError("frontmatter opened with '---' is never closed", path=path, line=1)
     block = text[opening.end() : closing.start()]
     first_line = text.count("\n", 0, opening.end()) + 1
-    data, lines = load_yaml(block, path, first_line, limits)
     body = text[closing.end() :]
     lead = len(body) - len(body.lstrip())
     body_line = text.count("\n", 0, closing.end() + lead) + 1
-    return data, lines, body.strip(), body_line
+    return block, first_line, body.strip(), body_line
 
 
 def load_yaml(
@@ -383,6 +396,10 @@ def load_adapted(
 
     The file is read and its frontmatter parsed within ``limits`` exactly as
     for our own tools; the adapter maps them onto our frontmatter and prompt.
+    A format whose host loads frontmatter that is not strict YAML has a
+    ``leniency`` (``orchestrator.formats.lenient``): only when strict parsing
+    fails, the block is read key by key, and each key read as text is a
+    problem the tool carries for ``check`` and ``show``.
 
     Raises:
         ToolDefinitionError: unreadable file, malformed frontmatter, or a field the adapter refuses.
@@ -390,9 +407,21 @@ def load_adapted(
     from .formats import Front
 
     text = read_text(path, limits)
-    data, lines, body, body_line = split_frontmatter(text, path, limits, empty_ok=True)
+    recovered: tuple[tuple[int | None, str], ...] = ()
     try:
-        adapted = fmt.adapt(path, Front(data, lines), body, body_line)
+        data, lines, body, body_line = split_frontmatter(text, path, limits, empty_ok=True)
+    except ToolDefinitionError as exc:
+        leniency = getattr(fmt, "leniency", None)
+        if leniency is None or exc.__cause__ is None:
+            raise
+        from .formats.lenient import is_syntax_error
+
+        if not is_syntax_error(exc):
+            raise
+        block, first_line, body, body_line = cut_frontmatter(text, path)
+        data, lines, recovered = leniency.recover(block or "", path, first_line, limits)
+    try:
+        adapted = fmt.adapt(path, Front(data, lines, text), body, body_line)
     except ToolDefinitionError as exc:
         if exc.path is not None:
             raise
@@ -401,6 +430,8 @@ def load_adapted(
         raise ToolDefinitionError(f"{type(exc).__name__}: {exc.detail}", tool=exc.tool, path=path) from exc
     except Exception as exc:  # an adapter's own bug: still one typed error naming the file
         raise ToolDefinitionError(f"the {fmt.name} adapter failed: {type(exc).__name__}: {exc}", path=path) from exc
+    if recovered:
+        adapted = replace(adapted, problems=tuple(sorted((*recovered, *adapted.problems), key=lambda p: p[0] or 0)))
     return tool_from_adapted(adapted, fmt.name, path=path, root=root, trusted=trusted, lines=lines, body_line=body_line)
 
 

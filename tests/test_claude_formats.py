@@ -261,7 +261,7 @@ async def test_mcp_lists_and_calls_claude_tools(project, scripted):
         (".claude/commands/bad.md", "---\nallowed-tools: {Read: true}\n---\nx\n", 2, "'allowed-tools' must be"),
         (".claude/commands/bad.md", "---\nmodel: [haiku]\n---\nx\n", 2, "'model' must be text"),
         (".claude/commands/bad.md", "---\ndescription: x\n", 1, "never closed"),
-        (".claude/skills/bad/SKILL.md", "---\nname: bad\nargument-hint: [a]\n---\nx\n", 3, "'argument-hint'"),
+        (".claude/skills/bad/SKILL.md", "---\nname: bad\nargument-hint: {a: 1}\n---\nx\n", 3, "'argument-hint'"),
     ],
 )
 def test_malformed_files_are_typed_errors_naming_file_and_line(tmp_path, rel, text, line, match):

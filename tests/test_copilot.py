@@ -52,6 +52,11 @@ def test_copilot_inputs_become_required_string_params_with_placeholders():
         "properties": {
             "component": {"type": "string", "description": "PascalCase name, e.g. DatePicker"},
             "folder": {"type": "string", "description": "folder under src/components"},
+            "input": {
+                "type": "string",
+                "default": "",
+                "description": "What is typed after /name: the request, sent after the prompt.",
+            },
         },
         "additionalProperties": False,
         "required": ["component", "folder"],
@@ -77,14 +82,14 @@ def test_copilot_editor_variables_and_file_references_are_reported_and_kept_as_t
     assert "${selection}" in adapted.prompt and "#file:../../docs/components.md" in adapted.prompt
 
 
-def test_copilot_model_names_map_by_family_or_stay_data():
+def test_copilot_model_names_map_by_table_or_stay_as_written():
     assert map_model("GPT-4o")[0] == "openai:gpt-4o"
     assert map_model("o3-mini (Preview)")[0] == "openai:o3-mini"
-    assert map_model("Claude Sonnet 4")[0] == "anthropic:claude-sonnet-4"
+    assert map_model("Claude Sonnet 4")[0] == "anthropic:claude-sonnet-4-0"
     assert map_model("openai:gpt-4o-mini") == ("openai:gpt-4o-mini", "kept", True)
     assert map_model("sonnet")[0] == "anthropic:claude-sonnet-4-5"  # the shared alias table
-    spec, note, lossless = map_model("Gemini 2.5 Pro")
-    assert spec is None and not lossless and "kept as data" in note
+    spec, note, lossless = map_model("Gemini 2.5 Pro")  # never guessed (issue 28): a run fails naming the aliases
+    assert spec == "Gemini 2.5 Pro" and not lossless and "kept as written" in note
 
 
 def test_copilot_name_overrides_the_file_name_and_other_fields_are_data():
@@ -137,7 +142,7 @@ async def test_copilot_host_tools_are_never_offered_to_the_model(project, write)
 @pytest.mark.parametrize(
     ("text", "line", "match"),
     [
-        ("---\ndescription: [unclosed\n---\nhi\n", 2, "invalid YAML"),  # the unclosed [
+        ("---\ntools: [unclosed\n---\nhi\n", 2, "invalid YAML"),  # the unclosed [ (a description would be text)
         ("---\ntools: {a: 1}\n---\nhi\n", 2, "tools"),
         ("---\nmodel: [gpt-4o]\n---\nhi\n", 2, "'model' must be text"),
         ("---\nmode: {ask: true}\n---\nhi\n", 2, "'mode' must be text"),

@@ -69,9 +69,11 @@ from .fields import (  # re-exported: the shared part of every adapter
     key_line,
     literal,
     name_list,
+    prose_field,
     resolve_model,
     split_tools,
     text_field,
+    unknown_model,
 )
 
 __all__ = [
@@ -95,6 +97,7 @@ __all__ = [
     "location_trees",
     "name_list",
     "named",
+    "prose_field",
     "recognise",
     "registered",
     "resolve_model",
@@ -102,6 +105,7 @@ __all__ = [
     "split_tools",
     "suffixes",
     "text_field",
+    "unknown_model",
 ]
 
 ENTRY_POINTS = "toolcascade.formats"

@@ -35,17 +35,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .fences import Code, shell_blocks
 from .fields import (
     Adapted,
     Mapped,
     field_error,
     in_location,
+    key_line,
     literal,
     name_list,
+    prose_field,
     resolve_model,
     split_tools,
     text_field,
+    unknown_model,
 )
+from .lenient import Leniency
 
 RESERVED = frozenset({"README.md", "AUTHORITY.md"})
 FORMAT_FIELDS = "format-fields"
@@ -54,31 +59,48 @@ HOST_TOOLS = "host-tools"
 RESOURCES_SHOWN = 20
 
 _PLACEHOLDER = re.compile(r"\$ARGUMENTS\[(\d{1,2})\]|\$ARGUMENTS\b|\$([1-9])(?!\d)")
-_FILE_REF = re.compile(r"(?<![\w@/.`])@(?=[\w./~-]*[/.][\w~-])[\w./~-]+")
+_FILE_REF = re.compile(r"(?<![\w@/.`])@(?=[\w./~-]*[/.][\w~-])[\w./~-]*[\w/~-]")  # a sentence's full stop is not in it
+# An npm package with its scope (``@axe-core/puppeteer``, ``@types/node@20``): no file extension, one slash.
+_PACKAGE = re.compile(r"^@[a-z0-9][\w.-]*/[a-z0-9][\w-]*(?:@[\w.^~-]+)?$")
 _SHELL = re.compile(r"!`[^`\n]+`")
+LENIENCY = Leniency("Claude Code", frozenset({"description", "argument-hint", "model", "color", "when_to_use"}))
+"""Claude Code loads a file whose frontmatter is not strict YAML; these fields are text to it."""
+Problems = tuple[tuple[int | None, str], ...]
 
 
 def _line(body: str, body_line: int, offset: int) -> int:
     return body_line + body.count("\n", 0, offset)
 
 
-def _model(front: Mapping[str, Any], name: str, path: Path, default: str | None) -> tuple[dict[str, Any], list[Mapped]]:
-    """``model`` (or ``default`` when absent) as our metadata, with its mapping."""
+def _model(
+    front: Mapping[str, Any], name: str, path: Path, default: str | None
+) -> tuple[dict[str, Any], list[Mapped], Problems]:
+    """``model`` (or ``default`` when absent) as our metadata, with its mapping and a warning for an unknown name."""
     value = text_field(front, "model", tool=name, path=path)
     if value is None:
         if default is None:
-            return {}, []
+            return {}, [], ()
         spec, note, lossless = resolve_model(default)
-        return {"model": spec}, [Mapped("model", "model", f"absent: {note}", lossless)]
+        return {"model": spec}, [Mapped("model", "model", f"absent: {note}", lossless)], ()
     spec, note, lossless = resolve_model(value)
-    return {"model": spec}, [Mapped("model", "model", note, lossless)]
+    unknown = unknown_model(value)
+    problems: Problems = ((key_line(front, "model"), unknown),) if unknown else ()
+    return {"model": spec}, [Mapped("model", "model", note, lossless)], problems
+
+
+def _prose(front: Mapping[str, Any], key: str, name: str, path: Path) -> tuple[str | None, list[Mapped], Problems]:
+    """A field Claude Code documents as text: a YAML list is read as the text written, and said so."""
+    value, how = prose_field(front, key, tool=name, path=path)
+    if not how:
+        return value, [], ()
+    return value, [Mapped(key, key, how, lossless=True)], ((key_line(front, key), f"{key!r} is {how}"),)
 
 
 def _tools(front: Mapping[str, Any], key: str, name: str, path: Path) -> tuple[dict[str, Any], list[Mapped]]:
     """A tool list: our names to ``tools``, the host's to ``host-tools`` (data, never run)."""
     if key not in front:
         return {}, []
-    ours, host = split_tools(name_list(front, key, tool=name, path=path))
+    ours, host = split_tools(name_list(front, key, tool=name, path=path, spaces=True))
     metadata: dict[str, Any] = {}
     mapping = []
     if ours:
@@ -121,6 +143,19 @@ def _name(front: Mapping[str, Any], derived: str, path: Path) -> tuple[str, Mapp
     return value, Mapped("name", "name")
 
 
+def _skill_name(front: Mapping[str, Any], folder: str, path: Path) -> tuple[str, Mapped]:
+    """A skill is found by its folder's name (the Agent Skills name); its ``name:`` is a display name."""
+    value = front.get("name")
+    if value is None or value == folder:
+        return _name(front, folder, path)
+    if not isinstance(value, str):
+        raise field_error(
+            f"'name' must be text, not a {type(value).__name__}", tool=folder, path=path, front=front, key="name"
+        )
+    note = f"the display name {value!r}: the skill is found by its folder's name {folder!r}"
+    return folder, Mapped("name", FORMAT_FIELDS, note)
+
+
 def _word(index: int) -> str:
     """The template of the arguments' word ``index`` (0-based), empty when there are fewer words."""
     return "{{ args.arguments.split()[" + str(index) + "] | default('') }}"
@@ -149,10 +184,17 @@ def substitute(body: str) -> tuple[str, bool]:
     return "".join(pieces), used
 
 
-def unsupported(body: str, body_line: int) -> tuple[tuple[int | None, str], ...]:
-    """``@file`` and ``!`cmd``` in a body: Claude Code reads and runs them, toolcascade never does."""
+def unsupported(body: str, body_line: int) -> Problems:
+    """``@file``, ``!`cmd``` and `````!`` blocks in a body: Claude Code reads and runs them, toolcascade never does.
+
+    Code is not prose: an ``@`` inside a code span or fence, and an npm
+    package's scope (``@axe-core/puppeteer``), name no file.
+    """
     found: list[tuple[int | None, str]] = []
+    code = Code(body) if "`" in body or "~~~" in body else None
     for match in _FILE_REF.finditer(body):
+        if _PACKAGE.match(match.group(0)) or (code is not None and code.covers(match.start())):
+            continue
         found.append(
             (
                 _line(body, body_line, match.start()),
@@ -160,10 +202,22 @@ def unsupported(body: str, body_line: int) -> tuple[tuple[int | None, str], ...]
             )
         )
     for match in _SHELL.finditer(body):
+        if code is not None and code.covers(match.start()):
+            continue
         found.append(
             (
                 _line(body, body_line, match.start()),
                 f"{match.group(0)} is not supported: commands are never run (it stays text)",
+            )
+        )
+    for block in shell_blocks(body):
+        lines = body[block.start : block.end].split("\n")[1:]
+        commands = [line.strip() for line in lines if line.strip() and not line.strip().startswith(("```", "~~~"))]
+        shown = "; ".join(commands)[:80] or "(empty)"
+        found.append(
+            (
+                _line(body, body_line, block.start),
+                f"the ```! block ({shown}) is not supported: commands are never run (it stays text)",
             )
         )
     return tuple(sorted(found, key=lambda item: item[0] or 0))
@@ -179,7 +233,9 @@ def _arguments_prompt(body: str, body_line: int) -> tuple[str, list[Mapped], tup
         mapping.append(Mapped("(arguments)", "prompt", "appended as 'ARGUMENTS: ...' when given"))
     problems = unsupported(body, body_line)
     if problems:
-        mapping.append(Mapped("body", None, "@file and !`cmd` stay text: never read, never run", lossless=False))
+        mapping.append(
+            Mapped("body", None, "@file, !`cmd` and ```! blocks stay text: never read, never run", lossless=False)
+        )
     return template, mapping, problems
 
 
@@ -203,6 +259,7 @@ class ClaudeAgent:
     name = "claude-agent"
     locations = (".claude/agents",)
     known = ("name", "description", "tools", "model")
+    leniency = LENIENCY
 
     def recognises(self, path: Path, root: Path) -> bool:
         return path.suffix == ".md" and path.name not in RESERVED and in_location(path, self.locations[0]) is not None
@@ -211,12 +268,12 @@ class ClaudeAgent:
         name, named = _name(front, path.stem, path)
         mapping = [named]
         metadata: dict[str, Any] = {}
-        description = text_field(front, "description", tool=name, path=path)
+        description, mapped, problems = _prose(front, "description", name, path)
         if description is not None:
             metadata["description"] = description
-            mapping.append(Mapped("description", "description"))
+            mapping += mapped or [Mapped("description", "description")]
         tools, tool_map = _tools(front, "tools", name, path)
-        model, model_map = _model(front, name, path, "inherit")
+        model, model_map, model_problems = _model(front, name, path, "inherit")
         metadata.update(model)
         mapping += model_map
         metadata.update(tools)
@@ -237,7 +294,8 @@ class ClaudeAgent:
         metadata.update(extra)
         mapping += extra_map
         _static(metadata)
-        return Adapted(name, metadata, "{{ args.prompt }}", tuple(mapping), unsupported(body, body_line))
+        found = sorted((*problems, *model_problems, *unsupported(body, body_line)), key=lambda item: item[0] or 0)
+        return Adapted(name, metadata, "{{ args.prompt }}", tuple(mapping), tuple(found))
 
 
 class ClaudeCommand:
@@ -246,6 +304,7 @@ class ClaudeCommand:
     name = "claude-command"
     locations = (".claude/commands",)
     known = ("name", "description", "argument-hint", "allowed-tools", "model")
+    leniency = LENIENCY
 
     def recognises(self, path: Path, root: Path) -> bool:
         return path.suffix == ".md" and path.name not in RESERVED and in_location(path, self.locations[0]) is not None
@@ -267,6 +326,7 @@ class ClaudeSkill:
     name = "claude-skill"
     locations = (".claude/skills",)
     known = ("name", "description", "argument-hint", "allowed-tools", "model")
+    leniency = LENIENCY
 
     def recognises(self, path: Path, root: Path) -> bool:
         if path.name != "SKILL.md":
@@ -275,7 +335,7 @@ class ClaudeSkill:
         return folder is not None and path.parent.parent == folder
 
     def adapt(self, path: Path, front: Mapping[str, Any], body: str, body_line: int) -> Adapted:
-        name, named = _name(front, path.parent.name, path)
+        name, named = _skill_name(front, path.parent.name, path)
         adapted = _command_like(self, name, named, path, front, body, body_line)
         resources = _resources(path.parent)
         if resources:
@@ -302,29 +362,33 @@ def _command_like(
 ) -> Adapted:
     mapping = [named]
     metadata: dict[str, Any] = {}
-    description = text_field(front, "description", tool=name, path=path)
+    description, mapped, problems = _prose(front, "description", name, path)
     if description is not None:
         metadata["description"] = description
-        mapping.append(Mapped("description", "description"))
+        mapping += mapped or [Mapped("description", "description")]
     elif _first_line(body):
         metadata["description"] = _first_line(body)
         mapping.append(Mapped("(body's first line)", "description", "no 'description': the body's first line"))
-    hint = text_field(front, "argument-hint", tool=name, path=path)
+    hint, hint_map, hint_problems = _prose(front, "argument-hint", name, path)
     metadata["params"] = _arguments_params(hint)
+    mapping += hint_map
     mapping.append(Mapped("argument-hint" if hint else "(arguments)", "params", "args {arguments: ...}, default ''"))
-    model, model_map = _model(front, name, path, None)
+    model, model_map, model_problems = _model(front, name, path, None)
     metadata.update(model)
     mapping += model_map
     tools, tool_map = _tools(front, "allowed-tools", name, path)
     metadata.update(tools)
     mapping += tool_map
-    prompt, prompt_map, problems = _arguments_prompt(body, body_line)
+    prompt, prompt_map, body_problems = _arguments_prompt(body, body_line)
     mapping += prompt_map
     extra, extra_map = _extra(front, fmt.known)
+    if named.target == FORMAT_FIELDS:  # a skill's display name
+        extra = {FORMAT_FIELDS: {"name": front["name"], **extra.get(FORMAT_FIELDS, {})}}
     metadata.update(extra)
     mapping += extra_map
     _static(metadata)
-    return Adapted(name, metadata, prompt, tuple(mapping), problems)
+    found = sorted((*problems, *hint_problems, *model_problems, *body_problems), key=lambda item: item[0] or 0)
+    return Adapted(name, metadata, prompt, tuple(mapping), tuple(found))
 
 
 def _resources(folder: Path) -> list[str]:

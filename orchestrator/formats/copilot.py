@@ -32,7 +32,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import Adapted, Mapped, aliases, field_error, is_host_tool, literal, name_list, text_field
+from .fences import Code
+from .fields import (
+    Adapted,
+    Mapped,
+    aliases,
+    field_error,
+    is_host_tool,
+    key_line,
+    literal,
+    name_list,
+    prose_field,
+    text_field,
+    unknown_model,
+)
+from .lenient import Leniency
 
 SUFFIX = ".prompt.md"
 FORMAT_FIELDS = "format-fields"
@@ -75,17 +89,80 @@ VSCODE_TOOLS = frozenset(
         "todos",
         "usages",
         "vscodeAPI",
+        # the tool sets of newer VS Code releases
+        "agent",
+        "execute",
+        "read",
+        "todo",
+        "vscode",
+        "web",
     }
 )
+_OURS = re.compile(r"^[a-z0-9][a-z0-9_-]*(?::[a-z0-9][a-z0-9_-]*)*$")
+"""Our tool names: lower case, digits, ``-`` and ``_`` (``summarize``, ``git:commit``); anything else is VS Code's."""
+
+VARIABLES = frozenset(
+    {
+        "selection",
+        "selectedText",
+        "file",
+        "fileBasename",
+        "fileDirname",
+        "fileBasenameNoExtension",
+        "workspaceFolder",
+        "workspaceFolderBasename",
+        "cwd",
+        "env",
+        "config",
+        "command",
+        "userHome",
+        "pathSeparator",
+        "lineNumber",
+        "relativeFile",
+        "relativeFileDirname",
+        "fileExtname",
+        "fileWorkspaceFolder",
+    }
+)
+"""VS Code's variables (``${selection}``, ``${env:HOME}``): the editor fills them in; any other ``${name}`` is text."""
+
+INPUT = "input"
+"""The arg holding what is typed after ``/name``: VS Code sends it with the prompt, as the user's request."""
+
+COPILOT_MODELS: dict[str, str] = {
+    "gpt-4o": "openai:gpt-4o",
+    "gpt-4o mini": "openai:gpt-4o-mini",
+    "gpt-4.1": "openai:gpt-4.1",
+    "gpt-4.1 mini": "openai:gpt-4.1-mini",
+    "gpt-5": "openai:gpt-5",
+    "gpt-5 mini": "openai:gpt-5-mini",
+    "gpt-5-codex": "openai:gpt-5-codex",
+    "o1": "openai:o1",
+    "o1-mini": "openai:o1-mini",
+    "o3": "openai:o3",
+    "o3-mini": "openai:o3-mini",
+    "o4-mini": "openai:o4-mini",
+    "claude sonnet 4.5": "anthropic:claude-sonnet-4-5",
+    "claude sonnet 4": "anthropic:claude-sonnet-4-0",
+    "claude opus 4.1": "anthropic:claude-opus-4-1",
+    "claude opus 4": "anthropic:claude-opus-4-0",
+    "claude haiku 4.5": "anthropic:claude-haiku-4-5",
+    "claude sonnet 3.7": "anthropic:claude-3-7-sonnet-latest",
+    "claude 3.7 sonnet": "anthropic:claude-3-7-sonnet-latest",
+    "claude sonnet 3.7 thinking": "anthropic:claude-3-7-sonnet-latest",
+    "claude 3.7 sonnet thinking": "anthropic:claude-3-7-sonnet-latest",
+    "claude sonnet 3.5": "anthropic:claude-3-5-sonnet-latest",
+    "claude 3.5 sonnet": "anthropic:claude-3-5-sonnet-latest",
+}
+"""VS Code's model picker names (lower case, without a ``(copilot)`` or ``(Preview)`` suffix) as real model ids."""
+
+LENIENCY = Leniency("VS Code", frozenset({"description", "argument-hint", "model", "mode", "agent"}))
+"""VS Code reads a prompt file whose frontmatter is not strict YAML; these fields are text to it."""
 
 _INPUT = re.compile(r"\$\{input:([A-Za-z_][A-Za-z0-9_-]*)(?::([^}\n]*))?\}")
 _VARIABLE = re.compile(r"\$\{([A-Za-z][A-Za-z0-9_]*)(?::[^}\n]*)?\}")
 _REFERENCE = re.compile(r"(?<![\w#])#(file|folder|sym):(`[^`\n]+`|[^\s)\]]+)")
 _LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\((?!https?:|mailto:|#)([^)\s]+)\)")
-_FAMILIES = (
-    (re.compile(r"^(gpt-|o\d)"), "openai"),
-    (re.compile(r"^claude-"), "anthropic"),
-)
 
 
 class CopilotPrompt:
@@ -94,6 +171,7 @@ class CopilotPrompt:
     name = "copilot-prompt"
     suffixes = (SUFFIX,)
     locations = (".github/prompts",)
+    leniency = LENIENCY
 
     def recognises(self, path: Path, root: Path) -> bool:
         return path.name.endswith(SUFFIX) and len(path.name) > len(SUFFIX)
@@ -104,49 +182,18 @@ class CopilotPrompt:
         Raises:
             ToolDefinitionError: a field of the wrong type.
         """
-        derived = path.name[: -len(SUFFIX)]
-        mapping: list[Mapped] = []
+        name, mapping = _name(front, path)
         problems: list[tuple[int | None, str]] = []
         metadata: dict[str, Any] = {}
         extra: dict[str, Any] = {}
-        value = front.get("name")
-        if value is None:
-            name = derived
-            mapping.append(Mapped("(file name)", "name", f"no 'name': {derived!r} from the file name"))
-        elif isinstance(value, str) and value.strip():
-            name = value.strip()
-            mapping.append(Mapped("name", "name"))
-        else:
-            raise field_error(
-                f"'name' must be non-empty text, not {value!r:.60}", tool=derived, path=path, front=front, key="name"
-            )
-        description = text_field(front, "description", tool=name, path=path)
+        description, how = prose_field(front, "description", tool=name, path=path)
         if description is not None:
             metadata["description"] = description
-            mapping.append(Mapped("description", "description"))
-        model = text_field(front, "model", tool=name, path=path)
-        if model is not None:
-            spec, note, lossless = map_model(model)
-            if spec is None:
-                extra["model"] = model
-                mapping.append(Mapped("model", FORMAT_FIELDS, note, lossless=False))
-                problems.append((_line(front, "model"), f"model {model!r}: {note}"))
-            else:
-                metadata["model"] = spec
-                mapping.append(Mapped("model", "model", note, lossless))
-        else:
-            mapping.append(Mapped("model", None, "absent: the result is the substituted prompt"))
-        names = name_list(front, "tools", tool=name, path=path)
-        ours = [n for n in names if not _is_host(n)]
-        host = [n for n in names if _is_host(n)]
-        if ours:
-            metadata["tools"] = ours
-            mapping.append(Mapped("tools", "tools", f"our tools, offered to the model: {', '.join(ours)}"))
-        if host:
-            metadata[HOST_TOOLS] = host
-            mapping.append(
-                Mapped("tools", HOST_TOOLS, f"kept as data, never run: VS Code tools {', '.join(host)}", lossless=False)
-            )
+            mapping.append(Mapped("description", "description", how))
+            if how:
+                problems.append((key_line(front, "description"), f"'description' is {how}"))
+        _model(front, name, path, metadata, mapping, problems)
+        host = _tools(front, name, path, metadata, mapping)
         for key in ("mode", "agent"):
             if key in front:
                 mode = text_field(front, key, tool=name, path=path)
@@ -171,18 +218,72 @@ class CopilotPrompt:
         return Adapted(name, metadata, prompt, tuple(mapping), ordered)
 
 
-def _line(front: Mapping[str, Any], key: str) -> int | None:
-    from . import key_line
+def _name(front: Mapping[str, Any], path: Path) -> tuple[str, list[Mapped]]:
+    """The prompt file's name: ``name``, else the file name without ``.prompt.md``."""
+    derived = path.name[: -len(SUFFIX)]
+    value = front.get("name")
+    if value is None:
+        return derived, [Mapped("(file name)", "name", f"no 'name': {derived!r} from the file name")]
+    if isinstance(value, str) and value.strip():
+        return value.strip(), [Mapped("name", "name")]
+    raise field_error(
+        f"'name' must be non-empty text, not {value!r:.60}", tool=derived, path=path, front=front, key="name"
+    )
 
-    return key_line(front, key)
+
+def _model(
+    front: Mapping[str, Any],
+    name: str,
+    path: Path,
+    metadata: dict[str, Any],
+    mapping: list[Mapped],
+    problems: list[tuple[int | None, str]],
+) -> None:
+    """``model`` through the alias table and ``COPILOT_MODELS``; an unknown name is kept, a run fails and ``check`` says so."""
+    model = text_field(front, "model", tool=name, path=path)
+    if model is None:
+        mapping.append(Mapped("model", None, "absent: the result is the substituted prompt"))
+        return
+    spec, note, lossless = map_model(model)
+    metadata["model"] = spec
+    mapping.append(Mapped("model", "model", note, lossless))
+    if spec == model:
+        unknown = unknown_model(model, (key.title() for key in COPILOT_MODELS))
+        if unknown is not None:
+            problems.append((key_line(front, "model"), unknown))
+
+
+def _tools(
+    front: Mapping[str, Any], name: str, path: Path, metadata: dict[str, Any], mapping: list[Mapped]
+) -> list[str]:
+    """``tools``: ours to ``tools`` (offered to the model), VS Code's to ``host-tools``; returns the host's."""
+    names = name_list(front, "tools", tool=name, path=path)
+    ours = [n for n in names if not _is_host(n)]
+    host = [n for n in names if _is_host(n)]
+    if ours:
+        metadata["tools"] = ours
+        mapping.append(Mapped("tools", "tools", f"our tools, offered to the model: {', '.join(ours)}"))
+    if host:
+        metadata[HOST_TOOLS] = host
+        mapping.append(
+            Mapped("tools", HOST_TOOLS, f"kept as data, never run: VS Code tools {', '.join(host)}", lossless=False)
+        )
+    return host
 
 
 def _is_host(name: str) -> bool:
-    return name in VSCODE_TOOLS or is_host_tool(name) or "/" in name or "." in name or name.startswith("mcp_")
+    """True for VS Code's tools: its own names, MCP tools (``server/tool``), and any name ours cannot be."""
+    return name in VSCODE_TOOLS or is_host_tool(name) or name.startswith("mcp_") or not _OURS.match(name)
 
 
 def map_model(value: str) -> tuple[Any, str, bool]:
-    """A prompt file's ``model`` as (our spec or None, a note, lossless)."""
+    """A prompt file's ``model`` as (our spec, a note, lossless).
+
+    An alias of ``aliases()`` and ``provider:name`` are used as they are; a
+    VS Code model picker name (``Claude Sonnet 4.5 (copilot)``, ``GPT-4o``)
+    maps by ``COPILOT_MODELS``. Any other name is kept as written, never
+    guessed: a run fails naming the aliases until one is defined for it.
+    """
     table = aliases()
     if value in table:
         spec = table[value]
@@ -190,12 +291,11 @@ def map_model(value: str) -> tuple[Any, str, bool]:
         return spec, f"alias {value} -> {shown}", True
     if ":" in value:
         return value, "kept", True
-    # A model picker name: "GPT-4o", "Claude Sonnet 4", "o3-mini (Preview)".
-    plain = re.sub(r"\s*\([^)]*\)\s*$", "", value).strip().lower().replace(" ", "-")
-    for pattern, provider in _FAMILIES:
-        if pattern.match(plain):
-            return f"{provider}:{plain}", f"VS Code model {value!r} -> {provider}:{plain} (by its family)", False
-    return None, "not a model toolcascade knows: kept as data; set one with --set model=provider:name", False
+    plain = re.sub(r"\s*\([^)]*\)\s*$", "", value).strip().lower()
+    mapped = COPILOT_MODELS.get(plain) or COPILOT_MODELS.get(plain.replace("-", " "))
+    if mapped is not None:
+        return mapped, f"VS Code model {value!r} -> {mapped} (orchestrator.formats.copilot.COPILOT_MODELS)", True
+    return value, "not a model toolcascade knows: kept as written, a run fails until it names one", False
 
 
 def substitute(
@@ -203,12 +303,13 @@ def substitute(
 ) -> tuple[str, dict[str, Any], list[Mapped], list[tuple[int | None, str]]]:
     """A prompt file's body as our template, its params, mapping and problems.
 
-    ``${input:...}`` become args; everything else stays literal text.
+    ``${input:...}`` become args; what is typed after ``/name`` is the
+    ``input`` arg, added after the prompt as the user's request; everything
+    else stays literal text.
     """
     pieces: list[str] = []
     properties: dict[str, Any] = {}
     mapping: list[Mapped] = []
-    problems: list[tuple[int | None, str]] = []
     start = 0
     for match in _INPUT.finditer(body):
         pieces.append(literal(body[start : match.start()]))
@@ -227,13 +328,30 @@ def substitute(
     if properties:
         params["required"] = list(properties)
     mapping.append(Mapped("body", "prompt", "the prompt, ${input:...} substituted" if properties else "literal text"))
+    if INPUT not in properties:
+        properties[INPUT] = {
+            "type": "string",
+            "default": "",
+            "description": "What is typed after /name: the request, sent after the prompt.",
+        }
+        template += "{% if args.input %}\n\n{{ args.input }}{% endif %}"
+        mapping.append(
+            Mapped("(the text after /name)", "params.properties.input", "args {input: ...} after the prompt")
+        )
+    return template, params, mapping, _editor_problems(body, body_line, host, mapping)
+
+
+def _editor_problems(body: str, body_line: int, host: list[str], mapping: list[Mapped]) -> list[tuple[int | None, str]]:
+    """VS Code variables, ``#file:`` references, file links and ``#tool`` mentions: the editor's, reported."""
+    problems: list[tuple[int | None, str]] = []
+    code = Code(body) if "`" in body or "~~~" in body else None
 
     def line(offset: int) -> int:
         return body_line + body.count("\n", 0, offset)
 
     for match in _VARIABLE.finditer(body):
-        if match.group(1) == "input":
-            continue
+        if match.group(1) not in VARIABLES or (code is not None and code.covers(match.start())):
+            continue  # ${name} in a JavaScript template literal, or any name VS Code does not fill in, is text
         problems.append((line(match.start()), f"{match.group(0)} is a VS Code variable: not supported, it stays text"))
         mapping.append(Mapped(match.group(0), None, "editor variable: stays text", lossless=False))
     for match in _REFERENCE.finditer(body):
@@ -255,7 +373,7 @@ def substitute(
     for tool in host:
         for match in re.finditer(r"(?<![\w#])#" + re.escape(tool) + r"\b", body):
             problems.append((line(match.start()), f"#{tool} names a VS Code tool: it stays text and never runs"))
-    return template, params, mapping, problems
+    return problems
 
 
 FORMAT = CopilotPrompt()

@@ -63,11 +63,23 @@ class Format(Protocol):
 
 
 class Front(dict):  # type: ignore[type-arg]
-    """A parsed frontmatter that remembers the file line of each top-level key."""
+    """A parsed frontmatter that remembers the file line of each top-level key (and, when given, the file's text)."""
 
-    def __init__(self, data: Mapping[str, Any], lines: Mapping[str, int] | None = None) -> None:
+    def __init__(
+        self, data: Mapping[str, Any], lines: Mapping[str, int] | None = None, text: str | None = None
+    ) -> None:
         super().__init__(data)
         self.lines: dict[str, int] = dict(lines or {})
+        self.text = text
+
+    def written(self, key: str) -> str | None:
+        """The value of top-level ``key`` as the file writes it (None when the file's text is not known)."""
+        line = self.lines.get(key)
+        if self.text is None or line is None:
+            return None
+        from .lenient import value_text
+
+        return value_text(self.text, line, key)
 
 
 def key_line(front: Mapping[str, Any], key: str) -> int | None:
@@ -113,10 +125,33 @@ def text_field(front: Mapping[str, Any], key: str, *, tool: str | None, path: Pa
     return str(value)
 
 
-def name_list(front: Mapping[str, Any], key: str, *, tool: str | None, path: Path) -> list[str]:
+def prose_field(front: Mapping[str, Any], key: str, *, tool: str | None, path: Path) -> tuple[str | None, str]:
+    """A field the host documents as text (``description``, ``argument-hint``), and how it was read.
+
+    Text and numbers are taken as written. A YAML list (``argument-hint:
+    [pr-number]``) is text to its host, which shows it: a list written on
+    the key's line is the text written there (``[pr-number]``), a block list
+    its items, one per line. The second value says how a list was read ("" for text).
+
+    Raises:
+        ToolDefinitionError: a mapping or another value that is not text.
+    """
+    value = front.get(key)
+    if isinstance(value, list):
+        written = front.written(key) if isinstance(front, Front) else None
+        if written is not None and written.startswith("["):
+            return written, f"a YAML list: read as the text written, {written!r}"
+        if all(isinstance(item, str | int | float) and not isinstance(item, bool) for item in value):
+            return "\n".join(str(item) for item in value), "a YAML list: its items read as lines of text"
+    return text_field(front, key, tool=tool, path=path), ""
+
+
+def name_list(front: Mapping[str, Any], key: str, *, tool: str | None, path: Path, spaces: bool = False) -> list[str]:
     """A list of tool names written as a comma-separated string or a YAML list.
 
-    Commas inside parentheses stay (``Bash(git add:*, git commit:*)`` is one name).
+    Commas inside parentheses stay (``Bash(git add:*, git commit:*)`` is one
+    name). With ``spaces`` a string without such a comma is split at its
+    spaces outside parentheses, the Agent Skills form (``Read Edit Bash(git:*)``).
 
     Raises:
         ToolDefinitionError: neither a string nor a list of strings.
@@ -125,17 +160,9 @@ def name_list(front: Mapping[str, Any], key: str, *, tool: str | None, path: Pat
     if value is None:
         return []
     if isinstance(value, str):
-        parts: list[str] = []
-        current: list[str] = []
-        depth = 0
-        for char in value:
-            depth += (char == "(") - (char == ")")
-            if char == "," and depth <= 0:
-                parts.append("".join(current))
-                current = []
-            else:
-                current.append(char)
-        parts.append("".join(current))
+        parts = _split_outside(value, ",")
+        if spaces and len(parts) == 1:
+            parts = _split_outside(value, " \t\n")
         return [part.strip() for part in parts if part.strip()]
     if isinstance(value, list) and all(isinstance(item, str) for item in value):
         return [item.strip() for item in value if item.strip()]
@@ -146,6 +173,22 @@ def name_list(front: Mapping[str, Any], key: str, *, tool: str | None, path: Pat
         front=front,
         key=key,
     )
+
+
+def _split_outside(value: str, separators: str) -> list[str]:
+    """``value`` cut at each of ``separators`` that stands outside parentheses."""
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for char in value:
+        depth += (char == "(") - (char == ")")
+        if char in separators and depth <= 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return parts
 
 
 _HOST_NAME = re.compile(r"^(?:[A-Z][A-Za-z0-9]*(?:\(.*\))?|mcp__.+|.*\(.*\))$", re.DOTALL)
@@ -217,11 +260,17 @@ def _parse_aliases(raw: str) -> dict[str, Any]:
     return {str(key): value for key, value in data.items()}
 
 
+_ANTHROPIC_ID = re.compile(r"^claude-[a-z0-9]+(?:-[a-z0-9]+)+$")
+
+
 def resolve_model(value: str) -> tuple[Any, str, bool]:
     """A model name another format wrote, as (our model spec, a note for the mapping, lossless).
 
-    An alias in ``aliases()`` becomes its spec; ``provider:name`` is kept; any
-    other bare name is taken as an Anthropic model name (Claude Code's own).
+    An alias in ``aliases()`` becomes its spec; ``provider:name`` is kept; an
+    Anthropic model id (``claude-sonnet-4-5``, ``claude-3-5-haiku-20241022``,
+    which Claude Code accepts) gets its provider. Any other name is never
+    guessed: it is kept as written, so a run fails with the aliases to choose
+    from, and ``unknown_model`` says so for ``check``.
 
     Raises:
         ConfigurationError: ``$TOOLCASCADE_MODEL_ALIASES`` is malformed.
@@ -239,7 +288,31 @@ def resolve_model(value: str) -> tuple[Any, str, bool]:
         return spec, f"alias {value} -> {shown}", True
     if ":" in value:
         return value, "kept", True
-    return f"anthropic:{value}", f"{value} -> anthropic:{value}", True
+    if _ANTHROPIC_ID.match(value):
+        return f"anthropic:{value}", f"the Anthropic model id {value} -> anthropic:{value}", True
+    return value, "not a model alias or id toolcascade knows: kept as written, a run fails until it is one", False
+
+
+def unknown_model(value: str, known: Iterable[str] = ()) -> str | None:
+    """Why ``value`` names no model (a ``check`` warning with the aliases and a did-you-mean), or None when it does.
+
+    ``known`` adds names the format maps itself (Copilot's model picker names).
+
+    Raises:
+        ConfigurationError: ``$TOOLCASCADE_MODEL_ALIASES`` is malformed.
+    """
+    table = aliases()
+    if value in table or ":" in value or _ANTHROPIC_ID.match(value):
+        return None
+    import difflib  # only an unknown name needs it
+
+    names = sorted({*table, *known})
+    close = difflib.get_close_matches(value, names, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return (
+        f"model {value!r} is not a model alias or id toolcascade knows, so a run fails: write 'provider:name' "
+        f"(anthropic:claude-sonnet-4-5), an alias ({', '.join(sorted(table))}) or add it to ${ALIASES_ENV}{hint}"
+    )
 
 
 def in_location(path: Path, location: str) -> Path | None:
