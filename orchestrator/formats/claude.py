@@ -15,10 +15,22 @@
   Claude Code does. Without ``model`` the result is the substituted prompt;
   with one, a model answers it. ``@file`` and ``!`cmd``` are never read or
   run: they stay text and ``check`` reports them.
-- **Skills** (``.claude/skills/NAME/SKILL.md``): ``name`` (else the folder's
-  name), ``description``, ``allowed-tools``, ``model``; the body is the
-  instructions prompt, with the commands' ``$ARGUMENTS``. The folder's other
-  files are resources: they stay files and are never tools.
+- **Skills** (``.claude/skills/NAME/SKILL.md``): found by the folder's name
+  (the Agent Skills name); a different ``name:`` ("Writing Hookify Rules")
+  is its display name, kept under ``format-fields``. ``description``,
+  ``allowed-tools`` (commas or the Agent Skills' spaces: ``Read Edit
+  Bash(git:*)``), ``model``; the body is the instructions prompt, with the
+  commands' ``$ARGUMENTS``. The folder's other files are resources: they
+  stay files and are never tools.
+
+Frontmatter that is not strict YAML loads as Claude Code loads it
+(``LENIENCY``, ``orchestrator.formats.lenient``), with a warning per key read
+as text; ``description`` and ``argument-hint`` take a YAML list
+(``argument-hint: [pr-number]``) as the text written. ``@file``, ``!`cmd```
+and `````!`` blocks are reported, never read or run; ``@`` inside code and
+npm scopes (``@axe-core/puppeteer``) are not file references. A ``model``
+that is no alias, ``provider:name`` or Anthropic id is kept as written,
+never guessed: ``check`` warns, and a run fails naming the aliases.
 
 Tool names these files list for Claude Code's own tools (``Read``, ``Grep``,
 ``Bash(git:*)``, ``mcp__...``) are kept as data under ``host-tools``: never

@@ -9,20 +9,27 @@
 - ``model``: a spec we know (``openai:gpt-4o``, an alias of
   ``orchestrator.formats.aliases()``, configurable through
   ``TOOLCASCADE_MODEL_ALIASES``) is used as it is; a VS Code model picker
-  name is mapped by its family (``GPT-4o`` -> ``openai:gpt-4o``, ``o3-mini``
-  -> ``openai:o3-mini``, ``Claude Sonnet 4`` -> ``anthropic:claude-sonnet-4``,
-  reported as a guess); any other name is kept as data and reported. Without
-  a model the result is the substituted prompt, as for our own template tools.
+  name maps by ``COPILOT_MODELS`` (``Claude Sonnet 4.5 (copilot)`` ->
+  ``anthropic:claude-sonnet-4-5``, ``GPT-4o`` -> ``openai:gpt-4o``); any
+  other name is kept as written, never guessed: ``check`` warns and a run
+  fails naming the aliases (an alias of that name makes it run). Without a
+  model the result is the substituted prompt, as for our own template tools.
 - ``tools``: VS Code's own tools and tool sets (``codebase``, ``editFiles``,
   ``fetch``, ``githubRepo``, ``search``, ...), MCP tools (``server/tool``,
-  ``mcp__...``) and PascalCase host names are kept as data under
+  ``mcp__...``) and every name ours cannot be (``terminalCommand``,
+  ``Microsoft Docs``: ours are lower case) are kept as data under
   ``host-tools``: never offered to a model, never run. Other names are taken
   as our tools.
+- What is typed after ``/name`` is the ``input`` arg (default ``""``), added
+  after the prompt as the request, as VS Code sends it.
 - ``${input:name}`` and ``${input:name:placeholder}`` become required string
   params (the placeholder is the description) substituted into the prompt.
   ``${selection}``, ``${file}``, ``${workspaceFolder}`` and VS Code's other
-  variables, ``#file:...`` references and links to files are the editor's:
-  they stay text, and ``check`` reports each of them. Nothing is ever read.
+  variables (``VARIABLES``; outside code, so a JavaScript ``${name}`` is
+  text), ``#file:...`` references and links to files are the editor's: they
+  stay text, and ``check`` reports each of them. Nothing is ever read.
+- Frontmatter that is not strict YAML loads with a warning per key read as
+  text (``LENIENCY``), as VS Code loads it.
 """
 
 from __future__ import annotations
