@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .agent.model import KEYLESS, route_line, route_setter, untrusted_roots
+from .agent.model import KEYLESS, parse_model, route_line, route_setter, untrusted_roots
 from .authorities import FOLDER_FILE, load_authority
 from .cascade import make_level
 from .collisions import check_collisions, check_middleware_args, check_replaced
@@ -172,6 +172,7 @@ def _check_tool(
     _check_schemas(tool, plan, merged, report)
     check_reads(tool, plan, report)
     _check_agent_tools(manager, tool, plan, names, report, run)
+    _check_model(tool, plan, report)
     check_directives(manager, tool, near, report, run)
     _check_names(manager, tool, plan, names, report, run)
     check_middleware_args(manager, tool, plan, verdicts, report, run)
@@ -273,6 +274,20 @@ def _check_agent_tools(
                 f"tools names {name!r}, which is not a tool: an agent offered it fails on every run"
                 f"{did_you_mean(name, names)}",
             )
+
+
+def _check_model(tool: Tool, plan: Plan, report: Report) -> None:
+    """A ``model`` that names no model (``model: fable``): every run fails, so say which aliases there are.
+
+    Another format's file is warned of by its adapter (``orchestrator.formats.unknown_model``).
+    """
+    value = plan.raw.values.get("model")
+    if tool.format is not None or not isinstance(value, str) or is_template(value):
+        return
+    try:
+        parse_model(value, tool=tool.name)
+    except OrchestratorError as exc:
+        report.warn(*where_key(tool, plan, "model"), f"model {value!r} names no model, so a run fails: {exc.detail}")
 
 
 def _check_authority(

@@ -435,3 +435,12 @@ def test_check_validates_shared_middleware_args_once_and_reports_each_tools_own(
     assert sorted(str(args["attempts"]) for args in retries) == ["2", "lots", "many"]
     assert any(line.startswith("tools/bad1.md:3: 'retry' runs the middleware") for line in found)
     assert any(line.startswith("tools/bad2.md:3: 'retry' runs the middleware") for line in found)
+
+
+def test_check_warns_of_a_model_that_names_no_model_with_the_aliases(manager, write):
+    write("tools/namer.md", "---\nmetadata:\n  model: sonet\n---\nName it.\n")
+    write("tools/fine.md", "---\nmetadata:\n  model: sonnet\n---\nName it.\n")
+    found = [p for p in check(manager) if "namer.md" in str(p.path) or "fine.md" in str(p.path)]
+    assert [(p.path, p.line, p.severity) for p in found] == [("tools/namer.md", 3, "warning")]
+    assert "model 'sonet' names no model, so a run fails" in found[0].message
+    assert "did you mean 'sonnet'?" in found[0].message and "haiku, opus, sonnet" in found[0].message
