@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import Any
 
@@ -70,10 +71,10 @@ JSON_ANSWER = "Answer with only a JSON value matching this JSON schema, and no o
 
 
 class AnthropicProvider:
-    """Sends requests with ``AsyncAnthropic``, a client per request (see ``OpenAIProvider``)."""
+    """Sends requests with ``AsyncAnthropic``, kept as ``OpenAIProvider`` keeps its client."""
 
-    def client(self, spec: Mapping[str, Any]) -> tuple[Any, str, str]:
-        """``(AsyncAnthropic, base URL, the key's variable)`` for a spec (see ``http.sdk_client``).
+    def client(self, spec: Mapping[str, Any]) -> AbstractAsyncContextManager[tuple[Any, str, str]]:
+        """``(AsyncAnthropic, base URL, the key's variable)`` for a spec, for one request (see ``http.sdk_client``).
 
         Raises:
             ConfigurationError: the SDK is not installed, or no key.
@@ -92,12 +93,12 @@ class AnthropicProvider:
 
         spec = request["model"]
         options, stream = request_options(spec, RESERVED)
-        client, url, key_env = self.client(spec)
         body = request_body(request, spec)
         if options:
             body["extra_body"] = options
         total, _connect = timeouts(spec)
-        async with client:  # closed outside the timeout's scope, so a cancelled stream still frees its connection
+        # the client is released outside the timeout's scope, so a cancelled stream still frees its connection
+        async with self.client(spec) as (client, url, key_env):
             with anyio.move_on_after(total):
                 try:
                     if stream:

@@ -13,21 +13,28 @@ import email.utils
 import importlib
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from ..errors import ConfigurationError, ModelError
+from .clients import leased, tls_context
 from .protocol import check_route, label, timeouts
 
 
-def sdk_client(sdk: str, factory: str, spec: Mapping[str, Any], env: str, default_url: str) -> tuple[Any, str, str]:
-    """``(client, base URL, the key's variable)`` from an official SDK (``openai``, ``anthropic``).
+@asynccontextmanager
+async def sdk_client(
+    sdk: str, factory: str, spec: Mapping[str, Any], env: str, default_url: str
+) -> AsyncIterator[tuple[Any, str, str]]:
+    """``(client, base URL, the key's variable)`` from an official SDK (``openai``, ``anthropic``), for one request.
 
     The client never retries (``retry`` is the only retry) and has the
     spec's timeouts; base URL and key come from the spec, else ``{env}_BASE_URL``
     and ``{env}_API_KEY``. A spec's own base URL and key variable count only
     when trusted configuration granted them (``model.check_route``): the
-    default key goes only to the default endpoint.
+    default key goes only to the default endpoint. Inside the agent loop the
+    client is its Manager's, reused (``clients``); elsewhere it is closed on exit.
 
     Raises:
         SecurityError: the spec's base-url or api-key-env is not granted.
@@ -46,10 +53,17 @@ def sdk_client(sdk: str, factory: str, spec: Mapping[str, Any], env: str, defaul
     key_env = spec.get("api-key-env") or f"{env}_API_KEY"
     key = api_key(spec, f"{env}_API_KEY", base_url)
     total, connect = timeouts(spec)
-    client = getattr(module, factory)(
-        base_url=base_url, api_key=key, max_retries=0, timeout=module.Timeout(total, connect=connect)
-    )
-    return client, str(base_url or default_url), key_env
+
+    def make(key: str, tls: Any) -> Any:
+        timeout = module.Timeout(total, connect=connect)
+        http = module.DefaultAsyncHttpxClient(verify=tls, timeout=timeout) if tls is not None else None
+        return getattr(module, factory)(
+            base_url=base_url, api_key=key, max_retries=0, timeout=timeout, http_client=http
+        )
+
+    configuration = (sdk, base_url, key_env, total, connect)  # never the key itself
+    async with leased(configuration, key, make, partial(tls_context, module)) as client:
+        yield client, str(base_url or default_url), key_env
 
 
 def api_key(spec: Mapping[str, Any], default_env: str, base_url: str | None) -> str:

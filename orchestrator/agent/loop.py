@@ -88,6 +88,7 @@ from ..options import extract_options
 from ..prompt import render_prompt
 from ..schema import validator_for
 from .answer import bounded
+from .clients import keeping
 from .conversation import Conversation, Saver
 from .model import Deltas, label, parse_model
 from .routes import authorize_model, authorize_pipeline, check_tool_pipeline
@@ -460,7 +461,7 @@ class Agent:
         if manager.events:  # nothing streams to nobody: no delta is built
             deltas = Deltas(lambda kind, data: manager.emit(kind, ctx, iteration, **self._named(data)))
         try:
-            with bounded(manager.limits.model_answer):
+            with bounded(manager.limits.model_answer), keeping(manager):  # its limit; its reused clients
                 response = await ctx.manager.invoke(
                     "model-call",
                     request,

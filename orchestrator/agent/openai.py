@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import Any
 
@@ -50,13 +51,12 @@ RESERVED = {
 class OpenAIProvider:
     """Sends requests with ``AsyncOpenAI``.
 
-    A client is opened and closed per request: its connection pool belongs
-    to one event loop, and a tool run may be the only thing a loop does, so
-    nothing can be left open behind it.
+    In the agent loop the client is the Manager's, one per configuration and
+    event loop (``orchestrator.agent.clients``); elsewhere one per request.
     """
 
-    def client(self, spec: Mapping[str, Any]) -> tuple[Any, str, str]:
-        """``(AsyncOpenAI, base URL, the key's variable)`` for a spec (see ``http.sdk_client``).
+    def client(self, spec: Mapping[str, Any]) -> AbstractAsyncContextManager[tuple[Any, str, str]]:
+        """``(AsyncOpenAI, base URL, the key's variable)`` for a spec, for one request (see ``http.sdk_client``).
 
         Raises:
             ConfigurationError: the SDK is not installed, or no key.
@@ -75,15 +75,15 @@ class OpenAIProvider:
 
         spec = request["model"]
         options, stream = request_options(spec, RESERVED)
-        client, url, key_env = self.client(spec)
-        body = _body(request, spec, url != DEFAULT_URL)
-        if options:
-            body["extra_body"] = options  # sent as they are: a server's own parameters too (top_k ...)
-        if stream:
-            body["stream"] = True
-            body["stream_options"] = {"include_usage": True}
         total, _connect = timeouts(spec)
-        async with client:  # closed outside the timeout's scope, so a cancelled stream still frees its connection
+        # the client is released outside the timeout's scope, so a cancelled stream still frees its connection
+        async with self.client(spec) as (client, url, key_env):
+            body = _body(request, spec, url != DEFAULT_URL)
+            if options:
+                body["extra_body"] = options  # sent as they are: a server's own parameters too (top_k ...)
+            if stream:
+                body["stream"] = True
+                body["stream_options"] = {"include_usage": True}
             with anyio.move_on_after(total):
                 try:
                     async with client.chat.completions.with_streaming_response.create(**body) as raw:
