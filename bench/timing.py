@@ -54,6 +54,29 @@ async def measure(call: Callable[[], Awaitable[object]], n: int, rounds: int, wa
     return Sample(statistics.median(samples), min(samples), rounds)
 
 
+async def measure_together(
+    calls: Sequence[tuple[Callable[[], Awaitable[object]], int]], rounds: int, warmup: int = 3
+) -> list[Sample]:
+    """Time several calls in the same rounds: each round runs one batch of each, in turn.
+
+    ``calls`` pairs a call with its batch size. A load burst on the shared
+    machine then falls on every call's batch of a round alike, not on one
+    call's whole measurement, so the ratios and slopes between them hold.
+    """
+    for call, _ in calls:
+        for _ in range(warmup):
+            await call()
+    samples: list[list[float]] = [[] for _ in calls]
+    for _ in range(rounds):
+        for (call, n), found in zip(calls, samples, strict=True):
+            gc.collect()
+            start = time.perf_counter()
+            for _ in range(n):
+                await call()
+            found.append((time.perf_counter() - start) / n * 1e6)
+    return [Sample(statistics.median(found), min(found), rounds) for found in samples]
+
+
 def measure_each(call: Callable[[], float], rounds: int) -> Sample:
     """Run ``call`` (which returns seconds it took) ``rounds`` times; µs, median and min."""
     samples = [call() * 1e6 for _ in range(rounds)]
@@ -74,12 +97,25 @@ class Row:
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One target of issue 11: what was measured against what bound, and whether it held (None: not measured)."""
+    """One target: what was measured against what bound, and whether it held (None: not measured).
+
+    ``issue`` names the issue that set it (11: the first targets, 26: the
+    rebuilt core's). ``info`` marks a figure reported beside the targets
+    without a bound of its own.
+    """
 
     workload: str
     text: str
     measured: str
     passed: bool | None
+    issue: int = 11
+    info: bool = False
+
+    @property
+    def verdict(self) -> str:
+        if self.info:
+            return "(figure, no bound)"
+        return "not measured" if self.passed is None else ("pass" if self.passed else "**FAIL**")
 
 
 @dataclass(slots=True)
@@ -109,9 +145,9 @@ class Table:
         self.rows.append(row)
         return row
 
-    def target(self, text: str, measured: str, passed: bool | None) -> None:
-        """Record a target with its verdict."""
-        self.targets.append(Target(self.title.split(" ", 1)[0], text, measured, passed))
+    def target(self, text: str, measured: str, passed: bool | None, *, issue: int = 11, info: bool = False) -> None:
+        """Record a target of ``issue`` with its verdict (``info``: a figure without a bound)."""
+        self.targets.append(Target(self.title.split(" ", 1)[0], text, measured, passed, issue, info))
 
     def markdown(self) -> str:
         """The table as markdown: one row per case, ratios in one column."""
@@ -145,11 +181,10 @@ def fmt(value: float, unit: str) -> str:
     return f"{value:.3g} {unit}"
 
 
-def targets_markdown(tables: Sequence[Table]) -> str:
-    """Every target of every table, with pass / fail / not measured."""
+def targets_markdown(tables: Sequence[Table], issue: int = 11, extra: Sequence[Target] = ()) -> str:
+    """The targets ``issue`` set, from every table and then ``extra``, with pass / fail / not measured."""
     lines = ["| workload | target | measured | verdict |", "|---|---|---|---|"]
-    for table in tables:
-        for t in table.targets:
-            verdict = "not measured" if t.passed is None else ("pass" if t.passed else "**FAIL**")
-            lines.append(f"| {t.workload} | {t.text} | {t.measured} | {verdict} |")
+    for t in [*(t for table in tables for t in table.targets), *extra]:
+        if t.issue == issue:
+            lines.append(f"| {t.workload} | {t.text} | {t.measured} | {t.verdict} |")
     return "\n".join(lines) + "\n"
