@@ -10,12 +10,16 @@ and its rows print "not installed".
   function-calling loop does for each tool call, without the model. The
   loop's own wrapper (``_auto_invoke_function``: argument parsing, result
   finalising) is measured as a second row where the private API exists.
-- LangChain: ``create_agent(model, tools=[tool], middleware=[...])`` with
-  pass-through ``awrap_tool_call`` middleware builds the agent's graph; the
-  bench then calls the graph's own ``ToolNode`` for one tool call
-  (``ToolNode._arun_one``), which runs the ``awrap_tool_call`` chain exactly as
-  ``create_agent`` composed it (``traceable`` wrappers and all) around the
-  tool. No model is called: only the tool-call step is timed.
+- LangChain, through its public API: ``create_agent(model, tools=[tool],
+  middleware=[...])`` with pass-through ``awrap_tool_call`` middleware,
+  driven by ``agent.ainvoke`` with a fake chat model (``ToolCallingModel``
+  below) that answers with one tool call, then, once it sees the tool's
+  result, with a final answer. A call is the whole agent loop: two model
+  steps and one tool step. The per-middleware figure is the slope over
+  middleware counts, so the loop's fixed cost cancels.
+- LangChain's tool step alone (older figure, private API): the same agent's
+  ``ToolNode._arun_one`` for one tool call, which runs the ``awrap_tool_call``
+  chain exactly as ``create_agent`` composed it around the tool, no model.
 """
 
 from __future__ import annotations
@@ -136,16 +140,65 @@ def maf_loop_call(count: int) -> Call | None:
 # -- LangChain v1 ----------------------------------------------------------------
 
 
-def langchain_call(count: int) -> Call | None:
-    """One tool call through the ToolNode of a ``create_agent`` agent with ``count`` wrap_tool_call middleware.
+def passing_middleware(count: int) -> list[Any]:
+    """``count`` pass-through ``awrap_tool_call`` middleware for ``create_agent`` (langchain must be installed)."""
+    from langchain.agents.middleware import AgentMiddleware
 
-    Returns None when langchain is not installed.
+    async def passing_tool_call(self: Any, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return await handler(request)
+
+    # create_agent refuses two middleware of one name, and a middleware's name is its class name.
+    return [type(f"Passing{i}", (AgentMiddleware,), {"awrap_tool_call": passing_tool_call})() for i in range(count)]
+
+
+def tool_calling_model() -> Any:
+    """A fake chat model: one call of the ``noop`` tool, then, once the tool answered, the final answer ``done``.
+
+    It decides from the messages it is given, so every ``ainvoke`` of the agent
+    runs the same three steps whatever ran before. ``_agenerate`` answers on the
+    event loop: ``GenericFakeChatModel`` has only ``_generate``, which
+    LangChain's async path runs in a worker thread, adding a thread hop and its
+    noise to every model step.
+    """
+    from langchain_core.language_models.chat_models import BaseChatModel
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    call = {"name": "noop", "args": {}, "id": "c1", "type": "tool_call"}
+
+    class ToolCallingModel(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "tool-calling-fake"
+
+        def _generate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
+            done = bool(messages) and isinstance(messages[-1], ToolMessage)
+            answer = AIMessage("done") if done else AIMessage("", tool_calls=[call])
+            return ChatResult(generations=[ChatGeneration(message=answer)])
+
+        async def _agenerate(
+            self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kw: Any
+        ) -> ChatResult:
+            return self._generate(messages, stop)
+
+        def bind_tools(self, tools: Sequence[Any], *, tool_choice: str | None = None, **kw: Any) -> Any:
+            return self  # the answers are fixed; the tools' schemas are not needed
+
+    return ToolCallingModel()
+
+
+def langchain_agent_call(count: int) -> Call | None:
+    """One ``agent.ainvoke`` of a ``create_agent`` agent with ``count`` ``awrap_tool_call`` middleware, or None.
+
+    Public API only. The agent runs the model (a tool call), the tool through
+    the middleware, and the model again (the final answer). The first call's
+    messages are checked, so the figure measures what it says.
+
+    Raises:
+        RuntimeError: the agent did not run the tool and answer (a changed LangChain).
     """
     try:
         from langchain.agents import create_agent
-        from langchain.agents.middleware import AgentMiddleware
-        from langchain.tools import ToolRuntime
-        from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
         from langchain_core.tools import tool
     except ImportError:
         return None
@@ -155,14 +208,51 @@ def langchain_call(count: int) -> Call | None:
         """Return 1."""
         return 1
 
-    async def passing_tool_call(self: Any, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        return await handler(request)
+    agent = create_agent(tool_calling_model(), tools=[noop], middleware=passing_middleware(count))
+    question = {"messages": [{"role": "user", "content": "run noop"}]}
 
-    # create_agent refuses two middleware of one name, and a middleware's name is its class name.
-    middleware = [
-        type(f"Passing{i}", (AgentMiddleware,), {"awrap_tool_call": passing_tool_call})() for i in range(count)
-    ]
-    agent = create_agent(GenericFakeChatModel(messages=iter(())), tools=[noop], middleware=middleware)
+    async def call() -> Any:
+        return await agent.ainvoke(question)
+
+    async def check() -> Any:
+        result = await call()
+        kinds = [(type(m).__name__, m.content) for m in result["messages"]]
+        if kinds != [("HumanMessage", "run noop"), ("AIMessage", ""), ("ToolMessage", "1"), ("AIMessage", "done")]:
+            raise RuntimeError(f"create_agent ran {kinds}, not: model -> tool -> model")
+        return result
+
+    first = True
+
+    async def checked() -> Any:
+        nonlocal first
+        if first:
+            first = False
+            return await check()
+        return await call()
+
+    return checked
+
+
+def langchain_toolnode_call(count: int) -> Call | None:
+    """One tool call through the ToolNode of a ``create_agent`` agent with ``count`` wrap_tool_call middleware.
+
+    Private API (``ToolNode._arun_one``): the older figure, kept beside the
+    public one. Returns None when langchain is not installed or the private
+    method is gone.
+    """
+    try:
+        from langchain.agents import create_agent
+        from langchain.tools import ToolRuntime
+        from langchain_core.tools import tool
+    except ImportError:
+        return None
+
+    @tool
+    async def noop() -> int:
+        """Return 1."""
+        return 1
+
+    agent = create_agent(tool_calling_model(), tools=[noop], middleware=passing_middleware(count))
     node: Any = agent.nodes["tools"].bound  # the ToolNode create_agent built
     if not hasattr(node, "_arun_one"):  # private: another langgraph version runs tool calls differently
         return None

@@ -2,12 +2,17 @@
 
 W1-W6 run in this process; W7 (units on Ray beside in process) in its own, as Ray starts fresh.
 
-    .venv/bin/python -m bench.run [--quick] [--only W1,W4] [--write bench/RESULTS.md]
+    .venv/bin/python -m bench.run [--quick] [--only W1,W4] [--targets] [--instructions] [--write FILE]
 
 Prints markdown: the machine, the date, package versions and the commit,
-one table per workload, and the targets of issue 11 with pass / fail.
-``--write`` also writes it to a file. Instruction counts (callgrind) for W1
-and W2 are ``make bench-instructions`` (``python -m bench.instructions``).
+one table per workload, then the targets of issue 11 and of issue 26
+("Speed must not regress") with pass / fail. ``--targets`` runs only the
+workloads issue 26's targets need (W1-W3; ``--quick --targets`` takes about
+two minutes), for a check after each step of the core's rebuild.
+``--instructions`` adds the callgrind counts (``bench.instructions``, the
+1,000-entry chain left out when quick) and their targets: a few minutes
+more, and the figures that hold on a shared machine. ``--write`` also
+writes the report to a file.
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ import anyio.to_thread
 
 import orchestrator
 
-from . import baselines, catalog, graph, invoke, load
-from .timing import Table, targets_markdown
+from . import baselines, catalog, graph, instructions, invoke, load
+from .timing import Table, Target, targets_markdown
 
 PACKAGES = (
     "toolcascade",
@@ -38,8 +43,10 @@ PACKAGES = (
     "langchain-core",
     "langgraph",
     "langgraph-prebuilt",
+    "langsmith",
 )
 WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7")
+ISSUE_26 = ("W1", "W2", "W3")  # the workloads issue 26's targets are measured on
 
 
 def cpu_model() -> str:
@@ -111,11 +118,16 @@ async def run(only: set[str], quick: bool, folder: Path) -> list[Table]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer tools, calls and rounds (about a minute)")
-    parser.add_argument("--only", default=",".join(WORKLOADS), help="workloads to run, e.g. W1,W2")
+    parser.add_argument("--only", help=f"workloads to run, e.g. W1,W2 (default: all, {','.join(WORKLOADS)})")
+    parser.add_argument(
+        "--targets", action="store_true", help=f"run only what issue 26's targets need ({','.join(ISSUE_26)})"
+    )
+    parser.add_argument("--instructions", action="store_true", help="also count instructions (callgrind)")
     parser.add_argument("--write", type=Path, help="also write the report to this file")
     parser.add_argument("--commit", help="the commit measured, when the engine is not a git checkout")
     options = parser.parse_args()
-    only = {name.strip().upper() for name in options.only.split(",")}
+    chosen = options.only or ",".join(ISSUE_26 if options.targets else WORKLOADS)
+    only = {name.strip().upper() for name in chosen.split(",")}
     if unknown := only - set(WORKLOADS):
         parser.error(f"unknown workloads {sorted(unknown)}; choose from {', '.join(WORKLOADS)}")
     top = header(options.quick, options.commit or commit())
@@ -140,9 +152,19 @@ def main() -> None:
         section = w7.stdout if w7.returncode == 0 else f"## W7\n\nfailed: {w7.stderr.strip()[-2000:]}\n"
         sys.stdout.write(section)
         parts.append(section)
+    counted: list[Target] = []
+    if options.instructions:  # after the timings, so valgrind never shares the machine with them
+        engine = Path(orchestrator.__file__).resolve().parent.parent  # the engine the timings measured
+        counts = instructions.count(longest=not options.quick, engine=engine)
+        counted = instructions.targets(counts)
+        section = instructions.markdown(counts)
+        sys.stdout.write(section + "\n")
+        parts.append(section)
     load_avg = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     summary = (
-        f"## Targets\n\n{targets_markdown(tables)}\n"
+        f"## Targets (issue 11)\n\n{targets_markdown(tables, 11)}\n"
+        f"## Targets (issue 26: speed must not regress)\n\n{targets_markdown(tables, 26, counted)}\n"
+        f"{'' if options.instructions else 'Instruction counts: add --instructions (callgrind, a few minutes).'}\n"
         f"Suite took {time.perf_counter() - started:.0f} s; load average at the end: {load_avg}.\n"
     )
     sys.stdout.write(summary)

@@ -161,4 +161,91 @@ async def test_w3_times_the_page_beside_the_parts_it_cannot_do_without(tmp_path:
     floor = rows["  the parts together (W1 + the three above)"]
     assert page.note == "5 invocations" and "  part: 4 more invocations at the per-entry cost" in rows
     assert page.sample is not None and floor.sample is not None and floor.ratios["W1"] > 1
-    assert [target.text for target in w3.targets] == ["W3 ≤ 3x W1"]
+    assert [(target.issue, target.text) for target in w3.targets] == [
+        (11, "W3 ≤ 3x W1"),
+        (26, "W3 ≤ 2x the sum of its parts, each timed alone in the same rounds"),
+    ]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # LangChain's agent runs on asyncio
+async def test_langchain_baseline_runs_the_agent_loop_through_its_public_api() -> None:
+    """`agent.ainvoke` runs model -> tool (through the middleware) -> model, every call, whatever ran before."""
+    pytest.importorskip("langchain")
+    from bench.baselines import langchain_agent_call, langchain_toolnode_call
+
+    for count in (0, 3):
+        call = langchain_agent_call(count)
+        assert call is not None
+        first, again = await call(), await call()  # the first call checks the messages itself
+        assert [type(m).__name__ for m in again["messages"]] == [type(m).__name__ for m in first["messages"]]
+        assert again["messages"][-1].content == "done"
+    assert langchain_toolnode_call(1) is not None  # the older, private figure is still measurable
+
+
+async def test_measure_together_times_each_call_in_turn_and_keeps_their_order() -> None:
+    from bench.timing import measure_together
+
+    ran: list[str] = []
+
+    async def a() -> None:
+        ran.append("a")
+
+    async def b() -> None:
+        ran.append("b")
+
+    samples = await measure_together([(a, 3), (b, 2)], rounds=2, warmup=1)
+    assert len(samples) == 2 and all(s.rounds == 2 and s.median >= s.min > 0 for s in samples)
+    assert ran == ["a", "b", *(["a"] * 3 + ["b"] * 2) * 2]
+
+
+def test_targets_are_printed_per_issue_with_their_verdicts() -> None:
+    from bench.timing import Table, Target, targets_markdown
+
+    table = Table("W2 each extra pass-through middleware")
+    table.target("W2 ≤ 5x MAF's per-middleware cost", "4x", True)
+    table.target("W2 ≤ 3x MAF's per-middleware cost", "4x", False, issue=26)
+    table.target("W2 vs LangChain", "0.01x", None, issue=26, info=True)
+    extra = Target("callgrind", "W1 ≤ 1.05x", "1.0x", None, 26)
+    eleven, twenty_six = targets_markdown([table], 11), targets_markdown([table], 26, [extra])
+    assert "5x MAF" in eleven and "3x MAF" not in eleven and "callgrind" not in eleven
+    assert [line.rsplit("|", 2)[1].strip() for line in twenty_six.splitlines()[2:]] == [
+        "**FAIL**",
+        "(figure, no bound)",
+        "not measured",
+    ]
+
+
+def test_instruction_targets_compare_with_the_reference_and_the_page_with_its_parts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import bench.instructions as instructions
+    from bench.instructions import Count, per_call, targets
+
+    assert per_call([100, 500, 10, 90], [10, 2]) == [10.0, 10.0]  # (5N phase - N phase) / 4N, per case
+    monkeypatch.setattr(instructions, "REFERENCE", {"w1": 100.0, "w3": 1000.0})
+    counts = [
+        Count("w1", "W1", 104.0),
+        Count("w3", "W3", 1100.0),
+        Count("w3-parts", "parts", 500.0),
+        Count("per-entry-100", "at 100", 10.0),
+        Count("per-entry-1000", "at 1000", 13.0),
+    ]
+    verdicts = {t.text.split(":")[0] if ":" in t.text else t.text: t.passed for t in targets(counts)}
+    assert verdicts["W1"] is True and verdicts["W3"] is False  # +4% passes, +10% fails
+    assert verdicts["W3 ≤ 2x the sum of its parts, in instructions"] is False  # 2.2x
+    assert [t.passed for t in targets(counts) if "chain" in t.text] == [False]  # 1.3x > 1.2x
+
+
+@pytest.mark.slow
+def test_instruction_phases_are_counted_between_markers(tmp_path: Path) -> None:
+    """One valgrind run, one total per phase between two os.getppid() calls (callgrind --dump-before)."""
+    import shutil
+
+    from bench.instructions import phases
+
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed")
+    marker, small_loop, big_loop = "os.getppid()\n", "x = [i for i in range(1000)]\n", "x = [i for i in range(5000)]\n"
+    script = "import os\n" + marker + small_loop + marker + big_loop + marker
+    small, big = phases(script, [])
+    assert 0 < small < big
