@@ -13,9 +13,10 @@ rendering, so text from args can never open a message; these two are the
 exceptions the author wrote. When the file is loaded, such a line becomes a
 marker that carries a per-process secret (``mark``): rendered, a role line
 reads ``\\x02SECRET:role:user\\x03``, which no arg can forge. After rendering,
-``split`` cuts the text at the markers. A role line's value must be ``user``
-or ``assistant`` (a ``system`` message is the author's, never the data's);
-any other value stays text, as Prompty keeps a line that names no role. A
+``split`` cuts the text at the markers. A role line opens a ``user`` or
+``assistant`` message; any other role it names (``system``) opens a ``user``
+message, since a system message is the author's, never the data's; an
+empty one stays text, as Prompty keeps a line that names no role. A
 thread's items are ``{role, content}`` with the same two roles.
 """
 
@@ -96,13 +97,14 @@ def split(role: str, text: str, args: Mapping[str, Any], where: Mapping[str, Any
         parts.append(text[position : match.start()])
         position = match.end()
         kind, value = match.group(1), match.group(2)
-        if kind == "role" and value.strip().lower() not in DATA_ROLES:
-            parts.append(f"{value}:")  # names no role it may open: text, as Prompty keeps it
+        if kind == "role" and not value.strip():
+            parts.append(f"{value}:")  # names no role: text, as Prompty keeps it
             continue
         pieces.append(Piece(current, "".join(parts)))
         parts = []
         if kind == "role":
-            current = value.strip().lower()
+            wanted = value.strip().lower()
+            current = wanted if wanted in DATA_ROLES else "user"  # data never opens a system message
             continue
         pieces.extend(thread_messages(value, args.get(value), where))
         current = role
