@@ -1,0 +1,202 @@
+"""Time to first token through an agent beside the raw SDK client reused, against fakellm on 127.0.0.1 (issue 29).
+
+One run starts fakellm (a local OpenAI- and Anthropic-compatible streaming
+server), then, turn about, asks the same question through a toolcascade
+agent (``manager.invoke``; the first ``model.delta`` with text) and through
+the SDK's own client built once (``create(stream=True)``; the first chunk
+with text). For each provider it prints the median time to first token of
+both and their ratio (target: at most 1.2x), and, for scale, the raw client
+rebuilt for every request (what toolcascade did before it kept its clients).
+
+    .venv/bin/python -m bench.ttft [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from orchestrator import Event, Manager
+
+TARGET = 1.2
+QUESTION = "Say hello"
+RULES = "rules:\n  - name: hello\n    respond: {content: 'Hello there, friend.'}\n"
+KEY_ENV = "TTFT_BENCH_KEY"
+
+
+def start_fakellm(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """fakellm serving ``RULES`` on a free port of 127.0.0.1; the process and its base URL."""
+    import socket
+
+    (folder / "rules.yaml").write_text(RULES)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    exe = Path(sys.executable).parent / "fakellm"
+    command = [str(exe), "serve", "--host", "127.0.0.1", "--port", str(port), "--config", "rules.yaml"]
+    process = subprocess.Popen(command, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/_fakellm/stats", timeout=2):
+                return process, base
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                raise RuntimeError("fakellm did not start") from None
+            time.sleep(0.1)
+
+
+def write_agents(tools: Path, base: str) -> None:
+    """``hello-openai`` and ``hello-anthropic``: agents asking fakellm the question."""
+    for provider, url in (("openai", f"{base}/v1"), ("anthropic", base)):
+        model = {"provider": provider, "name": "bench", "base-url": url, "api-key-env": KEY_ENV}
+        front = json.dumps({"metadata": {"model": model}})
+        (tools / f"hello-{provider}.md").write_text(f"---\n{front}\n---\n{QUESTION}\n")
+
+
+class Agent:
+    """Time to first token through ``manager.invoke``: the first text ``model.delta`` event."""
+
+    def __init__(self, tools: Path, ref: str) -> None:
+        self.manager = Manager([tools], on_event=self.on_event)
+        self.ref = ref
+        self.started = 0.0
+        self.first: float | None = None
+
+    def on_event(self, event: Event) -> None:
+        if event.kind == "model.delta" and self.first is None and event.data.get("text"):
+            self.first = time.perf_counter()
+
+    async def __call__(self) -> float:
+        self.first = None
+        self.started = time.perf_counter()
+        await self.manager.invoke(self.ref)
+        assert self.first is not None, "the agent streamed no text"
+        return self.first - self.started
+
+
+def raw_openai(base: str, reuse: bool) -> Callable[[], Awaitable[float]]:
+    """Time to first token of ``AsyncOpenAI``: one client for every request, or one per request."""
+    import openai
+
+    def make() -> Any:
+        return openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="sk-bench", max_retries=0)
+
+    kept = make() if reuse else None
+
+    async def ask() -> float:
+        client = kept or make()
+        started = time.perf_counter()
+        first = None
+        stream = await client.chat.completions.create(
+            model="bench", messages=[{"role": "user", "content": QUESTION}], stream=True
+        )
+        async for chunk in stream:
+            if first is None and chunk.choices and chunk.choices[0].delta.content:
+                first = time.perf_counter()
+        if kept is None:
+            await client.close()
+        assert first is not None
+        return first - started
+
+    return ask
+
+
+def raw_anthropic(base: str, reuse: bool) -> Callable[[], Awaitable[float]]:
+    """Time to first token of ``AsyncAnthropic``: one client for every request, or one per request."""
+    import anthropic
+
+    def make() -> Any:
+        return anthropic.AsyncAnthropic(base_url=base, api_key="sk-bench", max_retries=0)
+
+    kept = make() if reuse else None
+
+    async def ask() -> float:
+        client = kept or make()
+        started = time.perf_counter()
+        first = None
+        stream = await client.messages.create(
+            model="bench", max_tokens=64, messages=[{"role": "user", "content": QUESTION}], stream=True
+        )
+        async for event in stream:
+            if first is None and event.type == "content_block_delta" and getattr(event.delta, "text", ""):
+                first = time.perf_counter()
+        if kept is None:
+            await client.close()
+        assert first is not None
+        return first - started
+
+    return ask
+
+
+async def together(calls: dict[str, Callable[[], Awaitable[float]]], rounds: int) -> dict[str, float]:
+    """The median of each call's times, the calls taken turn about (after one warm-up each)."""
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for call in calls.values():
+        await call()  # warm-up: imports, first connection
+    for _ in range(rounds):
+        for name, call in calls.items():
+            times[name].append(await call())
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+async def bench(rounds: int) -> list[tuple[str, float, float, float]]:
+    """Per provider: (provider, agent, raw reused, raw rebuilt) median seconds to first token."""
+    os.environ.setdefault(KEY_ENV, "sk-bench")
+    with tempfile.TemporaryDirectory() as folder:
+        process, base = start_fakellm(Path(folder))
+        try:
+            tools = Path(folder) / "tools"
+            tools.mkdir()
+            write_agents(tools, base)
+            rows = []
+            for provider, raw in (("openai", raw_openai), ("anthropic", raw_anthropic)):
+                agent = Agent(tools, f"hello-{provider}")
+                async with agent.manager:
+                    medians = await together({"agent": agent, "raw": raw(base, True)}, rounds)
+                    rebuilt = await together({"rebuilt": raw(base, False)}, max(3, rounds // 5))
+                rows.append((provider, medians["agent"], medians["raw"], rebuilt["rebuilt"]))
+            return rows
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+def table(rows: list[tuple[str, float, float, float]]) -> str:
+    lines = [
+        "| provider | agent (toolcascade) | raw client reused | ratio | target | raw client rebuilt per request |",
+        "| --- | ---: | ---: | ---: | --- | ---: |",
+    ]
+    for provider, agent, raw, rebuilt in rows:
+        ratio = agent / raw
+        verdict = "met" if ratio <= TARGET else "missed"
+        lines.append(
+            f"| {provider} | {agent * 1e3:.2f} ms | {raw * 1e3:.2f} ms | {ratio:.2f}x | "
+            f"<= {TARGET}x: {verdict} | {rebuilt * 1e3:.2f} ms |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.ttft", description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=30, help="requests per client (default 30)")
+    args = parser.parse_args(argv)
+    print(table(anyio.run(bench, args.rounds)))
+
+
+if __name__ == "__main__":
+    main()
