@@ -81,6 +81,34 @@ def read_answer(answer: Any, *, batch: bool) -> tuple[Decision, str | None]:
     return Decision("edit", args=edited), None
 
 
+class Refusal:
+    """The approver of a call whose MCP client cannot be asked: denies each held call, naming it and who called it.
+
+    The reason names the held tool (``weather``) and, for a tool an agent
+    called, the agent (``weather_approval``): never the agent in the tool's place.
+    """
+
+    label = "the MCP server"
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    async def __call__(self, request: dict[str, Any]) -> Decision:
+        return Decision("deny", reason=refusal(request, self.why))
+
+
+def refusal(request: Mapping[str, Any], why: str) -> str:
+    """Why a held call (or batch) is denied: what is held, who called it, and ``why`` nobody can approve it."""
+    if request.get("kind") == "batch":
+        tools = ", ".join(repr(call.get("tool")) for call in request.get("calls") or [])
+        what = f"the calls of {tools} need"
+    else:
+        what = f"tool {request.get('tool')!r} needs"
+    agent = request.get("agent")
+    by = f" (called by agent {agent!r})" if agent else ""
+    return f"{what} approval{by}, and this MCP client cannot give it: {why}"
+
+
 class Elicitor:
     """The approver of one handshake-era MCP call: asks the client's user with an ``elicitation/create`` form."""
 

@@ -19,13 +19,14 @@ import anyio.to_thread
 from .errors import OrchestratorError, describe
 from .manager import Manager
 from .schema import object_schema
-from .tool import wire_name
+from .tool import ToolInfo, wire_name
 
 log = logging.getLogger("orchestrator.mcp")
 
 POLL_INTERVAL = 1.0
 MAX_NAME = 128  # SEP-986
 LISTING_SHARE = 4  # a listing is reused for at least this many times what it took
+KNOWN = 65_536  # tools whose listing is kept with the description it was made from
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,8 @@ class Listings:
         self._keys: tuple[dict[str, Listing], list[tuple[str, str | None, str]]] | None = None
         self._running: _Run | None = None  # the listing in progress on a worker thread
         self._failing: str | None = None  # the listing failure last logged (None after a success)
+        # ref -> (the manager's description, its listing): a description is a new object when its files change
+        self._known: dict[str, tuple[ToolInfo, Listing]] = {}
 
     # -- listing ---------------------------------------------------------------
 
@@ -76,16 +79,32 @@ class Listings:
             if name in served:
                 self._report(info.ref, f"not served: its MCP name {name!r} is taken by {served[name].ref!r}")
                 continue
-            if len(name) > MAX_NAME:
-                self._report(info.ref, f"not served: its MCP name is longer than {MAX_NAME} characters")
-                continue
             try:
-                schema, wrapped = object_schema(info.params)
+                listing = self._listed(info)
             except ValueError as exc:
                 self._report(info.ref, f"not served: {exc}")
                 continue
-            served[name] = Listing(info.ref, name, info.description, schema, wrapped)
+            served[name] = listing
         return served
+
+    def _listed(self, info: ToolInfo) -> Listing:
+        """How the tool ``info`` describes is served; made once per description (see ``_known``).
+
+        Raises:
+            ValueError: it cannot be served (its MCP name is too long, its ``params`` is no schema).
+        """
+        known = self._known.get(info.ref)
+        if known is not None and known[0] is info:
+            return known[1]
+        name = wire_name(info.ref)
+        if len(name) > MAX_NAME:
+            raise ValueError(f"its MCP name is longer than {MAX_NAME} characters")
+        schema, wrapped = object_schema(info.params)
+        listing = Listing(info.ref, name, info.description, schema, wrapped)
+        if len(self._known) >= KNOWN:
+            self._known.clear()
+        self._known[info.ref] = (info, listing)
+        return listing
 
     async def relist(self) -> dict[str, Listing]:
         """A new listing, made on a worker thread and kept as the latest; one at a time.
@@ -159,13 +178,9 @@ class Listings:
         """How ``ref`` would be listed now, or None when it is not served (missing, broken, hidden, unnamable)."""
         try:
             info = self.manager.describe(ref)
-            schema, wrapped = object_schema(info.params)
+            return None if info.hidden else self._listed(info)
         except (OrchestratorError, ValueError):
             return None
-        name = wire_name(ref)
-        if info.hidden or len(name) > MAX_NAME:
-            return None
-        return Listing(ref, name, info.description, schema, wrapped)
 
     def _recheck(
         self, listed: Listing, latest: tuple[float, dict[str, Listing]]

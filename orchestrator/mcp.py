@@ -78,7 +78,6 @@ import functools
 import heapq
 import json
 import logging
-import math
 import time
 from collections.abc import Awaitable, Container, Mapping
 from typing import TYPE_CHECKING, Any
@@ -87,9 +86,8 @@ import anyio
 import anyio.to_thread
 
 from . import approval
-from .approval import Denier
 from .callers import Caller, check_untrusted
-from .elicitation import APPROVAL, Elicitor, held, read_answer
+from .elicitation import APPROVAL, Elicitor, Refusal, held, read_answer
 from .errors import (
     ArgsValidationError,
     ConfigurationError,
@@ -99,13 +97,12 @@ from .errors import (
     ToolNotFoundError,
     describe,
 )
-from .events import Event
 from .listings import LISTING_SHARE as LISTING_SHARE
 from .listings import MAX_NAME as MAX_NAME
 from .listings import POLL_INTERVAL, Listing, Listings
 from .manager import Manager
 from .options import extract_options
-from .progress import PROGRESS, report_progress
+from .progress import Reporters, wants_reports
 from .registry import close_refs
 from .results import SERVER_PATH as SERVER_PATH
 from .results import ServedPaths, failure, success
@@ -178,6 +175,7 @@ class Service(Listings):
         self.max_timeout = max_timeout
         self.stateless_http = stateless_http
         self.paths = ServedPaths(manager)
+        self.reporters = Reporters(manager)
 
     async def list_tools(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         """The served tools; a JSON-RPC error naming the cause when they cannot be listed (module docstring)."""
@@ -220,7 +218,7 @@ class Service(Listings):
                 switch="--allow-",  # named in a refusal of $overrides or a session
             )
             args, options = self.options(listing, params.arguments or {}, envelope(ctx, self.stateless_http), caller)
-            with approval.asking(self.approver(ctx, listing.ref)):
+            with approval.asking(self.approver(ctx)):
                 result = await self.reporting(ctx, self.manager.invoke(listing.ref, args, caller=caller, **options))
         except Interrupted as exc:  # held with nobody to ask now: a 2026-era client answers on its retry
             if ctx.session.can_send_request:  # a handshake-era client cannot retry with an answer
@@ -245,7 +243,7 @@ class Service(Listings):
             log.warning("call of %r failed: %s", ref, full)
         return failure(shown)
 
-    def approver(self, ctx: Context, ref: str) -> approval.Approver | None:
+    def approver(self, ctx: Context) -> approval.Approver | None:
         """Who decides the calls this request holds: the client's user, or a denial saying why not.
 
         None on a 2026-era session whose client can answer elicitations: the
@@ -254,11 +252,7 @@ class Service(Listings):
         capabilities = ctx.session.client_capabilities
         asked = capabilities.elicitation if capabilities is not None else None
         if asked is None or (asked.form is None and asked.url is not None):
-            return Denier(
-                f"tool {ref!r} needs approval, and this MCP client cannot give it: it did not declare the "
-                "elicitation capability",
-                "the MCP server",
-            )
+            return Refusal("it did not declare the elicitation capability")
         if not ctx.session.can_send_request:
             return None
         return Elicitor(ctx)
@@ -279,39 +273,25 @@ class Service(Listings):
         return success(await self.reporting(ctx, self.manager.resume(token, decision, ref=listing.ref)))
 
     async def reporting(self, ctx: Context, call: Awaitable[Any]) -> Any:
-        """Await ``call`` while its events become progress notifications to a caller that asked for them.
+        """Await ``call``; its events become coalesced progress notifications when the caller can hear them.
 
-        Events reach ``on_event`` from the call's own tasks; a ContextVar tells
-        them which call they belong to. What the call does is the message:
-        ``calling weather``, ``weather done``, ``asking the model (iteration 2)``,
-        and the answer's text as it streams; tool starts and ends are also log
-        messages (``notifications/message``, logger ``toolcascade``).
+        A caller that asked for no progress and can take no log messages gets
+        none of the machinery (``orchestrator.progress``).
         """
-        send, receive = anyio.create_memory_object_stream[Event](math.inf)
-        outcome: list[Any] = []
-        if self.on_event not in self.manager.events.listeners:
-            self.manager.events.listeners.append(self.on_event)
-        token = PROGRESS.set(send)
-        try:
-            async with anyio.create_task_group() as group:
-                group.start_soon(report_progress, ctx, receive)
-                try:
-                    outcome.append(await call)
-                except Exception as exc:  # re-raised outside the task group, unwrapped
-                    outcome.append(exc)
-                finally:
-                    send.close()
-        finally:
-            PROGRESS.reset(token)
-        if isinstance(outcome[0], Exception):
-            raise outcome[0]
-        return outcome[0]
+        if not wants_reports(ctx):
+            return await call
+        return await self.reporters.report(ctx, call)
 
-    def on_event(self, event: Event) -> None:
-        """Hand an event to the progress stream of the MCP call it belongs to, if that call asked for progress."""
-        stream = PROGRESS.get()
-        if stream is not None:
-            stream.send_nowait(event)
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        """The ``inputSchema`` of ``name`` as the latest listing has it (None: not listed yet).
+
+        The SDK's lookup for checking ``Mcp-Param-*`` headers: without it, the
+        SDK would run ``tools/list`` before every 2026-era HTTP call. It reads
+        the listing only, never a file, as it runs on the event loop.
+        """
+        latest = self._latest
+        listing = latest[1].get(name) if latest is not None else None
+        return listing.schema if listing is not None else None
 
     def options(
         self, listing: Listing, arguments: dict[str, Any], env: dict[str, Any], caller: Caller
@@ -483,6 +463,7 @@ def build_server(
         version=__version__,
         lifespan=lifespan,
         cache_hints={"tools/list": CacheHint(ttl_ms=0)},  # the list follows the files
+        get_tool_input_schema=service.input_schema,
         on_list_tools=service.list_tools,
         on_call_tool=service.call_tool,
         on_subscriptions_listen=service.listen,

@@ -1,25 +1,48 @@
-"""Progress of an MCP call: its events as progress notifications and log messages to the caller."""
+"""Progress of an MCP call: its events as progress notifications and log messages, coalesced, to a caller that asked.
+
+**Only when asked.** A call gets a ``Reporter`` only when its caller can hear
+one (``wants_reports``): the request carries a progress token, or log
+messages can reach it (always on handshake-era sessions; on 2026-era ones
+only when the request opted in with a log level; in-process 2026-era
+connections show the server no token, so they always get one). Any other call runs with
+no progress machinery at all, and the server listens to the manager's events
+only while some call is reported (``Reporters``), so unreported calls build
+no events either.
+
+**Coalesced.** A reporter sends at most one progress notification per
+``INTERVAL`` (0.1 s): what happened meanwhile goes out together, the answer's
+text deltas joined into one piece and other messages on lines of their own.
+The first notification goes out as soon as the sender task runs, and
+whatever is pending when the call ends is always sent before its result.
+Tool starts and ends are also log messages (``notifications/message``,
+logger ``toolcascade``), sent at the same moments, one per event.
+"""
 
 from __future__ import annotations
 
 import logging
+import threading
 import warnings
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+import anyio
 
 from .events import Event
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
+    from .manager import Manager
+
     Context = ServerRequestContext[dict[str, Any], Any]
 
 log = logging.getLogger("orchestrator.mcp")
 
-PROGRESS: ContextVar[MemoryObjectSendStream[Event] | None] = ContextVar("toolcascade_mcp_progress", default=None)
-"""The progress stream of the MCP call being served (set while it runs), for its events."""
+INTERVAL = 0.1  # seconds between two progress notifications of one call, at least
+
+PROGRESS: ContextVar[Reporter | None] = ContextVar("toolcascade_mcp_progress", default=None)
+"""The reporter of the MCP call being served (set while it runs), for its events."""
 
 
 def progress_message(event: Event) -> str | None:
@@ -38,31 +61,137 @@ def progress_message(event: Event) -> str | None:
     return None
 
 
-async def report_progress(ctx: Context, events: MemoryObjectReceiveStream[Event]) -> None:
-    """Send each event worth a message as a progress notification; a client gone away only stops them.
+def wants_reports(ctx: Context) -> bool:
+    """Whether anything the call reports can reach its caller: a progress token, or deliverable log messages."""
+    from mcp.types import LOG_LEVEL_META_KEY
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-    A handshake-era caller names a progress token in the request's ``_meta``;
-    a 2026-era one gets the request-scoped progress its client asked for (the
-    SDK sends nothing when it did not).
+    from .transports import SERVED_OVER
+
+    meta = ctx.meta or {}
+    if meta.get("progress_token") is not None:
+        return True
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return True  # handshake era: log messages may always be sent
+    if ctx.request is None and SERVED_OVER.get() is None:
+        return True  # in-process 2026-era (mcp.Client(server)): the SDK hands progress to the caller's callback
+    return LOG_LEVEL_META_KEY in meta
+
+
+def joined(parts: list[tuple[bool, str]]) -> str:
+    """One message for pending ``(is_text, message)`` parts: adjacent text deltas joined, other messages on lines."""
+    pieces: list[str] = []
+    text = False
+    for is_text, message in parts:
+        if is_text and text:
+            pieces[-1] += message
+        else:
+            pieces.append(message)
+        text = is_text
+    return "\n".join(pieces)
+
+
+class Reporter:
+    """The progress of one MCP call: pending messages, and the sender that sends them at most every ``INTERVAL``.
+
+    ``push`` is called synchronously from the call's tasks (events); from
+    another thread it only queues, and the next event or the end of the
+    call sends what it queued.
     """
-    token = (ctx.meta or {}).get("progress_token")
-    count = 0
-    async with events:
-        async for event in events:
-            message = progress_message(event)
-            if message is None:
-                continue
-            count += 1
-            try:
-                if token is not None:
-                    await ctx.session.send_progress_notification(token, count, None, message, _request_id(ctx))
-                else:
-                    await ctx.session.report_progress(count, None, message)
-                if event.kind in ("tool.start", "tool.end"):
-                    await _log(ctx, bool(event.data.get("error")), message)
-            except Exception:  # the client left or refused: the call itself goes on
-                log.debug("progress notification not sent", exc_info=True)
-                return
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.token = (ctx.meta or {}).get("progress_token")
+        self.parts: list[tuple[bool, str]] = []  # (a text delta, the message), pending
+        self.logs: list[tuple[bool, str]] = []  # (failed, the message), pending
+        self.wake = anyio.Event()
+        self.count = 0  # progress notifications sent
+        self.gone = False  # the client left or refused a notification: send no more
+        self.thread = threading.get_ident()
+
+    def push(self, event: Event) -> None:
+        message = progress_message(event)
+        if message is None:
+            return
+        self.parts.append((event.kind == "model.delta", message))
+        if event.kind in ("tool.start", "tool.end"):
+            self.logs.append((bool(event.data.get("error")), message))
+        if threading.get_ident() == self.thread:
+            self.wake.set()
+
+    async def run(self) -> None:
+        """Send what is pending whenever something is, then wait ``INTERVAL``; until cancelled."""
+        while True:
+            await self.wake.wait()
+            self.wake = anyio.Event()
+            await self.flush()
+            await anyio.sleep(INTERVAL)
+
+    async def flush(self) -> None:
+        """Send the pending messages: one progress notification, and a log message per tool start or end."""
+        parts, self.parts = self.parts, []
+        logs, self.logs = self.logs, []
+        if self.gone or not (parts or logs):
+            return
+        ctx = self.ctx
+        try:
+            with anyio.CancelScope(shield=True):  # taken from the queue: never lost half-sent
+                if parts:
+                    self.count += 1
+                    message = joined(parts)
+                    if self.token is not None:
+                        await ctx.session.send_progress_notification(
+                            self.token, self.count, None, message, _request_id(ctx)
+                        )
+                    else:
+                        await ctx.session.report_progress(self.count, None, message)
+                for failed, line in logs:
+                    await _log(ctx, failed, line)
+        except Exception:  # the client left or refused: the call itself goes on
+            self.gone = True
+            log.debug("progress notification not sent", exc_info=True)
+
+
+class Reporters:
+    """The calls being reported on one manager; its events are listened to only while there is one."""
+
+    def __init__(self, manager: Manager) -> None:
+        self.manager = manager
+        self.active = 0
+
+    def on_event(self, event: Event) -> None:
+        """Hand an event to the reporter of the MCP call it belongs to (a ContextVar says which)."""
+        reporter = PROGRESS.get()
+        if reporter is not None:
+            reporter.push(event)
+
+    async def report(self, ctx: Context, call: Any) -> Any:
+        """Await ``call`` while its events become progress notifications; the last ones are sent before returning."""
+        reporter = Reporter(ctx)
+        listeners = self.manager.events.listeners
+        if self.active == 0 and self.on_event not in listeners:
+            listeners.append(self.on_event)
+        self.active += 1
+        token = PROGRESS.set(reporter)
+        outcome: list[Any] = []
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(reporter.run)
+                try:
+                    outcome.append(await call)
+                except Exception as exc:  # re-raised outside the task group, unwrapped
+                    outcome.append(exc)
+                finally:
+                    group.cancel_scope.cancel()
+            await reporter.flush()  # the last one is always sent, before the result
+        finally:
+            PROGRESS.reset(token)
+            self.active -= 1
+            if self.active == 0 and self.on_event in listeners:
+                listeners.remove(self.on_event)
+        if isinstance(outcome[0], Exception):
+            raise outcome[0]
+        return outcome[0]
 
 
 async def _log(ctx: Context, failed: bool, message: str) -> None:

@@ -7,6 +7,7 @@ import logging
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigurationError
@@ -17,6 +18,9 @@ if TYPE_CHECKING:
     State = dict[str, Any]
 
 log = logging.getLogger("orchestrator.mcp")
+
+SERVED_OVER: ContextVar[str | None] = ContextVar("toolcascade_mcp_transport", default=None)
+"""``"stdio"`` or ``"http"`` inside ``serve_stdio`` and ``serve_http``; None for a server run in-process."""
 
 
 @asynccontextmanager
@@ -62,6 +66,7 @@ def parse_address(address: str) -> tuple[str, int]:
 async def serve_stdio(server: Server[State]) -> None:
     from mcp.server.stdio import stdio_server
 
+    SERVED_OVER.set("stdio")  # this task's context, inherited by the server's tasks
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
@@ -69,6 +74,7 @@ async def serve_stdio(server: Server[State]) -> None:
 async def serve_http(server: Server[State], host: str, port: int, stateless: bool = True) -> None:
     import uvicorn
 
+    SERVED_OVER.set("http")
     # One process per container, scaled by replicas: stateless, any replica answers any request.
     app = server.streamable_http_app(host=host, stateless_http=stateless)
     config = uvicorn.Config(app, host=host, port=port, access_log=False, lifespan="on")

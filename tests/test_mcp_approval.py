@@ -146,3 +146,36 @@ async def test_mcp_an_agents_held_tool_call_is_asked_and_the_model_goes_on(serve
             result = await client.call_tool("mailer", {})
     assert text(result) == "done"
     assert "Approve the call of deliver (asked by mailer)?" in seen[0].message
+
+
+@MODES
+async def test_mcp_denial_for_a_client_without_elicitation_names_the_held_tool_and_the_agent(
+    served, write, tools, mode
+):
+    # Issue 29: the model hears which call was denied (deliver) and for whom (mailer), never the agent as the tool.
+    said = "tool 'deliver' needs approval (called by agent 'courier'), and this MCP client cannot give it"
+    script = [
+        {"calls": [{"name": "deliver", "arguments": {"to": "bob"}}]},
+        {"answer": "told", "expect": {"last-role": "tool", "contains": [said, "elicitation capability"]}},
+    ]
+    metadata = {
+        "model": {"provider": "scripted", "script": script},
+        "tools": ["deliver"],
+        "tool-pipeline": {"approval": {"tools": ["deliver"]}},
+    }
+    write("tools/courier.md", "---\n" + yaml.safe_dump({"metadata": metadata}) + "---\nGo.\n")
+    with anyio.fail_after(LIMIT):
+        async with Client(build_server(served), mode=mode) as client:
+            result = await client.call_tool("courier", {})
+    assert not result.is_error and text(result) == "told"
+
+
+def test_mcp_refusal_names_each_held_call_of_a_batch():
+    from orchestrator.elicitation import refusal
+
+    batch = {"kind": "batch", "agent": "a", "calls": [{"tool": "x"}, {"tool": "y"}]}
+    assert (
+        refusal(batch, "why")
+        == "the calls of 'x', 'y' need approval (called by agent 'a'), and this MCP client cannot give it: why"
+    )
+    assert refusal({"tool": "send"}, "why") == "tool 'send' needs approval, and this MCP client cannot give it: why"

@@ -1,6 +1,13 @@
-"""MCP progress (issue 13): a call that carries a progress token hears what the tool does as it happens."""
+"""MCP progress (issues 13, 29): a call that carries a progress token hears what the tool does, coalesced.
+
+At most one notification per ``INTERVAL`` (0.1 s) per call: what happened
+meanwhile goes out together, text deltas joined and other messages on lines of
+their own, and what is pending when the call ends is sent before its result.
+"""
 
 from __future__ import annotations
+
+import time
 
 import anyio
 import pytest
@@ -9,6 +16,7 @@ from mcp import Client
 
 from orchestrator import Manager
 from orchestrator.mcp import build_server
+from orchestrator.progress import INTERVAL, joined
 
 pytestmark = pytest.mark.anyio
 
@@ -41,14 +49,15 @@ async def test_mcp_progress_notifications_follow_the_call(served, mode):
             result = await client.call_tool("forecast", {}, progress_callback=progress)
             quiet = await client.call_tool("forecast", {})
     assert result.content[0].text == quiet.content[0].text == "Nine degrees in Oslo."
-    messages = [message for _value, message in heard]
-    assert messages[0] == "asking the model (iteration 1)"
-    assert "calling weather" in messages and "weather done" in messages
-    assert "asking the model (iteration 2)" in messages
-    assert "".join(m for m in messages[messages.index("asking the model (iteration 2)") + 1 :]) == (
-        "Nine degrees in Oslo."
-    )
-    assert [value for value, _m in heard] == sorted(value for value, _m in heard)
+    lines = "\n".join(message or "" for _value, message in heard).split("\n")
+    assert lines == [
+        "asking the model (iteration 1)",
+        "calling weather",
+        "weather done",
+        "asking the model (iteration 2)",
+        "Nine degrees in Oslo.",  # the answer's deltas, joined
+    ]
+    assert [value for value, _m in heard] == sorted({value for value, _m in heard})  # increasing
 
 
 async def test_mcp_tool_starts_and_ends_are_log_messages(served):
@@ -62,3 +71,46 @@ async def test_mcp_tool_starts_and_ends_are_log_messages(served):
             result = await client.call_tool("forecast", {})
     assert result.content[0].text == "Nine degrees in Oslo."
     assert logged == [("info", "calling weather"), ("info", "weather done")]
+
+
+STREAM = """
+import anyio
+from orchestrator import Event
+
+frontmatter = {"description": "Streams 1,000 tokens over about a second."}
+
+async def main(ctx):
+    for i in range(1000):
+        ctx.manager.events.emit(Event("model.delta", "stream", ctx.depth, ctx.run.id, 1, {"text": f"t{i} "}))
+        if i % 10 == 9:
+            await anyio.sleep(0.01)
+    return "streamed"
+"""
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_mcp_progress_of_a_1000_token_stream_is_coalesced_and_the_last_is_sent(write, tools, mode):
+    write("tools/stream.py", STREAM)
+    heard: list[tuple[float, str | None]] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        heard.append((value, message))
+
+    with anyio.fail_after(20):
+        async with Client(build_server(Manager([tools])), mode=mode) as client:
+            started = time.monotonic()
+            result = await client.call_tool("stream", {}, progress_callback=progress)
+            seconds = time.monotonic() - started
+    assert result.content[0].text == "streamed"
+    # Every token arrived, in order, batched: the last one too, before the result.
+    assert "".join(message or "" for _value, message in heard) == "".join(f"t{i} " for i in range(1000))
+    assert heard[-1][1].endswith("t999 ")
+    # About 10 a second: never more than one per interval over the call's time (plus the first and the last).
+    assert 2 <= len(heard) <= seconds / INTERVAL + 2
+    assert [value for value, _m in heard] == list(range(1, len(heard) + 1))
+
+
+def test_mcp_progress_joins_deltas_and_puts_other_messages_on_lines():
+    parts = [(False, "asking the model (iteration 1)"), (True, "Nine "), (True, "degrees"), (False, "calling x")]
+    assert joined(parts) == "asking the model (iteration 1)\nNine degrees\ncalling x"
+    assert joined([(True, "a"), (False, "b"), (True, "c")]) == "a\nb\nc"
