@@ -309,30 +309,44 @@ def add_usage(total: dict[str, Any], usage: Any) -> None:
     total["calls"] = total.get("calls", 0) + 1
 
 
+class RefusedAnswerError(ModelError):
+    """Raised when a model answered, but not as the request asked (cut off, or without the demanded call).
+
+    ``response`` is the answer (its ``usage`` counts: traces report its tokens).
+    """
+
+    def __init__(self, message: str, *, response: Mapping[str, Any], **where: Any) -> None:
+        self.response = dict(response)
+        super().__init__(message, **where)
+
+
 def check_response(request: Mapping[str, Any], response: Mapping[str, Any], tool: str | None = None) -> None:
     """Refuse an answer that is not what was asked: truncated, or without the tool call ``tool-choice`` demands.
 
     Raises:
-        ModelError: the answer was cut off, at max-tokens or by the server (not retryable), or the
-            model made no call though ``tool-choice`` is ``required`` or a tool's
-            name, or called another tool (retryable: the next sample may obey).
+        RefusedAnswerError: (a ``ModelError``) the answer was cut off, at max-tokens or by the server
+            (not retryable), or the model made no call though ``tool-choice`` is
+            ``required`` or a tool's name, or called another tool (retryable: the
+            next sample may obey).
     """
     spec = request.get("model") or {}
     if response.get("finish_reason") == "length":
-        raise ModelError(_cut_off(spec, response.get("usage")), retryable=False, tool=tool)
+        raise RefusedAnswerError(_cut_off(spec, response.get("usage")), response=response, retryable=False, tool=tool)
     choice = request.get("tool-choice")
     if not request.get("tools") or choice in (None, "auto", "none"):
         return
     names = [c.get("name") for c in response.get("tool_calls") or []]
     if not names:
-        raise ModelError(
+        raise RefusedAnswerError(
             f"model {label(spec)}: tool-choice is {choice!r} but the model answered without calling a tool",
+            response=response,
             retryable=True,
             tool=tool,
         )
     if choice != "required" and any(name != choice for name in names):
-        raise ModelError(
+        raise RefusedAnswerError(
             f"model {label(spec)}: tool-choice is {choice!r} but the model called {', '.join(map(str, names))}",
+            response=response,
             retryable=True,
             tool=tool,
         )
