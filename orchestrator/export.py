@@ -50,7 +50,7 @@ from .subagent import to_claude_agent
 from .tool import Tool
 from .translation import FORMAT_FIELDS as FORMAT_FIELDS
 from .translation import HOST_TOOLS as HOST_TOOLS
-from .translation import Lost, format_fields, prompty_template, report_rest, unliteral
+from .translation import Lost, format_fields, prompty_template, raw_spans, report_rest, unliteral
 
 FORMATS = ("prompty", "claude-agent")
 
@@ -119,9 +119,9 @@ def _own(tool: Tool) -> dict[str, Any]:
 # -- prompty -------------------------------------------------------------------
 
 
-_ROLE_LINE = re.compile(
-    r"^[ \t]*#?[ \t]*(system|user|assistant|function|tools?)[ \t]*:[ \t]*$", re.IGNORECASE | re.MULTILINE
-)
+_MARKER_LINE = re.compile(r"^[ \t]*#?[ \t]*([A-Za-z]+)[ \t]*(\[[^\]\n]*\])?[ \t]*:[ \t]*$", re.MULTILINE)
+# Roles Prompty itself splits on after rendering: such a line cannot stay text there, whatever the escape.
+_PROMPTY_ROLES = ("system", "user", "assistant", "function")
 
 
 def _directives(text: str, where: str, lost: list[Lost]) -> None:
@@ -133,9 +133,40 @@ def _directives(text: str, where: str, lost: list[Lost]) -> None:
         lost.append(Lost(where, f"directive :{directive.name} runs only in toolcascade: it stays text"))
 
 
-def _roles_in(text: str, where: str, lost: list[Lost]) -> None:
-    for match in _ROLE_LINE.finditer(text):
-        lost.append(Lost(where, f"the line {match.group(0).strip()!r} would start a new message in Prompty"))
+def escape_roles(text: str, where: str, lost: list[Lost]) -> str:
+    """``text`` with each line that would read back as a role marker (``TOOLS:``, ``user:``) written as a jinja2 string.
+
+    ``{{ 'TOOLS:' }}`` renders to the same line, and the Prompty adapter finds
+    markers in the source, so the exported file loads back with the same
+    messages. Prompty itself renders before it splits: a line naming one of its
+    roles (``user:``) still starts a message there, and is reported ``lost``.
+    """
+    if ":" not in text:
+        return text
+    from .formats.sections import FOREIGN_ROLES, ROLES, UNSUPPORTED_ROLES
+    from .typos import one_edit_apart
+
+    roles = (*ROLES, *UNSUPPORTED_ROLES)
+    raw = raw_spans(text)
+
+    def escape(match: re.Match[str]) -> str:
+        word = match.group(1).lower()
+        marker = (
+            word in roles
+            or word in FOREIGN_ROLES
+            or match.group(2) is not None
+            or any(one_edit_apart(word, role) and word != role + "s" for role in roles)
+        )
+        if not marker:
+            return match.group(0)
+        if word in _PROMPTY_ROLES:
+            lost.append(Lost(where, f"the line {match.group(0).strip()!r} starts a new message in Prompty itself"))
+        written = "{{ " + repr(match.group(0)) + " }}"
+        if any(start < match.start() < end for start, end in raw):  # literal text: step out of the raw block
+            return "{% endraw %}" + written + "{% raw %}"
+        return written
+
+    return _MARKER_LINE.sub(escape, text)
 
 
 def to_prompty(tool: Tool, meta: dict[str, Any], lost: list[Lost]) -> str:
@@ -307,7 +338,7 @@ def _sections(tool: Tool, meta: dict[str, Any], lost: list[Lost], mustache: bool
         converted = prompty_template(text, where, lost)
         _directives(converted, where, lost)
         if not completion:
-            _roles_in(converted, where, lost)
+            converted = escape_roles(converted, where, lost)
         return converted.strip()
 
     prompt = convert(tool.prompt or "", "prompt")

@@ -39,23 +39,36 @@ def to_claude_agent(tool: Tool, meta: dict[str, Any], lost: list[Lost]) -> str:
 
 
 def _tools(tool: Tool, meta: dict[str, Any], front: dict[str, Any], lost: list[Lost]) -> None:
-    """``tools`` and the host tools as the subagent's ``tools`` line; ours are reachable only when served."""
+    """``tools``: ours as Claude Code calls them when served, Claude Code's own as they are, and nothing else.
+
+    Ours are written ``mcp__toolcascade__NAME`` (Claude Code reaches them
+    through ``toolcascade serve`` as its MCP server ``toolcascade``; the
+    adapter reads them back as ours). Another host's tools (Copilot's
+    ``codebase``) are lost and never written, so no name changes meaning.
+    Without a ``tools`` line Claude Code offers every tool it has: that is said too.
+    """
+    from .formats import SERVED
+    from .tool import wire_name
+
     ours = [str(n) for n in meta.pop("tools", None) or []]
     host = [str(n) for n in meta.pop(HOST_TOOLS, None) or []]
-    if ours or host:
-        front["tools"] = ", ".join([*ours, *host])
-    if ours:
+    written = [SERVED + name for name in ours if wire_name(name) == name]
+    unreachable = [name for name in ours if wire_name(name) != name]
+    if unreachable:
+        lost.append(Lost("tools", f"{', '.join(unreachable)}: Claude Code cannot name these tools (not written)"))
+    if (tool.format or "").startswith("claude-"):
+        written += host
+    elif host:
         lost.append(
             Lost(
-                "tools",
-                f"{', '.join(ours)}: toolcascade tools, which Claude Code sees only when they are "
-                "served (toolcascade serve) and listed as mcp__SERVER__NAME",
+                HOST_TOOLS,
+                f"{', '.join(host)}: tools of the {tool.format or 'other'} host, not Claude Code's (not written)",
             )
         )
-    if host and not (tool.format or "").startswith("claude-"):
-        lost.append(
-            Lost(HOST_TOOLS, f"{', '.join(host)}: tools of the {tool.format or 'other'} host, not Claude Code's")
-        )
+    if written:
+        front["tools"] = ", ".join(written)
+    elif ours or host or not (tool.format or "").startswith("claude-"):
+        lost.append(Lost("tools", "no tools line: Claude Code offers the subagent every tool it has"))
 
 
 def _model(meta: dict[str, Any], front: dict[str, Any], lost: list[Lost]) -> None:

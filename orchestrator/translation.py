@@ -80,6 +80,11 @@ def prompty_template(text: str, where: str, lost: list[Lost]) -> str:
 _RAW = re.compile(r"\{%-?\s*raw\s*-?%\}.*?\{%-?\s*endraw\s*-?%\}", re.DOTALL)
 
 
+def raw_spans(text: str) -> list[tuple[int, int]]:
+    """The (start, end) offsets of the ``{% raw %}`` blocks in ``text``: literal text there is not a template."""
+    return [(match.start(), match.end()) for match in _RAW.finditer(text)] if "raw" in text else []
+
+
 def _protect_raw(text: str) -> str:
     # Raw blocks are literal text: their braces are not tags.
     return _RAW.sub(lambda m: "\x00" + m.group(0).encode("utf-8").hex() + "\x00", text)

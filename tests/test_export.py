@@ -6,10 +6,14 @@ the same params, model and prompt (rendered, or sent to the scripted model).
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from orchestrator import ConfigurationError, Manager
 from orchestrator.cli import cli
@@ -111,8 +115,9 @@ async def test_export_claude_agent_round_trip(write, tmp_path):
     ours = Manager([tmp_path / "tools"])
     exported = export_tool(ours.find_tool("reviewer"), "claude-agent")
     assert exported.text.startswith("---\nname: reviewer\ndescription: Reviews a diff for security problems.\n")
-    assert "tools: lookup-cve\nmodel: sonnet\n" in exported.text
-    assert [item.field for item in exported.lost] == ["tools"]  # ours: Claude Code sees them only when served
+    # Ours as Claude Code names them when toolcascade serve is its MCP server 'toolcascade' (issue 28).
+    assert "tools: mcp__toolcascade__lookup-cve\nmodel: sonnet\n" in exported.text
+    assert exported.lost == ()
     write("project/.claude/agents/reviewer.md", exported.text)
     back = Manager([tmp_path / "project"])
     original, loaded = ours.find_tool("reviewer"), back.find_tool("reviewer")
@@ -249,3 +254,193 @@ def test_export_names_the_middleware_of_authorities_and_inherited_tools_it_will_
     assert not any(name in result.stderr for name in ("execute", "trust", "directives"))  # the host runs the body
     strict = cli_run("export", "hello", "--format", "prompty", "--strict", "--path", tools)
     assert strict.exit_code == 1 and strict.stdout == ""
+
+
+# -- exports that load back and run (issue 28) ----------------------------------------------------
+
+FIXTURES = Path(__file__).parent / "formats"
+PROJECTS = [FIXTURES / name for name in ("claude", "copilot", "prompty", "hosts")]
+# What a difference in the rendered request may be explained by: a lost line on one of these fields.
+REQUEST_FIELDS = ("prompt", "system", "messages", "params", "prompty.template")
+PLAIN = {"$remove": ["model", "returns"]}  # the request itself, rendered: no model asked, no answer checked
+
+
+def fixture_tools() -> list[tuple[Path, str]]:
+    """Every tool of every format fixture project (our own tools there included), by project and name."""
+    found = []
+    for project in PROJECTS:
+        manager = Manager([project / "tools", project] if (project / "tools").is_dir() else [project])
+        for info in manager.list_tools():
+            if info.error is None:
+                found.append((project, info.ref))
+    return sorted(found)
+
+
+def sample_args(params: Any) -> dict[str, Any]:
+    """Args a tool's params accept: each property's default, first example, or a plain value of its type."""
+    plain = {"string": "alpha beta", "integer": 3, "number": 1.5, "boolean": True, "array": [], "object": {}}
+    args: dict[str, Any] = {}
+    for name, prop in ((params or {}).get("properties") or {}).items():
+        if "default" in prop:
+            args[name] = prop["default"]
+        elif prop.get("examples"):
+            args[name] = prop["examples"][0]
+        else:
+            kind = prop.get("type", "string")
+            args[name] = plain.get(kind if isinstance(kind, str) else "string", "alpha beta")
+        if name in ("arguments", "prompt", "input") and args[name] == "":
+            args[name] = "alpha beta"
+    return args
+
+
+def rendered(manager: Manager, ref: str, args: dict[str, Any]) -> list[Any]:
+    """The request a tool sends, as messages: its system, its messages and its rendered prompt (no model asked)."""
+    result = manager.invoke_sync(ref, args, overrides=PLAIN)
+    if isinstance(result, list):
+        return [dict(message) for message in thaw(result)]
+    explanation = manager.explain(ref, args)
+    messages: list[Any] = []
+    for key, role in (("system", "system"),):
+        try:
+            value = explanation.key(key).value
+        except KeyError:
+            continue
+        messages.append({"role": role, "content": str(value).strip()})
+    try:
+        messages += [dict(message) for message in thaw(explanation.key("messages").value)]
+    except KeyError:
+        pass
+    return [*messages, {"role": "user", "content": str(result).strip()}]
+
+
+def exported_back(tmp_path: Path, tool_name: str, exported) -> tuple[Manager, str]:
+    if exported.format == "prompty":
+        folder = tmp_path / "back"
+        (folder / f"{tool_name}.prompty").parent.mkdir(parents=True, exist_ok=True)
+        (folder / f"{tool_name}.prompty").write_text(exported.text, encoding="utf-8")
+    else:
+        folder = tmp_path / "back"
+        target = folder / ".claude" / "agents" / f"{tool_name.replace(':', '-')}.md"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(exported.text, encoding="utf-8")
+    manager = Manager([folder])
+    refs = [info.ref for info in manager.list_tools()]
+    assert len(refs) == 1, refs
+    return manager, refs[0]
+
+
+@pytest.mark.parametrize("fmt", ["prompty", "claude-agent"])
+@pytest.mark.parametrize(("project", "ref"), fixture_tools(), ids=lambda item: getattr(item, "name", item))
+def test_every_fixture_exports_loads_back_and_renders_the_same_or_says_why(tmp_path, project, ref, fmt, monkeypatch):
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", "https://example.invalid")  # the Prompty fixtures read it
+    source = Manager([project / "tools", project] if (project / "tools").is_dir() else [project])
+    tool = source.find_tool(ref)
+    exported = export_tool(tool, fmt)
+    lost = {item.field for item in exported.lost}
+    back, back_ref = exported_back(tmp_path, tool.name, exported)
+    loaded = back.find_tool(back_ref)  # loads back: never a ToolDefinitionError
+    assert loaded.format == fmt
+    # Every tool it offers is ours, and every host tool it names is kept as data: nothing fails to run for them.
+    assert not set(loaded.metadata.get("tools") or ()) - set(tool.metadata.get("tools") or ())
+    explained = lost & set(REQUEST_FIELDS) or any(field.startswith("messages") for field in lost)
+    if not explained:  # nothing said about the request: it must be the same
+        args = sample_args(thaw(tool.metadata.get("params")))
+        assert rendered(back, back_ref, args) == rendered(source, ref, args)
+    back_args = sample_args(thaw(loaded.metadata.get("params")))
+    assert back.invoke_sync(back_ref, back_args, overrides=PLAIN) is not None
+
+
+def test_export_claude_agent_never_writes_another_hosts_tools(tmp_path):
+    project = FIXTURES / "copilot"
+    tool = Manager([project]).find_tool("new-component")
+    exported = export_tool(tool, "claude-agent")
+    head = exported.text.split("\n---\n", 1)[0]
+    assert "codebase" not in head and "editFiles" not in head
+    assert "\ntools: mcp__toolcascade__summarize\n" in head + "\n"
+    lost = {item.field: item.why for item in exported.lost}
+    assert "not written" in lost["host-tools"] and "codebase" in lost["host-tools"]
+    back, ref = exported_back(tmp_path, tool.name, exported)
+    loaded = back.find_tool(ref)
+    assert list(loaded.metadata["tools"]) == ["summarize"] and "host-tools" not in loaded.metadata
+
+
+def test_export_claude_agent_says_when_no_tools_line_widens_what_claude_code_offers(write, tmp_path):
+    write("tools/plain.md", "---\ndescription: Plain.\nmetadata:\n  model: sonnet\n---\n{{ args.prompt }}\n")
+    exported = export_tool(Manager([tmp_path / "tools"]).find_tool("plain"), "claude-agent")
+    assert "tools:" not in exported.text
+    assert {item.field: item.why for item in exported.lost}["tools"].startswith("no tools line: Claude Code offers")
+
+
+async def test_export_prompty_escapes_lines_that_would_read_back_as_role_markers(write, tmp_path):
+    body = "Answer in three parts.\nTOOLS:\nlist them\n# Human:\nExample:\nuser:\n{{ args.topic }}"
+    write("tools/parts.md", "---\ndescription: Parts.\n---\n" + body + "\n")
+    ours = Manager([tmp_path / "tools"])
+    exported = export_tool(ours.find_tool("parts"), "prompty")
+    assert "{{ 'TOOLS:' }}" in exported.text and "{{ '# Human:' }}" in exported.text
+    assert "\nExample:\n" in exported.text  # a heading that is no role stays as written
+    # Prompty itself renders before it splits: only a line naming one of its roles is reported.
+    assert [(item.field, item.why) for item in exported.lost] == [
+        ("prompt", "the line 'user:' starts a new message in Prompty itself")
+    ]
+    write("back/parts.prompty", exported.text)
+    back = Manager([tmp_path / "back"])
+    messages = await back.invoke("parts", {"topic": "tea"})
+    assert messages == [{"role": "user", "content": await ours.invoke("parts", {"topic": "tea"})}]
+
+
+def test_export_prompty_escapes_role_lines_inside_literal_text(tmp_path):
+    project = tmp_path / "p"
+    (project / ".claude" / "commands").mkdir(parents=True)
+    (project / ".claude" / "commands" / "steps.md").write_text("Plan {{ it }}:\nTOOLS:\n$ARGUMENTS\n", encoding="utf-8")
+    source = Manager([project])
+    exported = export_tool(source.find_tool("steps"), "prompty")
+    back, ref = exported_back(tmp_path, "steps", exported)
+    args = {"arguments": "tea"}
+    assert rendered(back, ref, args) == rendered(source, "steps", args)
+
+
+TRICKY_LINES = [
+    "TOOLS:",
+    "user:",
+    "# System:",
+    "Example:",
+    "assistant:",
+    "tool:",
+    "Human:",
+    "sytem:",
+    "user[name=x]:",
+    "{{ x }}",
+    "{% raw %}",
+    "{% endraw %}",
+    "$ARGUMENTS",
+    "$1 and $2",
+    "@docs/a.md",
+    "!`ls`",
+    "```!",
+    "---",
+    "",
+]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    lines=st.lists(
+        st.sampled_from(TRICKY_LINES) | st.text(st.characters(blacklist_categories=["Cs", "Cc"]), max_size=12),
+        max_size=8,
+    ),
+    fmt=st.sampled_from(["prompty", "claude-agent"]),
+)
+def test_any_command_body_exports_loads_back_and_renders_the_same_or_says_why(lines, fmt):
+    body = "\n".join(["Start.", *lines])
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        (root / "p" / ".claude" / "commands").mkdir(parents=True)
+        (root / "p" / ".claude" / "commands" / "cmd.md").write_text(body + "\n", encoding="utf-8")
+        source = Manager([root / "p"])
+        exported = export_tool(source.find_tool("cmd"), fmt)
+        lost = {item.field for item in exported.lost}
+        back, ref = exported_back(root, "cmd", exported)
+        back.find_tool(ref)
+        if not lost & set(REQUEST_FIELDS):
+            args = {"arguments": "alpha beta"}
+            assert rendered(back, ref, args) == rendered(source, "cmd", args)

@@ -57,6 +57,7 @@ from ..errors import ConfigurationError
 from .fields import (  # re-exported: the shared part of every adapter
     ALIASES,
     ALIASES_ENV,
+    SERVED,
     TOP_LEVEL,
     Adapted,
     Format,
@@ -85,6 +86,7 @@ __all__ = [
     "Front",
     "GROUPS",
     "Mapped",
+    "SERVED",
     "TOP_LEVEL",
     "aliases",
     "builtin",

@@ -204,12 +204,23 @@ def is_host_tool(name: str) -> bool:
     return bool(_HOST_NAME.match(name))
 
 
+SERVED = "mcp__toolcascade__"
+"""How Claude Code names our tool ``NAME`` when ``toolcascade serve`` is its MCP server ``toolcascade``."""
+
+
 def split_tools(names: Iterable[str]) -> tuple[list[str], list[str]]:
-    """(our tool names, the host's tool names), each in the order given."""
+    """(our tool names, the host's tool names), each in the order given.
+
+    ``mcp__toolcascade__NAME`` is our ``NAME`` as Claude Code calls it through
+    ``toolcascade serve`` (``export --format claude-agent`` writes it so).
+    """
     ours: list[str] = []
     host: list[str] = []
     for name in names:
-        (host if is_host_tool(name) else ours).append(name)
+        if name.startswith(SERVED) and len(name) > len(SERVED):
+            ours.append(name[len(SERVED) :])
+        else:
+            (host if is_host_tool(name) else ours).append(name)
     return ours, host
 
 
