@@ -19,10 +19,17 @@ What maps:
   file gets its kept fields (``authors``, ``tags``, ...) and its ``template:
   mustache`` back.
 - **claude-agent** (``.claude/agents/NAME.md``): ``name``, ``description``,
-  ``tools`` (ours and the host's), ``model`` (an alias of
-  ``orchestrator.formats.aliases()`` when one names it); the body is the
-  system prompt. A subagent's user message is the caller's task, so only a
-  tool whose prompt is ``{{ args.prompt }}`` maps without loss.
+  ``tools`` (ours as ``mcp__toolcascade__NAME``, the name Claude Code gives
+  them through ``toolcascade serve``, read back as ours; Claude Code's own
+  when the tool came from a Claude Code file; another host's never), ``model``
+  (an alias of ``orchestrator.formats.aliases()`` when one names it); the
+  body is the system prompt. A subagent's user message is the caller's task,
+  so only a tool whose prompt is ``{{ args.prompt }}`` maps without loss.
+
+A field reported lost is never written. Body lines that would read back as
+Prompty role markers (``TOOLS:``, ``# Human:``) are written as jinja2
+strings (``{{ 'TOOLS:' }}``), which render the same; one naming a role
+Prompty itself splits on after rendering (``user:``) is reported lost.
 
 Everything else (middleware keys, ``$`` annotations, python bodies) is lost
 and said so. So is the middleware the tool gets from its authorities
