@@ -21,8 +21,7 @@ from click.testing import CliRunner
 from orchestrator import ArgsValidationError, InterpolationError, Manager, SecurityError, ToolDefinitionError
 from orchestrator.cli import cli
 from orchestrator.formats import Front
-from orchestrator.formats.history import source_text
-from orchestrator.formats.prompty import FORMAT
+from orchestrator.formats.prompty import FORMAT, authored
 from orchestrator.formats.rendering import NOTE, leniency_note, lenient
 from orchestrator.loader import read_text, split_frontmatter
 
@@ -256,6 +255,15 @@ async def test_prompty_history_loop_becomes_separate_messages(folder):
     ]
 
 
+async def test_prompty_history_loop_over_nothing_leaves_no_trace(folder):
+    args = {"guest": {"name": "Ada", "room": 7, "loyalty": {}}, "question": "Breakfast?"}
+    result = await Manager([folder]).invoke("concierge", args, overrides={"$remove": ["model"]})
+    assert result == [
+        {"role": "system", "content": "You are the concierge of the Harbour Hotel. The guest is Ada,\nin room 7."},
+        {"role": "user", "content": "Breakfast?"},
+    ]
+
+
 async def test_prompty_history_loop_reaches_the_model_as_messages(folder, recorder):
     manager = Manager([recorder, folder])
     # The scripted model numbers its turns by the assistant messages already sent: the history holds one.
@@ -314,10 +322,14 @@ async def test_prompty_thread_items_must_be_user_or_assistant_messages(folder):
     assert info.value.tool == "relay" and info.value.key == "conversation"
 
 
-def test_prompty_history_markers_read_back_as_the_authors_text():
-    system = adapt(FILES / "concierge.prompty").metadata["system"]
+def test_prompty_history_loop_is_reported_and_reads_back_as_the_authors_text():
+    adapted = adapt(FILES / "concierge.prompty")
+    rows = {m.source: m for m in adapted.mapping}
+    assert rows["body: {{item.role}}: (line 28)"].target == "messages"
+    system = adapted.metadata["system"]
     assert "{{item.role}}:" not in system  # a marker now
-    assert "{{(item.role|default(''))}}:" in source_text(system)
+    source = read_text(FILES / "concierge.prompty").split("system:\n", 1)[1].split("\n\nuser:")[0]
+    assert authored(system).endswith(source.strip())
 
 
 # -- lenient where Prompty is ------------------------------------------------------------------
@@ -331,6 +343,13 @@ async def test_prompty_missing_attributes_render_empty_and_types_are_not_enforce
     )
     assert await manager.invoke("reading-list", {"reader": 7, "age": [11], "likes": "none"})  # types describe
     assert manager.find_tool("reading-list").metadata["params"]["properties"]["age"]["type"] == "string"
+
+
+async def test_prompty_an_attribute_of_a_missing_attribute_is_an_error_as_in_prompty(folder):
+    args = {"guest": {"name": "Ada"}, "question": "?"}  # guest.loyalty.tier: jinja2's Undefined fails there too
+    with pytest.raises(InterpolationError, match="loyalty") as info:
+        await Manager([folder]).invoke("concierge", args, overrides={"$remove": ["model"]})
+    assert (info.value.tool, info.value.key, info.value.line) == ("concierge", "system", 22)
 
 
 async def test_prompty_required_inputs_are_still_required(folder):

@@ -34,7 +34,8 @@ DATA_ROLES = ("user", "assistant")
 """The roles a template-written line or a thread's item may open."""
 
 _SECRET = secrets.token_hex(8)
-_ROLE_LINE = re.compile(r"^[ \t]*(\{\{-?[^{}]*?-?\}\})[ \t]*:[ \t]*$", re.MULTILINE)
+ROLE_LINE = re.compile(r"^[ \t]*(\{\{-?[^{}]*?-?\}\})[ \t]*:[ \t]*$", re.MULTILINE)
+"""A line whose role the template writes: ``{{item.role}}:`` alone on its line."""
 _PLACED = re.compile(r"^[ \t]*\{\{-?\s*([A-Za-z_][A-Za-z0-9_]*)\s*-?\}\}[ \t]*$", re.MULTILINE)
 _MARKER = re.compile("\x02" + _SECRET + r":(role|thread):([^\x02\x03]*)\x03")
 _ANY_MARKER = re.compile("\x02[0-9a-f]{16}:(?:role:(.*?)|thread:(.*?))\x03", re.DOTALL)
@@ -59,7 +60,7 @@ def mark(text: str, threads: Sequence[str]) -> tuple[str, list[str]]:
         return thread_marker(match.group(1))
 
     text = _PLACED.sub(thread, text)
-    text = _ROLE_LINE.sub(lambda m: f"\x02{_SECRET}:role:{m.group(1)}\x03", text)
+    text = ROLE_LINE.sub(lambda m: f"\x02{_SECRET}:role:{m.group(1)}\x03", text)
     return text, placed
 
 

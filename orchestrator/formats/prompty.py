@@ -1,4 +1,4 @@
-"""Prompty files (``*.prompty``) as tools.
+"""Prompty files (``*.prompty``) as tools: Prompty 1 and Prompty 2 (microsoft/prompty's current schema).
 
 A Prompty file is YAML frontmatter (``name``, ``description``, ``model``,
 ``inputs``, ``sample``, ``outputs``, ``template``, ...) and a body whose role
@@ -6,40 +6,50 @@ markers (``system:``, ``user:``, ``assistant:`` alone on a line, any case,
 optionally ``# user:`` or ``user[name="Bob"]:``) split it into chat
 messages. The adapter maps it onto our tool:
 
+- references: ``${file:path}`` anywhere in the frontmatter (nested in
+  ``sample:`` too) is read, confined to the prompty's folder; ``${env:NAME}``
+  (any case: ``${ENV:NAME}``) is never read when a file is loaded (see
+  ``orchestrator.formats.references``).
 - the body's sections: a leading ``system`` section becomes ``system``; the
   last section, when it is ``user``, the prompt; every section in between
   ``messages`` (``{role, content}``, placed before the prompt's user
   message). Sections are split in the author's source, before rendering,
-  so text from args can never open a new message. ``api: completion``
-  keeps the whole body as the prompt.
-- templates: jinja2 by default, rendered in our sandbox. Prompty writes
-  ``{{firstName}}`` where our templates write ``{{ args.firstName }}``, so
-  each section starts with ``{% set firstName = args['firstName'] if
-  'firstName' in args else <default> %}`` for every variable it reads
-  (declared inputs fall back to their ``default``, others to ``''`` as
-  Prompty renders a missing value). ``template: mustache`` (or ``{format:
-  mustache}``) sections are rendered by ``chevron`` (the ``mustache``
-  extra, imported only then) from the built-in ``prompty`` middleware.
-- ``inputs`` (``type``, ``description``, ``default``, ``sample``,
-  ``required``, ``json_schema``) and the older top-level ``sample`` (inline
-  or a JSON/YAML file beside the prompty) become the ``params`` JSON Schema:
-  ``default`` is a default, ``sample`` an example (``examples``), never a
+  so text from args can never open a new message. The two exceptions the
+  author writes, a role line the template writes (``{{item.role}}:`` in a
+  loop over the history, as Prompty's chat sample does) and a ``kind:
+  thread`` input alone on a line, become separate messages too
+  (``orchestrator.formats.history``). ``api: completion`` keeps the whole
+  body as the prompt.
+- templates: jinja2 (``nunjucks``, its port, read as jinja2) by default,
+  rendered in our sandbox. Prompty writes ``{{firstName}}`` where our
+  templates write ``{{ args.firstName }}``, so each section starts with
+  ``{% set firstName = args['firstName'] if 'firstName' in args else
+  <default> %}`` for every variable it reads (declared inputs fall back to
+  their ``default``, others to ``''`` as Prompty renders a missing value).
+  Reads of attributes and keys are lenient, as Prompty's jinja2 is
+  (``orchestrator.formats.rendering``). ``template: mustache`` (or
+  ``{format: mustache}``, ``{format: {kind: mustache}}``) sections are
+  rendered by ``chevron`` (the ``mustache`` extra, imported only then) from
+  the built-in ``prompty`` middleware. A ``parser`` other than ``prompty``
+  is refused.
+- ``inputs``: a mapping (Prompty 1: ``type``, ``description``, ``default``,
+  ``sample``, ``required``, ``json_schema``) or a list (Prompty 2: ``name``,
+  ``kind``, ``description``, ``default``, ``example``, ``required``,
+  ``enumValues``), and the older top-level ``sample`` (inline or a JSON/YAML
+  file beside the prompty) become the ``params`` JSON Schema: ``default`` is
+  a default, ``sample``/``example`` an example (``examples``), never a
   default. A template variable no input declares is an optional parameter.
+  The types describe the inputs (MCP clients see them); Prompty does not
+  check them, so the ``prompty`` middleware checks a call's required inputs
+  only.
 - ``outputs`` become ``returns`` (an object schema) when the file names a model.
-- ``model``: ``configuration`` (or ``connection``) ``type`` ``openai``,
-  ``azure_openai``, ``azure_serverless`` map onto our OpenAI-compatible
-  provider (Azure through its ``/openai/v1`` endpoint); a type naming one of
-  our providers (``anthropic``, ``scripted``, a plugin) is used as it is.
-  ``name``/``azure_deployment`` is the model's name, ``api_key:
-  ${env:VAR}`` (or ``${ENV:VAR}``) becomes ``api-key-env: VAR``;
-  ``${env:...}`` references are never resolved at load time (a
-  ``${env:VAR:default}`` name takes its default, reported). Like any file
-  from a folder the program does not trust, such a prompty cannot choose
-  its endpoint or key: its agent refuses to run (``SecurityError``, see
-  ``orchestrator.agent.model``) and ``check`` reports it. ``parameters`` (or ``options``): ``max_tokens`` is our
-  ``max-tokens``, the rest go to the provider as ``options``.
-- ``authors``, ``tags``, ``version``, ``metadata`` and other fields are kept as
-  data under ``format-fields``.
+- ``model`` (Prompty 2's ``model: gpt-4o`` is ``{id: gpt-4o}``): see
+  ``orchestrator.formats.connections``. Like any file from a folder the
+  program does not trust, such a prompty cannot choose its endpoint or key:
+  its agent refuses to run (``SecurityError``, see
+  ``orchestrator.agent.model``) and ``check`` reports it.
+- ``authors``, ``tags``, ``version``, ``metadata``, ``displayName`` and other
+  fields are kept as data under ``format-fields``.
 
 Without a model, a chat prompty's result is its list of messages,
 ``[{role, content}, ...]`` (system, the sections between, the user
@@ -52,19 +62,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import Adapted, Mapped, text_field
 from .adaptation import FORMAT_FIELDS, HOST_TOOLS, MIDDLEWARE, Adaptation
 from .connections import map_model, model_field
-from .history import Piece, marked, split
-from .mustache import render_mustache
 from .references import read_reference, resolve_references
 from .rendering import NOTE
+from .rendering import authored as authored  # re-exported: the tools/prompty.py middleware and export use them
+from .rendering import prepare as prepare
 from .sections import place_sections, section_template, split_sections
-
-if TYPE_CHECKING:
-    from ..context import Context
 
 INPUT_FIELDS = (
     "type",
@@ -172,7 +179,7 @@ class _Adapter(Adaptation):
         # checks them) and renders what the engine's strict templates do not (after).
         self.metadata[MIDDLEWARE] = {"template": template, "api": api}
         self.metadata["$order"] = {MIDDLEWARE: {"after": ["params", "$configure"], "before": ["$post-configure"]}}
-        self.mapping.append(Mapped("(rendering)", None, NOTE))
+        self.mapping.append(Mapped("(rendering)", "system/messages/prompt", NOTE))
         problems = tuple(sorted(self.problems, key=lambda item: item[0] or 0))
         return Adapted(self.name, self.metadata, self.prompt, tuple(self.mapping), problems)
 
@@ -225,14 +232,17 @@ class _Adapter(Adaptation):
                 )
             if parser is not None:
                 self.mapping.append(Mapped("template.parser", "system/messages/prompt", "role markers, as Prompty"))
-        if not isinstance(engine, str) or engine.lower() not in ("jinja2", "jinja", "mustache"):
+        if not isinstance(engine, str) or engine.lower() not in ("jinja2", "jinja", "nunjucks", "mustache"):
             raise self.error(
                 f"template must be jinja2 or mustache (template: jinja2, or {{format: {{kind: jinja2}}}}), "
                 f"not {value!r:.60}",
                 "template",
             )
-        engine = "mustache" if engine.lower() == "mustache" else "jinja2"
+        written = engine.lower()
+        engine = "mustache" if written == "mustache" else "jinja2"
         note = "rendered in toolcascade's jinja2 sandbox" if engine == "jinja2" else "rendered by chevron"
+        if written == "nunjucks":  # Prompty's TypeScript runtime: jinja2's syntax, ported
+            note = "nunjucks (jinja2's syntax, as Prompty's TypeScript runtime renders it): " + note
         self.mapping.append(Mapped("template", MIDDLEWARE if engine == "mustache" else "prompt", note))
         return engine
 
@@ -453,125 +463,6 @@ def _properties(outputs: Any, error: Any) -> dict[str, Any]:
             prop["properties"] = _properties(spec["properties"], error)
         properties[name] = prop
     return properties
-
-
-# -- the middleware's work -----------------------------------------------------------
-
-DESCRIBING = ("description", "default", "examples", "title")
-"""What a Prompty input's schema keeps when the call is checked: types describe, they do not reject."""
-
-
-def described(params: Mapping[str, Any]) -> dict[str, Any]:
-    """``params`` as Prompty checks a call: required inputs only, every type, enum and format left out."""
-    properties = params.get("properties")
-    loose: dict[str, Any] = {"type": "object"}
-    if isinstance(properties, Mapping):
-        loose["properties"] = {
-            name: {k: v for k, v in spec.items() if k in DESCRIBING} if isinstance(spec, Mapping) else {}
-            for name, spec in properties.items()
-        }
-    if isinstance(params.get("required"), list | tuple):
-        loose["required"] = list(params["required"])
-    return loose
-
-
-async def prepare(ctx: Context) -> Any:
-    """The ``prompty`` middleware: Prompty's leniency and rendering around the target's own pipeline.
-
-    Before ``validate-args``: the target's ``params`` keep their required
-    inputs and descriptions, not their types (Prompty does not check them).
-    Right after ``validate-args`` (an injected step): mustache sections are
-    rendered by chevron, and role lines a template wrote, or a thread input
-    it placed, become messages (``orchestrator.formats.history``). Without a
-    model, a chat prompty's result is its message list: ``[{role, content}, ...]``.
-
-    Raises:
-        ConfigurationError: chevron is missing for a mustache file.
-        InterpolationError: a template failed, went over ``Limits.render_output``, or a chat history that
-            is not a list of ``{role: user|assistant, content}``.
-    """
-    from ..agent import model_spec
-    from ..ordering import Entry
-
-    target = ctx.target
-    settings = dict(ctx.args) if isinstance(ctx.args, Mapping) else {}
-    params = target.meta.get("params")
-    if isinstance(params, Mapping):
-        target.meta["params"] = described(params)
-    after, before = ("validate-args",), ("directives", "$pre-execute")
-    target.manager.inject([Entry(f"{MIDDLEWARE}-render", settings, before, after, fn=_render)])
-    result = await target.manager.next()
-    if settings.get("api", "chat") != "chat" or model_spec(target) is not None or not isinstance(result, str):
-        return result
-    listed: list[dict[str, Any]] = []
-    if target.meta.get("system"):
-        listed.append({"role": "system", "content": str(target.meta["system"])})
-    for message in target.meta.get("messages") or ():
-        if isinstance(message, Mapping):
-            listed.append({"role": str(message.get("role")), "content": str(message.get("content", ""))})
-    if result or target.tool.prompt:  # a file without a user: section has no user message
-        listed.append({"role": "user", "content": result})
-    return listed
-
-
-async def _render(target: Context, settings: Any) -> Any:
-    """The step after ``validate-args``: mustache rendered, history split into messages; then the chain goes on."""
-    tool = target.tool
-    where = {"tool": tool.name, "path": tool.path, "line": tool.prompt_line, "level": "prompt"}
-    args = target.args if isinstance(target.args, Mapping) else {}
-    if isinstance(settings, Mapping) and settings.get("template") == "mustache":
-        _mustache(target, args, where)
-    else:
-        _messages(target, args, where)
-    return await target.manager.next()
-
-
-def _mustache(target: Context, args: Mapping[str, Any], where: dict[str, Any]) -> None:
-    from ..interpolate import render
-
-    tool = target.tool
-    limit = target.manager.limits.render_output
-    if isinstance(tool.prompt, str) and tool.prompt:
-        source = render(tool.prompt, {})  # the literal block gives back the mustache source
-        target.locals["prompt"] = render_mustache(source, args, limit, **where)
-    if isinstance(target.meta.get("system"), str):
-        target.meta["system"] = render_mustache(target.meta["system"], args, limit, **{**where, "key": "system"})
-    messages = target.meta.get("messages")
-    if isinstance(messages, list | tuple):
-        target.meta["messages"] = [
-            {
-                **m,
-                "content": render_mustache(str(m.get("content", "")), args, limit, **{**where, "key": "messages"}),
-            }
-            for m in messages
-            if isinstance(m, Mapping)
-        ]
-
-
-def _messages(target: Context, args: Mapping[str, Any], where: dict[str, Any]) -> None:
-    """Cut the rendered system, messages and prompt at their history markers into separate messages."""
-    from ..prompt import render_prompt
-
-    system = target.meta.get("system")
-    messages = [m for m in target.meta.get("messages") or () if isinstance(m, Mapping)]
-    prompt = target.locals.get("prompt")
-    texts = [system, prompt, *(m.get("content") for m in messages)]
-    if not any(isinstance(text, str) and marked(text) for text in texts):
-        return
-    pieces: list[Piece] = []
-    if isinstance(system, str) and system:
-        pieces = split("system", system, args, {**where, "key": "system"})
-        first = pieces.pop(0).content if pieces and pieces[0].role == "system" else ""
-        target.meta["system"] = first
-    for message in messages:
-        pieces += split(str(message.get("role")), str(message.get("content", "")), args, {**where, "key": "messages"})
-    if isinstance(prompt, str) and marked(prompt):
-        rendered = render_prompt(target)
-        tail = split("user", str(rendered), args, where)
-        last = tail.pop() if tail and tail[-1].role == "user" else None
-        pieces += tail
-        target.locals["prompt"] = last.content if last is not None else ""
-    target.meta["messages"] = [{"role": piece.role, "content": piece.content} for piece in pieces]
 
 
 def _kind_of(value: Any) -> Any:

@@ -18,7 +18,16 @@ of ``set`` and ``for``. Only ``{{ }}`` and the expressions of ``if``,
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .adaptation import MIDDLEWARE
+from .history import Piece, marked, source_text, split
+from .mustache import render_mustache
+
+if TYPE_CHECKING:
+    from ..context import Context
 
 NOTE = (
     "rendered leniently, as Prompty does: a missing attribute or key renders empty and input types are "
@@ -32,6 +41,8 @@ _KEYWORDS = frozenset(
 _REWRITTEN = {"if": None, "elif": None, "for": "in", "set": "="}  # statement -> the token after which to rewrite
 
 Token = tuple[int, str, str]
+
+_WRAPPED = re.compile(r"\(([^()]*)\|default\(''\)\)")
 
 
 def lenient(source: str) -> str:
@@ -146,7 +157,145 @@ def _next_words(tokens: list[Token], start: int) -> list[str]:
     return [token[2] for token in tokens[start:] if token[1] != "whitespace"][:2]
 
 
+def strict(text: str) -> str:
+    """A section ``lenient`` rewrote as its author wrote it (for ``show`` and ``export``)."""
+    while True:
+        undone = _WRAPPED.sub(lambda m: m.group(1), text)
+        if undone == text:
+            return text
+        text = undone
+
+
 def leniency_note(metadata: Any) -> str | None:
     """The leniency note for a tool whose metadata came from the Prompty adapter, else None."""
     fields = metadata.get("prompty") if hasattr(metadata, "get") else None
     return NOTE if fields is not None else None
+
+
+# -- the prompty middleware's work -------------------------------------------------
+
+DESCRIBING = ("description", "default", "examples", "title")
+"""What a Prompty input's schema keeps when the call is checked: types describe, they do not reject."""
+
+
+def described(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` as Prompty checks a call: required inputs only, every type, enum and format left out."""
+    properties = params.get("properties")
+    loose: dict[str, Any] = {"type": "object"}
+    if isinstance(properties, Mapping):
+        loose["properties"] = {
+            name: {k: v for k, v in spec.items() if k in DESCRIBING} if isinstance(spec, Mapping) else {}
+            for name, spec in properties.items()
+        }
+    if isinstance(params.get("required"), list | tuple):
+        loose["required"] = list(params["required"])
+    return loose
+
+
+async def prepare(ctx: Context) -> Any:
+    """The ``prompty`` middleware: Prompty's leniency and rendering around the target's own pipeline.
+
+    Before ``validate-args``: the target's ``params`` keep their required
+    inputs and descriptions, not their types (Prompty does not check them).
+    Right after ``validate-args`` (an injected step): mustache sections are
+    rendered by chevron, and role lines a template wrote, or a thread input
+    it placed, become messages (``orchestrator.formats.history``). Without a
+    model, a chat prompty's result is its message list: ``[{role, content}, ...]``.
+
+    Raises:
+        ConfigurationError: chevron is missing for a mustache file.
+        InterpolationError: a template failed, went over ``Limits.render_output``, or a chat history that
+            is not a list of ``{role: user|assistant, content}``.
+    """
+    from ..agent import model_spec
+    from ..ordering import Entry
+
+    target = ctx.target
+    settings = dict(ctx.args) if isinstance(ctx.args, Mapping) else {}
+    params = target.meta.get("params")
+    if isinstance(params, Mapping):
+        target.meta["params"] = described(params)
+    after, before = ("validate-args",), ("directives", "$pre-execute")
+    target.manager.inject([Entry(f"{MIDDLEWARE}-render", settings, before, after, fn=_render)])
+    result = await target.manager.next()
+    if settings.get("api", "chat") != "chat" or model_spec(target) is not None or not isinstance(result, str):
+        return result
+    listed: list[dict[str, Any]] = []
+    if target.meta.get("system"):
+        listed.append({"role": "system", "content": str(target.meta["system"])})
+    for message in target.meta.get("messages") or ():
+        if isinstance(message, Mapping):
+            listed.append({"role": str(message.get("role")), "content": str(message.get("content", ""))})
+    if result or target.tool.prompt:  # a file without a user: section has no user message
+        listed.append({"role": "user", "content": result})
+    return listed
+
+
+async def _render(target: Context, settings: Any) -> Any:
+    """The step after ``validate-args``: mustache rendered, history split into messages; then the chain goes on."""
+    tool = target.tool
+    where = {"tool": tool.name, "path": tool.path, "line": tool.prompt_line, "level": "prompt"}
+    args = target.args if isinstance(target.args, Mapping) else {}
+    if isinstance(settings, Mapping) and settings.get("template") == "mustache":
+        _mustache(target, args, where)
+    else:
+        _messages(target, args, where)
+    return await target.manager.next()
+
+
+def _mustache(target: Context, args: Mapping[str, Any], where: dict[str, Any]) -> None:
+    from ..interpolate import render
+
+    tool = target.tool
+    limit = target.manager.limits.render_output
+    if isinstance(tool.prompt, str) and tool.prompt:
+        source = render(tool.prompt, {})  # the literal block gives back the mustache source
+        target.locals["prompt"] = render_mustache(source, args, limit, **where)
+    if isinstance(target.meta.get("system"), str):
+        target.meta["system"] = render_mustache(target.meta["system"], args, limit, **{**where, "key": "system"})
+    messages = target.meta.get("messages")
+    if isinstance(messages, list | tuple):
+        target.meta["messages"] = [
+            {
+                **m,
+                "content": render_mustache(str(m.get("content", "")), args, limit, **{**where, "key": "messages"}),
+            }
+            for m in messages
+            if isinstance(m, Mapping)
+        ]
+
+
+def _messages(target: Context, args: Mapping[str, Any], where: dict[str, Any]) -> None:
+    """Cut the rendered system, messages and prompt at their history markers into separate messages."""
+    from ..prompt import render_prompt
+
+    system = target.meta.get("system")
+    messages = [m for m in target.meta.get("messages") or () if isinstance(m, Mapping)]
+    prompt = target.locals.get("prompt")
+    # The author's sources decide (a loop over an empty history renders no marker, yet its lines go).
+    own = target.tool.metadata
+    sources = [own.get("system"), target.tool.prompt, *(m.get("content") for m in own.get("messages") or ())]
+    if not any(isinstance(text, str) and marked(text) for text in sources):
+        return
+    pieces: list[Piece] = []
+    if isinstance(system, str) and system:
+        pieces = split("system", system, args, {**where, "key": "system"})
+        first = pieces.pop(0).content if pieces and pieces[0].role == "system" else ""
+        target.meta["system"] = first
+    for message in messages:
+        pieces += split(str(message.get("role")), str(message.get("content", "")), args, {**where, "key": "messages"})
+    if isinstance(prompt, str) and marked(prompt) and prompt == target.tool.prompt:
+        rendered = render_prompt(target)
+        tail = split("user", str(rendered), args, where)
+        last = tail.pop() if tail and tail[-1].role == "user" else None
+        pieces += tail
+        target.locals["prompt"] = last.content if last is not None else ""
+    target.meta["messages"] = [{"role": piece.role, "content": piece.content} for piece in pieces]
+
+
+def authored(text: str) -> str:
+    """A Prompty section as its author wrote it: history markers and lenient reads undone (for show and export).
+
+    The ``{% set name = args[...] %}`` binds in front stay: ``export`` strips them already.
+    """
+    return strict(source_text(text))

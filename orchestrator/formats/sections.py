@@ -14,7 +14,7 @@ from typing import Any
 
 from . import Mapped, literal
 from .adaptation import Adaptation
-from .history import mark, thread_marker
+from .history import ROLE_LINE, mark, thread_marker
 from .mustache import mustache_names
 from .rendering import lenient
 
@@ -122,6 +122,11 @@ def section_template(
         binds.append(f"{{% set {name} = args[{name!r}] if {name!r} in args else {_jinja_literal(fallback)} %}}")
     # Role lines the template writes and placed threads become messages (orchestrator.formats.history);
     # chains read leniently, as Prompty renders them (orchestrator.formats.rendering).
+    first = section.line + _leading_lines(section.text)
+    for match in ROLE_LINE.finditer(text):
+        line = first + text.count("\n", 0, match.start())
+        note = "a role line the template writes: each one opens a user or assistant message"
+        a.mapping.append(Mapped(f"body: {match.group(0).strip()} (line {line})", "messages", note))
     text, placed = mark(text, a.threads)
     a.placed.update(placed)
     return "".join(binds) + lenient(text)
