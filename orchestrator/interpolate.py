@@ -26,19 +26,44 @@ if TYPE_CHECKING:
     import jinja2
 
     from .context import Context
+    from .partials import Roots
+    from .searchpath import SearchPath
+    from .tool import Tool
 
 
 # -- public API ------------------------------------------------------------------
 
 
 class Scope(dict):  # type: ignore[type-arg]
-    """Template variables (a plain dict to jinja2) carrying the limits their renders run under."""
+    """Template variables (a plain dict to jinja2) carrying the limits their renders run under.
 
-    __slots__ = ("limits",)
+    ``tool`` and ``paths`` say where the render's partials are found
+    (``partial_roots``, worked out at the first include only).
+    """
 
-    def __init__(self, variables: Mapping[str, Any], limits: Limits) -> None:
+    __slots__ = ("limits", "tool", "paths", "_roots")
+
+    def __init__(
+        self,
+        variables: Mapping[str, Any],
+        limits: Limits,
+        tool: Tool | None = None,
+        paths: tuple[SearchPath, ...] = (),
+    ) -> None:
         super().__init__(variables)
         self.limits = limits
+        self.tool = tool
+        self.paths = paths
+        self._roots: Roots | None = None
+
+    def partial_roots(self) -> Roots:
+        """The folders this render's ``{% include %}`` and ``{% import %}`` look in (``orchestrator.partials``)."""
+        roots = self._roots
+        if roots is None:
+            from .partials import roots_of
+
+            roots = self._roots = roots_of(self.tool, self.paths)
+        return roots
 
 
 def is_template(text: str) -> bool:
@@ -110,7 +135,11 @@ def _refusal(exc: Exception, where: dict[str, Any]) -> OrchestratorError:
     if isinstance(exc, jinja2.exceptions.SecurityError):
         return SecurityError(f"template refused by the sandbox: {exc}", **where)
     if isinstance(exc, jinja2.TemplateSyntaxError):
+        if exc.filename:  # in a partial (orchestrator.partials): its own file and line
+            where = {**where, "path": exc.filename, "line": exc.lineno}
         return InterpolationError(f"template syntax error: {exc.message}", **where)
+    if isinstance(exc, jinja2.TemplateNotFound):
+        return InterpolationError(str(exc.message), **where)  # a partial: where it was looked for, what was meant
     if isinstance(exc, EnvClosedError):
         return InterpolationError(str(exc.message), **where)
     if isinstance(exc, jinja2.UndefinedError):
@@ -171,4 +200,4 @@ def scope(ctx: Context, meta: Mapping[str, Any], args: Any = _OWN) -> Scope:
         "cwd": str(ctx.cwd),
         "env": env,
     }
-    return Scope(variables, ctx.owner.limits)
+    return Scope(variables, ctx.owner.limits, tool, ctx.paths)

@@ -31,7 +31,6 @@ Dotprompt, a JSON Schema is returned as it is (``properties`` without
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -251,6 +250,8 @@ def _nullable(prop: dict[str, Any]) -> None:
 
 
 def _meant(word: str, choices: tuple[str, ...]) -> str:
+    import difflib  # only a malformed shorthand needs it
+
     close = difflib.get_close_matches(word, choices, n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
 

@@ -28,6 +28,8 @@ A refusal is an ``InterpolationError`` naming the limit and its value.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import update_wrapper
 from itertools import islice
 from string import Formatter
@@ -47,9 +49,13 @@ from .budget import MAX_INT_DIGITS as MAX_INT_DIGITS
 from .budget import WORK_FACTOR as WORK_FACTOR
 from .budget import Refused as Refused
 from .filters import guard
-from .interpolate import ClosedEnv
+from .interpolate import ClosedEnv, Scope
 from .limits import DEFAULT_LIMITS
 from .operations import BINOP_CHECKS, check_call, check_spec
+from .partials import INCLUDE_DEPTH, Loader, Roots, resolve
+
+# The render whose includes are open, and how deep: keyed by its budget, so a new render starts at 0.
+_DEPTH: ContextVar[tuple[Budget, list[int]]] = ContextVar("partial_depth")
 
 # -- the environment -----------------------------------------------------------
 
@@ -74,6 +80,32 @@ class _Generator(CodeGenerator):
         super().visit(node, *args, **kwargs)
         self.write(")")
         return None
+
+    # Partials (orchestrator.partials): named by a literal, so no argument chooses a file (R-CAS-4); each include
+    # or import runs inside environment.nested(), which counts it as a call and bounds how deep they nest.
+
+    def _partial(self, visit: Callable[[Any, Frame], None], node: Any, frame: Frame) -> None:
+        template = node.template
+        if not (isinstance(template, nodes.Const) and isinstance(template.value, str)):
+            self.fail('a partial is named by a literal string: {% include "shared/preamble" %}', node.lineno)
+        self.writeline("with environment.nested():")
+        self.indent()
+        visit(node, frame)
+        self.outdent()
+
+    def visit_Include(self, node: nodes.Include, frame: Frame) -> None:
+        self._partial(super().visit_Include, node, frame)
+
+    def visit_Import(self, node: nodes.Import, frame: Frame) -> None:
+        self._partial(super().visit_Import, node, frame)
+
+    def visit_FromImport(self, node: nodes.FromImport, frame: Frame) -> None:
+        self._partial(super().visit_FromImport, node, frame)
+
+    def visit_Extends(self, node: nodes.Extends, frame: Frame) -> None:
+        self.fail(
+            "{% extends %} is not supported: bring shared text in with {% include %} or {% import %}", node.lineno
+        )
 
     def buffer(self, frame: Frame) -> None:
         frame.buffer = self.temporary_identifier()
@@ -183,7 +215,41 @@ class _Environment(ImmutableSandboxedEnvironment):
         budget.spend(size)
         return "".join(taken)
 
+    def get_template(
+        self, name: str | jinja2.Template, parent: str | None = None, globals: Any = None
+    ) -> jinja2.Template:
+        """Partial ``name``, found for the tool rendering now (``orchestrator.partials``) and loaded by its real path.
+
+        A loaded partial is kept by that path and reloaded once its file changes.
+        """
+        if isinstance(name, jinja2.Template):
+            return name
+        budget = BUDGET.get()
+        variables = budget.variables if budget is not None else None
+        roots = variables.partial_roots() if isinstance(variables, Scope) else Roots(())
+        return super().get_template(str(resolve(name, roots)), None, globals)
+
     # called from the generated code (see _Generator)
+
+    @contextmanager
+    def nested(self) -> Iterator[None]:
+        """Around one include or import: counted as a call, and at most ``INCLUDE_DEPTH`` deep."""
+        budget = current_budget()
+        budget.step()
+        box = _DEPTH.get(None)
+        if box is None or box[0] is not budget:
+            box = (budget, [0])
+            _DEPTH.set(box)
+        depth = box[1]
+        if depth[0] >= INCLUDE_DEPTH:
+            raise Refused(
+                f"template includes or imports partials more than {INCLUDE_DEPTH} deep (partials.INCLUDE_DEPTH)"
+            )
+        depth[0] += 1
+        try:
+            yield
+        finally:
+            depth[0] -= 1
 
     def counted(self, items: Iterable[Any]) -> Counted:
         """A loop's iterable, counting its items."""
@@ -283,7 +349,7 @@ class _Undefined(jinja2.StrictUndefined):
         super().__init__(hint, obj, name, exc)
 
 
-ENVIRONMENT = _Environment(undefined=_Undefined, autoescape=False, keep_trailing_newline=True)
+ENVIRONMENT = _Environment(undefined=_Undefined, autoescape=False, keep_trailing_newline=True, loader=Loader())
 ENVIRONMENT.template_class = _Template
 
 
