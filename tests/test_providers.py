@@ -164,7 +164,13 @@ async def test_openai_tool_call_arguments_stream_in_fragments(write, manager):
     assert {(d["call"], d["index"]) for d in calls} == {("weather", 0)}
     second = s.requests[1]["body"]["messages"]
     assert second[1]["tool_calls"][0]["function"] == {"name": "weather", "arguments": '{"city": "Paris"}'}
-    assert second[2] == {"role": "tool", "tool_call_id": "c0", "name": "weather", "content": '{"temp": 5}'}
+    # a tool result carries no name on the wire: strict servers refuse fields the API does not define (issue 29)
+    assert second[2] == {"role": "tool", "tool_call_id": "c0", "content": '{"temp": 5}'}
+    assert [sorted(m) for m in second] == [
+        ["content", "role"],
+        ["content", "role", "tool_calls"],
+        ["content", "role", "tool_call_id"],
+    ]
 
 
 # -- openai: errors, retries, timeouts --------------------------------------------

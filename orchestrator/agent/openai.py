@@ -264,9 +264,24 @@ def _arguments(raw: str) -> Any:
         return raw
 
 
+WIRE_FIELDS = {
+    "system": ("role", "content"),
+    "user": ("role", "content"),
+    "assistant": ("role", "content"),
+    "tool": ("role", "tool_call_id", "content"),
+}
+"""The fields each role's message carries on the wire: strict servers refuse others (a tool result's ``name``)."""
+
+
 def _wire(message: Mapping[str, Any]) -> dict[str, Any]:
-    """A chat message as the API wants it: assistant tool calls carry "" content, never null."""
-    out = {k: v for k, v in message.items() if k != "tool_calls"}
+    """A chat message as the API wants it: only its role's fields; assistant tool calls carry "" content, never null.
+
+    Our conversation keeps a tool result's ``name`` (sessions show which tool
+    answered); the API has no such field and strict servers reject it.
+    """
+    fields = WIRE_FIELDS.get(str(message.get("role")))
+    out = {k: v for k, v in message.items() if k in fields} if fields else dict(message)
+    out.pop("tool_calls", None)
     if message.get("tool_calls"):
         out["content"] = message.get("content") or ""
         out["tool_calls"] = [
