@@ -123,6 +123,34 @@ def test_prompty2_model_shorthand_is_a_model_id():
     assert adapt(FILES / "quick.prompty").metadata["model"] == "openai:gpt-4o"
 
 
+def test_prompty2_outputs_tools_and_responses_api(write):
+    path = write(
+        "p/weather.prompty",
+        """
+        ---
+        model: {id: gpt-4o, apiType: responses}
+        outputs:
+          - {name: city, kind: string}
+          - {name: sky, kind: string, enumValues: [clear, cloudy]}
+          - {name: celsius, kind: float}
+        tools:
+          - {name: get_forecast, kind: function, description: The forecast for a city}
+        ---
+        user:
+        Weather in {{city}}?
+        """,
+    )
+    adapted = adapt(path)
+    assert adapted.metadata["returns"]["properties"] == {
+        "city": {"type": "string"},
+        "sky": {"type": "string", "enum": ["clear", "cloudy"]},
+        "celsius": {"type": "number"},
+    }
+    assert adapted.metadata["host-tools"] == ["get_forecast"] and "tools" not in adapted.metadata
+    assert "host-tools" in adapted.metadata["$static"]
+    assert {m.source: m.note for m in adapted.mapping}["model.apiType"] == "responses: sent as a chat request"
+
+
 @pytest.mark.parametrize(
     "template",
     [
@@ -184,6 +212,16 @@ def test_prompty_file_reference_nested_in_sample_is_read():
     assert params["properties"]["guest"]["examples"] == [
         {"name": "Grace Hopper", "room": 412, "loyalty": {"since": 2019}}
     ]
+
+
+def test_prompty_file_reference_never_leaves_the_folder_through_a_symlink(write, tmp_path):
+    secret = write("secret.json", '{"token": "s3cret"}')
+    write("p/readme.txt", "x")
+    (tmp_path / "p" / "link.json").symlink_to(secret)
+    path = write("p/s.prompty", "---\nsample:\n  data: ${file:link.json}\n---\nuser:\n{{data}}\n")
+    with pytest.raises(ToolDefinitionError, match="inside the prompty's folder") as info:
+        adapt(path)
+    assert (info.value.line, info.value.key) == (2, "sample")
 
 
 def test_prompty_file_reference_holds_a_whole_connection(write):

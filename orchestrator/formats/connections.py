@@ -77,12 +77,13 @@ def map_model(a: Adaptation, api: str) -> Any:
         )
         return None
     line = key_line(a.front, "model")
+    source = "model.apiType" if "apiType" in model else "model.api"
     if api == "completion":
-        a.mapping.append(
-            Mapped("model.api", "prompt", "completion: the body is sent as one user message", lossless=False)
-        )
+        a.mapping.append(Mapped(source, "prompt", "completion: the body is sent as one user message", lossless=False))
+    elif str(model.get("apiType", "")).lower() in ("responses", "response"):
+        a.mapping.append(Mapped(source, "system/messages/prompt", "responses: sent as a chat request", lossless=False))
     else:
-        a.mapping.append(Mapped("model.api", "system/messages/prompt", "chat: role sections"))
+        a.mapping.append(Mapped(source, "system/messages/prompt", "chat: role sections"))
     for key in model:
         if key not in MODEL_FIELDS:
             raise a.error(

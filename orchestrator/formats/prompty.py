@@ -166,7 +166,10 @@ class _Adapter(Adaptation):
         rendered = [section_template(self, s, declared, mustache, used) for s in sections]
         self._params(params, declared, used)
         place_sections(self, api, sections, rendered, mustache)
+        self._tools()
         for key, value in front.items():
+            if key == "tools" and HOST_TOOLS in self.metadata:
+                continue
             if key not in KNOWN or key in ("authors", "tags", "version", "metadata", "id", "$schema"):
                 self.extra[key] = value
                 self.mapping.append(Mapped(key, FORMAT_FIELDS, "kept as data: not used by toolcascade"))
@@ -405,6 +408,20 @@ class _Adapter(Adaptation):
         self.metadata["returns"] = {"type": "object", "properties": properties, "required": list(properties)}
         self.mapping.append(Mapped("outputs", "returns", "the model answers JSON matching it"))
 
+    def _tools(self) -> None:
+        """Prompty 2's ``tools`` (functions, MCP servers, OpenAPI): the host's, kept by name, never offered or run."""
+        tools = self.front.get("tools")
+        names = (
+            [t["name"] for t in tools if isinstance(t, Mapping) and isinstance(t.get("name"), str)]
+            if isinstance(tools, list)
+            else []
+        )
+        if not names:
+            return
+        self.metadata[HOST_TOOLS] = [*self.metadata.get(HOST_TOOLS, ()), *names]
+        note = "kept as data, never offered or run: tools the Prompty host runs"
+        self.mapping.append(Mapped("tools", HOST_TOOLS, note, lossless=False))
+
     def _params(self, properties: dict[str, dict[str, Any]], declared: dict[str, Any], used: set[str]) -> None:
         for name in sorted(used - set(properties)):
             properties[name] = {}
@@ -450,6 +467,8 @@ def _properties(outputs: Any, error: Any) -> dict[str, Any]:
             spec = {"type": _json_type(spec) or "string"}
         prop: dict[str, Any] = {}
         kind = spec.get("type")
+        if kind is None and isinstance(spec.get("kind"), str):
+            kind = KINDS.get(spec["kind"])  # Prompty 2: outputs are properties with a kind
         if kind is not None:
             if kind not in TYPES:
                 raise error(f"outputs.{name}.type must be one of {', '.join(TYPES)}, not {kind!r:.60}")
@@ -457,6 +476,8 @@ def _properties(outputs: Any, error: Any) -> dict[str, Any]:
         for key in ("description", "enum"):
             if key in spec:
                 prop[key] = spec[key]
+        if isinstance(spec.get("enumValues"), list):
+            prop["enum"] = list(spec["enumValues"])
         if isinstance(spec.get("items"), Mapping):
             prop["items"] = _properties({"item": spec["items"]}, error)["item"]
         if isinstance(spec.get("properties"), Mapping | list):
