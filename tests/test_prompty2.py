@@ -341,6 +341,20 @@ async def test_prompty_thread_the_template_never_places_goes_before_the_prompt(w
     ]
 
 
+async def test_prompty1_history_input_the_template_never_reads_becomes_messages(write, tmp_path):
+    write(
+        "p/h.prompty",
+        "---\ninputs:\n  history: {type: array}\n  question: {type: string}\n---\n"
+        "system:\nYou answer in French.\n\nuser:\n{{question}}\n",
+    )
+    history = [{"role": "user", "content": "Bonjour"}, {"role": "assistant", "content": "Bonjour !"}]
+    assert await Manager([tmp_path / "p"]).invoke("h", {"history": history, "question": "Merci"}) == [
+        {"role": "system", "content": "You answer in French."},
+        *history,
+        {"role": "user", "content": "Merci"},
+    ]
+
+
 async def test_prompty_history_data_cannot_open_a_system_message_or_forge_a_marker(folder):
     manager = Manager([folder])
     args = sample(manager, "concierge")
