@@ -286,3 +286,30 @@ def test_template_literals_in_code_are_not_vscode_variables(project, monkeypatch
     lines = [line for line in checked(project, monkeypatch) if "lint.prompt.md" in line]
     assert any(line.startswith(".github/prompts/lint.prompt.md:7: ") and "${file}" in line for line in lines)
     assert not any("${name}" in line or "${count}" in line for line in lines)
+
+
+# -- Claude Code plugins ----------------------------------------------------------------------------
+
+PLUGIN_TOOLS = {"review:critic", "review:check", "review:git:tidy", "review:house-style"}
+
+
+@pytest.mark.parametrize("where", [".", "plugins", "plugins/review", "plugins/review/commands"])
+def test_plugin_folders_are_claude_code_locations_named_after_the_plugin(project, where):
+    refs = {info.ref for info in Manager([project / where]).list_tools()}
+    expected = {"review:check", "review:git:tidy"} if where.endswith("commands") else PLUGIN_TOOLS
+    assert expected <= refs
+    assert not {ref for ref in refs if "README" in ref or "style.md" in ref or ref.startswith("plugins/")}
+
+
+async def test_plugin_root_is_the_plugins_folder_in_the_project(project):
+    manager = manager_for(project)
+    text = await manager.invoke("review:check", {"arguments": "src/app.py"})
+    assert text == "Check src/app.py against the rules in plugins/review/RULES.md."
+    skill = manager.find_tool("review:house-style")
+    assert skill.metadata["format-fields"] == {"name": "House Style"}
+    assert any(m.source == "${CLAUDE_PLUGIN_ROOT}" and "plugins/review" in m.note for m in skill.mapping)
+
+
+async def test_a_plugin_agent_runs_under_its_plugin_name(project, scripted):
+    scripted(haiku=[{"expect": {"contains": ["single weakest point", "a cache"]}, "answer": "invalidation"}])
+    assert await manager_for(project).invoke("review:critic", {"prompt": "a cache"}) == "invalidation"

@@ -25,7 +25,9 @@ Optional attributes a format may have, read with ``getattr``:
   such a file without its suffix (``summarize`` -> ``summarize.prompty``).
 - ``locations``: folders, relative to a project root, that it reads as a
   tree (``(".claude/agents",)``); found when the search path is the project
-  root, the location itself, or a folder in between (``.claude``). Every
+  root, the location itself, or a folder in between (``.claude``). A
+  ``.claude/KIND`` location is also read in every Claude Code plugin
+  (``plugins/NAME/KIND``, ``orchestrator.formats.plugins``). Every
   tool in a location tree takes its name from the adapter (a subfolder
   becomes a namespace the adapter writes into the name, as
   ``frontend:component``), and the tree's other files are never tools.
@@ -300,6 +302,27 @@ def location_trees(root: Path, formats: Iterable[Format]) -> Iterator[tuple[Path
                     break
             if folder is None:
                 folder = root.joinpath(*parts)
+            if (folder, fmt.name) not in seen:
+                seen.add((folder, fmt.name))
+                yield folder, fmt
+    yield from _plugin_trees(root, formats, seen)
+
+
+def _plugin_trees(root: Path, formats: Iterable[Format], seen: set[tuple[Path, str]]) -> Iterator[tuple[Path, Format]]:
+    """The ``agents``, ``commands`` and ``skills`` folders of the Claude Code plugins under ``root``."""
+    kinds = [
+        (fmt, loc[len(".claude/") :])
+        for fmt in formats
+        for loc in getattr(fmt, "locations", ())
+        if loc.startswith(".claude/")
+    ]
+    if not kinds:
+        return
+    from .plugins import plugin_folders
+
+    for plugin in plugin_folders(root):
+        for fmt, kind in kinds:
+            folder = plugin / kind
             if (folder, fmt.name) not in seen:
                 seen.add((folder, fmt.name))
                 yield folder, fmt

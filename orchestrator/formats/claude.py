@@ -23,6 +23,10 @@
   commands' ``$ARGUMENTS``. The folder's other files are resources: they
   stay files and are never tools.
 
+Plugins (``plugins/NAME/{agents,commands,skills}``, ``orchestrator.formats.plugins``)
+are read as these locations; their tools are named ``NAME:tool`` and
+``${CLAUDE_PLUGIN_ROOT}`` in their text is written ``plugins/NAME``.
+
 Frontmatter that is not strict YAML loads as Claude Code loads it
 (``LENIENCY``, ``orchestrator.formats.lenient``), with a warning per key read
 as text; ``description`` and ``argument-hint`` take a YAML list
@@ -44,6 +48,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +68,7 @@ from .fields import (
     unknown_model,
 )
 from .lenient import Leniency
+from .plugins import ROOT_VARIABLE, Place, fill_root, place
 
 RESERVED = frozenset({"README.md", "AUTHORITY.md"})
 FORMAT_FIELDS = "format-fields"
@@ -166,6 +172,23 @@ def _skill_name(front: Mapping[str, Any], folder: str, path: Path) -> tuple[str,
         )
     note = f"the display name {value!r}: the skill is found by its folder's name {folder!r}"
     return folder, Mapped("name", FORMAT_FIELDS, note)
+
+
+def _plugin_name(name: str, named: Mapped, plugin: Place | None) -> tuple[str, Mapped]:
+    """A plugin's file is named after its plugin, as Claude Code names it: ``PLUGIN:name``."""
+    if plugin is None or name.startswith(f"{plugin.name}:"):
+        return name, named
+    note = f"{named.note}; " if named.note else ""
+    return f"{plugin.name}:{name}", Mapped(
+        named.source, named.target, f"{note}in plugin {plugin.name!r}", named.lossless
+    )
+
+
+def _root_note(body: str, plugin: Place | None) -> tuple[Mapped, ...]:
+    """How ``${CLAUDE_PLUGIN_ROOT}`` was written, when the body uses it."""
+    if plugin is None or ROOT_VARIABLE not in body:
+        return ()
+    return (Mapped(ROOT_VARIABLE, "prompt", f"written {plugin.root}: the plugin's folder, relative to the project"),)
 
 
 def _word(index: int) -> str:
@@ -277,8 +300,10 @@ class ClaudeAgent:
         return path.suffix == ".md" and path.name not in RESERVED and in_location(path, self.locations[0]) is not None
 
     def adapt(self, path: Path, front: Mapping[str, Any], body: str, body_line: int) -> Adapted:
-        name, named = _name(front, path.stem, path)
-        mapping = [named]
+        plugin = place(path, "agents")
+        name, named = _plugin_name(*_name(front, path.stem, path), plugin)
+        mapping = [named, *_root_note(body, plugin)]
+        body = fill_root(body, plugin)
         metadata: dict[str, Any] = {}
         description, mapped, problems = _prose(front, "description", name, path)
         if description is not None:
@@ -322,14 +347,19 @@ class ClaudeCommand:
         return path.suffix == ".md" and path.name not in RESERVED and in_location(path, self.locations[0]) is not None
 
     def derived_name(self, path: Path) -> str:
-        """``frontend/component.md`` under ``commands/`` -> ``frontend:component``."""
+        """``frontend/component.md`` under ``commands/`` -> ``frontend:component``; in plugin ``web``, ``web:frontend:component``."""
         folder = in_location(path, self.locations[0])
         parts = path.relative_to(folder).with_suffix("").parts if folder is not None else (path.stem,)
-        return ":".join(parts)
+        plugin = place(path, "commands")
+        return ":".join((plugin.name, *parts) if plugin is not None else parts)
 
     def adapt(self, path: Path, front: Mapping[str, Any], body: str, body_line: int) -> Adapted:
+        plugin = place(path, "commands")
         name, named = _name(front, self.derived_name(path), path)
-        return _command_like(self, name, named, path, front, body, body_line)
+        if "name" in front:
+            name, named = _plugin_name(name, named, plugin)
+        adapted = _command_like(self, name, named, path, front, fill_root(body, plugin), body_line)
+        return replace(adapted, mapping=(*adapted.mapping, *_root_note(body, plugin)))
 
 
 class ClaudeSkill:
@@ -347,8 +377,10 @@ class ClaudeSkill:
         return folder is not None and path.parent.parent == folder
 
     def adapt(self, path: Path, front: Mapping[str, Any], body: str, body_line: int) -> Adapted:
-        name, named = _skill_name(front, path.parent.name, path)
-        adapted = _command_like(self, name, named, path, front, body, body_line)
+        plugin = place(path, "skills")
+        name, named = _plugin_name(*_skill_name(front, path.parent.name, path), plugin)
+        adapted = _command_like(self, name, named, path, front, fill_root(body, plugin), body_line)
+        adapted = replace(adapted, mapping=(*adapted.mapping, *_root_note(body, plugin)))
         resources = _resources(path.parent)
         if resources:
             shown = ", ".join(resources[:RESOURCES_SHOWN]) + (", ..." if len(resources) > RESOURCES_SHOWN else "")

@@ -327,8 +327,17 @@ def unknown_model(value: str, known: Iterable[str] = ()) -> str | None:
 
 
 def in_location(path: Path, location: str) -> Path | None:
-    """The folder of ``location`` (``.claude/agents``) that ``path`` lies in, or None."""
+    """The folder of ``location`` (``.claude/agents``) that ``path`` lies in, or None.
+
+    A Claude Code plugin's folder of that kind (``plugins/NAME/agents``) is
+    such a location too (``orchestrator.formats.plugins``).
+    """
     if f"{os.sep}{location}{os.sep}" not in str(path):
+        if location.startswith(".claude/") and f"{os.sep}plugins{os.sep}" in str(path):
+            from .plugins import place
+
+            found = place(path, location[len(".claude/") :])
+            return found.folder if found is not None else None
         return None  # the common case, decided without splitting the path
     parts = Path(location).parts
     file_parts = path.parts
