@@ -397,6 +397,27 @@ async def test_prompty_missing_attributes_render_empty_and_types_are_not_enforce
     assert manager.find_tool("reading-list").metadata["params"]["properties"]["age"]["type"] == "string"
 
 
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ pet.name }} {{ pet.age }}",
+        "{% if pet.vaccinated %}ok{% else %}due{% endif %}",
+        "{% for toy in pet.toys %}{{ toy }},{% endfor %}|",
+        "{{ pet['owner'] }}-{{ pet.tags[0] }}",
+        "{{ pet.name | upper }} {{ pet.nickname | default('none') }}",
+        "{% set n = pet.age %}[{{ n }}]{{ pet.name ~ '!' }}",
+        "{% if pet.nickname is defined %}a{% else %}b{% endif %}",
+    ],
+)
+async def test_prompty_renders_as_jinja2s_default_undefined_does(write, tmp_path, template):
+    import jinja2
+
+    pet = {"name": "Rex", "tags": ["good"]}
+    expected = jinja2.Environment().from_string(template).render(pet=pet)  # how Prompty's jinja2 renders it
+    write("p/pet.prompty", f"---\ndescription: x\n---\nuser:\n{template}\n")
+    assert await Manager([tmp_path / "p"]).invoke("pet", {"pet": pet}) == [{"role": "user", "content": expected}]
+
+
 async def test_prompty_an_attribute_of_a_missing_attribute_is_an_error_as_in_prompty(folder):
     args = {"guest": {"name": "Ada"}, "question": "?"}  # guest.loyalty.tier: jinja2's Undefined fails there too
     with pytest.raises(InterpolationError, match="loyalty") as info:
