@@ -332,8 +332,9 @@ def in_location(path: Path, location: str) -> Path | None:
     A Claude Code plugin's folder of that kind (``plugins/NAME/agents``) is
     such a location too (``orchestrator.formats.plugins``).
     """
-    if f"{os.sep}{location}{os.sep}" not in str(path):
-        if location.startswith(".claude/") and f"{os.sep}plugins{os.sep}" in str(path):
+    text = str(path)
+    if f"{os.sep}{location}{os.sep}" not in text:
+        if location.startswith(".claude/") and f"{os.sep}plugins{os.sep}" in text:
             from .plugins import place
 
             found = place(path, location[len(".claude/") :])
