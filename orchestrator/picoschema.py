@@ -16,8 +16,10 @@ The shorthand, as Dotprompt defines it:
 shorthand: a string (never a JSON Schema) is shorthand; ``true``/``false``
 and an empty mapping are JSON Schema; a mapping is JSON Schema when one of
 its entries can only be JSON Schema: a ``$`` key (``$ref``, ``$schema``), a
-value that is no string, mapping or list (``minimum: 0``), ``type`` naming
-JSON types, a list under a list keyword (``enum``, ``required``, ``anyOf``),
+value that is no string, mapping or list (``minimum: 0``), ``type`` with a
+list or with a JSON type name or any text that is no shorthand type
+(``type: strng`` is a misspelt JSON Schema, ``type: string, the kind`` a
+property), a list under a list keyword (``enum``, ``required``, ``anyOf``),
 ``properties`` mapping names to schemas, a schema under a schema keyword
 (``items: {type: string}``), or an annotation (``description``) whose text
 is no shorthand type. Everything else is shorthand. So a shorthand property
@@ -115,8 +117,9 @@ def _only_json(key: Any, item: Any) -> bool:
 
 
 def _json_types(item: Any) -> bool:
+    """``type: string`` and ``type: [string, null]`` are JSON Schema; so is a misspelt ``type: strng``."""
     if isinstance(item, str):
-        return item in JSON_TYPES
+        return item in JSON_TYPES or not _is_scalar(item)
     return isinstance(item, list) and bool(item) and all(isinstance(t, str) and t in JSON_TYPES for t in item)
 
 

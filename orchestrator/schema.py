@@ -3,10 +3,12 @@
 ``params`` and ``returns`` may be written as JSON Schema or as Picoschema
 (``orchestrator.picoschema``). ``json_schema`` is the one place a shorthand
 becomes JSON Schema, and every reader goes through it: the checks here
-(``check``, ``validator_for``), the defaults (``fill_defaults``), the
-tool-calling schema (``object_schema``) and the description ``list``, MCP
-and agents read (``orchestrator.descriptions``). Expansions are cached with
-the compiled validators, so a schema costs nothing more per call.
+(``check``, ``validator_for``: ``validate-args``, ``validate-returns``,
+approval), the defaults (``fill_defaults``) and the description ``list``,
+MCP's ``inputSchema`` and agents' tool definitions are made from
+(``orchestrator.descriptions``, whose ``params`` ``object_schema`` takes).
+Expansions are cached with the compiled validators, so a schema costs
+nothing more per call.
 """
 
 from __future__ import annotations
@@ -223,7 +225,10 @@ def _fill(schema: Any, value: Any) -> Any:
 
 
 def object_schema(params: Any) -> tuple[dict[str, Any], bool]:
-    """A JSON Schema for an object of arguments (a shorthand expanded), and whether ``params`` had to be wrapped.
+    """A JSON Schema for an object of arguments, and whether ``params`` had to be wrapped.
+
+    ``params`` is JSON Schema: what ``describe`` gives (``ToolInfo.params``),
+    a shorthand already expanded by ``json_schema``.
 
     Tool-calling APIs (MCP, OpenAI functions) take objects only: a params that
     is not an object schema becomes ``{value: <params>}``, and callers unwrap
@@ -234,10 +239,6 @@ def object_schema(params: Any) -> tuple[dict[str, Any], bool]:
     """
     if params is None:
         return {"type": "object"}, False
-    try:
-        params = json_schema(params)
-    except ConfigurationError as exc:
-        raise ValueError(exc.detail) from exc
     schema = json.loads(json.dumps(params, default=str))  # a private, JSON-only copy of cached metadata
     if isinstance(schema, dict) and _is_object_schema(schema):
         properties = schema.get("properties", {})

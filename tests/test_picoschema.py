@@ -255,9 +255,9 @@ def test_checks_defaults_and_tool_definitions_read_the_shorthand() -> None:
     with pytest.raises(ArgsValidationError) as caught:
         check(schema, {"name": 3, "extra": 1}, ArgsValidationError)
     assert [pointer for pointer, _ in caught.value.errors] == ["", "/name"]
-    wire, wrapped = object_schema(schema)
+    wire, wrapped = object_schema(json_schema(schema))
     assert not wrapped and wire["properties"]["name"] == {"type": "string"} and wire["required"] == ["name"]
-    assert object_schema("string") == (
+    assert object_schema(json_schema("string")) == (
         {"type": "object", "properties": {"value": {"type": "string"}}, "required": ["value"]},
         True,
     )
@@ -354,3 +354,32 @@ async def test_a_misspelt_read_is_matched_against_the_shorthands_properties(tmp_
     (folder / "post.md").write_text("---\nmetadata:\n  params:\n    title?: string\n---\n{{ args.titel }}\n")
     with pytest.raises(InterpolationError, match="did you mean 'args.title'"):
         await Manager([folder]).invoke("post", {})
+
+
+def test_a_misspelt_json_schema_type_stays_json_schema() -> None:
+    assert not is_shorthand({"type": "strng"})
+    with pytest.raises(ConfigurationError, match="invalid JSON schema"):
+        check({"type": "strng"}, "x", ArgsValidationError)
+
+
+def test_the_mcp_listing_serves_the_expanded_schema(greet: Path) -> None:
+    from orchestrator.listings import Listings
+
+    [served] = [s for s in Listings(Manager([greet])).listing().values() if s.ref == "greet"]
+    assert not served.wrapped and served.schema["required"] == ["name"]
+    assert served.schema["properties"]["name"] == {"type": "string", "description": "who to greet"}
+    assert served.schema["additionalProperties"] is False
+
+
+@pytest.mark.anyio
+async def test_an_agent_offers_the_expanded_schema_to_its_model(greet: Path) -> None:
+    (greet / "probe.py").write_text(
+        "from orchestrator.agent.toolset import offered_tools\n\n"
+        'frontmatter = {"metadata": {"tools": ["greet"]}}\n\n'
+        "def main(ctx):\n"
+        '    return [t["parameters"] for t in offered_tools(ctx, ctx.owner, frozenset({"greet"})) if t["ref"] == "greet"]\n',
+        encoding="utf-8",
+    )
+    [parameters] = await Manager([greet]).invoke("probe")
+    assert parameters["properties"]["times"] == {"type": ["integer", "null"], "description": "how many times"}
+    assert parameters["required"] == ["name"]
