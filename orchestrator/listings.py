@@ -9,17 +9,22 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
+from .annotations import Offer, offer
 from .errors import OrchestratorError, describe
 from .manager import Manager
+from .results import output_schema
 from .schema import object_schema
 from .tool import ToolInfo, wire_name
+
+if TYPE_CHECKING:
+    import mcp.types as types
 
 log = logging.getLogger("orchestrator.mcp")
 
@@ -31,17 +36,35 @@ KNOWN = 65_536  # tools whose listing is kept with the description it was made f
 
 @dataclass(frozen=True, slots=True)
 class Listing:
-    """One served tool: the ref it invokes, and what ``tools/list`` says about it."""
+    """One served tool: the ref it invokes, and what ``tools/list`` and ``prompts/list`` say about it."""
 
     ref: str
     name: str
     description: str | None
     schema: dict[str, Any]
     wrapped: bool  # the schema is params wrapped as ``value``
+    offer: Offer  # as a tool, a prompt or both; its title and hints
+    output: dict[str, Any] | None  # the outputSchema (``returns``)
+    returns: Any  # ``returns`` as the metadata has it, for checking results
+    output_wrapped: bool  # the outputSchema is ``returns`` wrapped as ``result``
 
     def key(self) -> tuple[str, str | None, str]:
         """What a client sees: a change here is a list change."""
-        return self.name, self.description, json.dumps(self.schema, sort_keys=True)
+        shown = [self.schema, self.offer.to_dict(), self.output]
+        return self.name, self.description, json.dumps(shown, sort_keys=True)
+
+    def tool(self) -> types.Tool:
+        """The MCP tool ``tools/list`` shows."""
+        import mcp.types as types
+
+        return types.Tool(
+            name=self.name,
+            title=self.offer.title,
+            description=self.description,
+            input_schema=self.schema,
+            output_schema=self.output,
+            annotations=types.ToolAnnotations.model_validate(self.offer.annotations()),
+        )
 
 
 class Listings:
@@ -81,7 +104,7 @@ class Listings:
                 continue
             try:
                 listing = self._listed(info)
-            except ValueError as exc:
+            except (ValueError, OrchestratorError) as exc:
                 self._report(info.ref, f"not served: {exc}")
                 continue
             served[name] = listing
@@ -92,6 +115,7 @@ class Listings:
 
         Raises:
             ValueError: it cannot be served (its MCP name is too long, its ``params`` is no schema).
+            OrchestratorError: its metadata cannot be merged, or its ``mcp`` or ``returns`` is malformed.
         """
         known = self._known.get(info.ref)
         if known is not None and known[0] is info:
@@ -100,7 +124,11 @@ class Listings:
         if len(name) > MAX_NAME:
             raise ValueError(f"its MCP name is longer than {MAX_NAME} characters")
         schema, wrapped = object_schema(info.params)
-        listing = Listing(info.ref, name, info.description, schema, wrapped)
+        meta = merged_meta(self.manager, info.ref)
+        returns = meta.get("returns")
+        output, output_wrapped = output_schema(returns, info.ref)
+        found = offer(info.ref, info.kind, meta)
+        listing = Listing(info.ref, name, info.description, schema, wrapped, found, output, returns, output_wrapped)
         if len(self._known) >= KNOWN:
             self._known.clear()
         self._known[info.ref] = (info, listing)
@@ -248,6 +276,18 @@ class Listings:
         if self._keys is None or self._keys[0] is not served:
             self._keys = (served, [listing.key() for listing in served.values()])
         return self._keys[1]
+
+
+def merged_meta(manager: Manager, ref: str) -> Mapping[str, Any]:
+    """The merged metadata of ``ref`` as a call without args sees it; as written when that needs args.
+
+    Raises:
+        OrchestratorError: the tool cannot be found, loaded or its cascade resolved.
+    """
+    try:
+        return manager.prepare(ref, {}).meta
+    except OrchestratorError:  # a template that needs args: the values as written
+        return {key.key: key.value for key in manager.explain(ref, render=False).keys}
 
 
 class _Run:

@@ -105,7 +105,7 @@ from .options import extract_options
 from .progress import Reporters, wants_reports
 from .registry import close_refs
 from .results import SERVER_PATH as SERVER_PATH
-from .results import ServedPaths, failure, success
+from .results import ServedPaths, failure, success, typed
 from .tool import wire_name
 from .transports import lifespan, parse_address, serve_http, serve_stdio, server_class
 from .version import __version__
@@ -190,8 +190,7 @@ class Service(Listings):
                 served = await self.relist()
         except OrchestratorError as exc:
             raise MCPError(types.INTERNAL_ERROR, self.paths.shown(describe(exc))) from None
-        tools = [types.Tool(name=t.name, description=t.description, input_schema=t.schema) for t in served.values()]
-        return types.ListToolsResult(tools=tools)
+        return types.ListToolsResult(tools=[t.tool() for t in served.values() if t.offer.as_tool])
 
     # -- calls -----------------------------------------------------------------
 
@@ -203,7 +202,7 @@ class Service(Listings):
         except OrchestratorError as exc:  # no listing to find the name in: say why
             why = f"the served tools cannot be listed: {describe(exc)}"
             return self.failure(ToolNotFoundError(params.name, reason=why))
-        if listing is None:  # an isError result, as for any other failure, so the model can read it
+        if listing is None or not listing.offer.as_tool:  # an isError result, so the model can read it
             why = f"this server serves {served_names(served)}"
             near = functools.partial(close_refs, params.name, served)  # worked out only if the message is read
             return self.failure(ToolNotFoundError(params.name, reason=why, near=near))
@@ -230,7 +229,7 @@ class Service(Listings):
             log.warning("tool %r failed: %s", listing.ref, describe(exc))
             log.debug("traceback of the failure", exc_info=exc)
             return self.failure(exc)
-        return success(result)
+        return reply(listing, result)
 
     def failure(self, exc: Exception, ref: str | None = None) -> types.CallToolResult:
         """The error result for ``exc``, its paths named as the client may see them; the log keeps them in full.
@@ -270,7 +269,7 @@ class Service(Listings):
         decision, problem = read_answer(answer, batch=False)
         if problem is not None:  # unreadable edit: ask again, same token
             return held(token, {"tool": listing.ref, "problem": problem})
-        return success(await self.reporting(ctx, self.manager.resume(token, decision, ref=listing.ref)))
+        return reply(listing, await self.reporting(ctx, self.manager.resume(token, decision, ref=listing.ref)))
 
     async def reporting(self, ctx: Context, call: Awaitable[Any]) -> Any:
         """Await ``call``; its events become coalesced progress notifications when the caller can hear them.
@@ -291,7 +290,7 @@ class Service(Listings):
         """
         latest = self._latest
         listing = latest[1].get(name) if latest is not None else None
-        return listing.schema if listing is not None else None
+        return listing.schema if listing is not None and listing.offer.as_tool else None
 
     def options(
         self, listing: Listing, arguments: dict[str, Any], env: dict[str, Any], caller: Caller
@@ -390,13 +389,24 @@ class Served(Container[str]):
         if not isinstance(ref, str):
             return False
         listed = self.served.get(wire_name(ref))
-        return listed is not None and listed.ref == ref and self.service.servable(ref) is not None
+        if listed is None or listed.ref != ref:
+            return False
+        now = self.service.servable(ref)
+        return now is not None and now.offer.as_tool
+
+
+def reply(listing: Listing, result: Any) -> types.CallToolResult:
+    """The result of a call: typed when the tool has ``returns`` (``orchestrator.results``)."""
+    if listing.output is None:
+        return success(result)
+    return typed(result, listing.returns, listing.output_wrapped, listing.ref)
 
 
 def served_names(served: Mapping[str, Listing]) -> str:
-    """The names an unknown-tool error lists: the first ``SHOWN_NAMES`` in order, and how many more."""
-    first = heapq.nsmallest(SHOWN_NAMES, served)
-    more = len(served) - len(first)
+    """The tool names an unknown-tool error lists: the first ``SHOWN_NAMES`` in order, and how many more."""
+    tools = [name for name, listing in served.items() if listing.offer.as_tool]
+    first = heapq.nsmallest(SHOWN_NAMES, tools)
+    more = len(tools) - len(first)
     return ", ".join(first) + (f" and {more} more" if more else "") if first else "no tools"
 
 

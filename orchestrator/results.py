@@ -1,4 +1,13 @@
-"""What an MCP call returns: a result, an ``isError`` result, and the server's paths named or hidden in errors."""
+"""What an MCP call returns: a result, a typed result, an ``isError`` result, and the server's paths in errors.
+
+**Typed results.** A tool's ``returns`` is its ``outputSchema``: an object
+schema as it is, any other schema wrapped as the one required property
+``result`` (as the SDK's own ``MCPServer`` does). A result that matches it
+comes back as ``structuredContent`` (wrapped the same way) with its JSON as
+the text copy (a string result: the string itself); one that does not is an
+``isError`` result saying why, since a client checks ``structuredContent``
+against the schema it was shown.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +17,10 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .errors import ConfigurationError, ReturnsValidationError, describe
 from .manager import Manager
 from .registry import builtin_folder
+from .schema import check, json_schema
 
 if TYPE_CHECKING:
     import mcp.types as types
@@ -28,6 +39,43 @@ def success(result: Any) -> types.CallToolResult:
         result = dict(result)
     text = json.dumps(result, ensure_ascii=False, default=str)
     structured = json.loads(text) if isinstance(result, dict) else None
+    return CallToolResult(content=[TextContent(text=text)], structured_content=structured)
+
+
+def output_schema(returns: Any, ref: str) -> tuple[dict[str, Any] | None, bool]:
+    """The ``outputSchema`` for ``returns`` (None without one), and whether it wraps ``returns`` as ``result``.
+
+    Raises:
+        ConfigurationError: ``returns`` is not a JSON Schema (or a malformed shorthand), naming the tool and key.
+    """
+    if returns is None:
+        return None, False
+    schema = json.loads(json.dumps(json_schema(returns, "returns", tool=ref), default=str))  # a private JSON copy
+    if isinstance(schema, dict) and (
+        schema.get("type") == "object" or ("type" not in schema and "properties" in schema)
+    ):
+        return {"type": "object", **schema}, False
+    if not isinstance(schema, (dict, bool)):
+        raise ConfigurationError(
+            f"returns must be a JSON Schema (like {{type: object, properties: ...}}), not {type(returns).__name__}",
+            tool=ref,
+            key="returns",
+        )
+    return {"type": "object", "properties": {"result": schema}, "required": ["result"]}, True
+
+
+def typed(result: Any, returns: Any, wrapped: bool, ref: str) -> types.CallToolResult:
+    """A result checked against ``returns``: ``structuredContent`` with a text copy, or an error saying why not."""
+    from mcp.types import CallToolResult, TextContent
+
+    value = dict(result) if isinstance(result, Mapping) else result
+    try:
+        plain = json.loads(json.dumps(value, ensure_ascii=False, default=str))
+        check(returns, plain, ReturnsValidationError, ref, key="returns")
+    except (ReturnsValidationError, ConfigurationError) as exc:
+        return failure(describe(exc))
+    text = value if isinstance(value, str) else json.dumps(plain, ensure_ascii=False)
+    structured = {"result": plain} if wrapped else plain
     return CallToolResult(content=[TextContent(text=text)], structured_content=structured)
 
 
