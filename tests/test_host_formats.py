@@ -313,3 +313,18 @@ async def test_plugin_root_is_the_plugins_folder_in_the_project(project):
 async def test_a_plugin_agent_runs_under_its_plugin_name(project, scripted):
     scripted(haiku=[{"expect": {"contains": ["single weakest point", "a cache"]}, "answer": "invalidation"}])
     assert await manager_for(project).invoke("review:critic", {"prompt": "a cache"}) == "invalidation"
+
+
+# -- the README's table --------------------------------------------------------------------------------
+
+
+def test_the_format_table_has_a_row_per_claude_and_copilot_format_with_every_column():
+    from orchestrator.formats import summary_table
+
+    rows = summary_table().splitlines()
+    assert rows[0] == "| format | read | runs | lenient | host-only |"
+    named = {row.split(" | ")[0].removeprefix("| ").strip("`"): row for row in rows[2:]}
+    assert {"claude-agent", "claude-command", "claude-skill", "copilot-prompt"} <= set(named)
+    for row in named.values():
+        cells = [cell.strip() for cell in row.strip("|").split(" | ")]
+        assert len(cells) == 5 and all(cells), row

@@ -65,6 +65,7 @@ from .fields import (  # re-exported: the shared part of every adapter
     Format,
     Front,
     Mapped,
+    Summary,
     aliases,
     field_error,
     in_location,
@@ -89,6 +90,7 @@ __all__ = [
     "GROUPS",
     "Mapped",
     "SERVED",
+    "Summary",
     "TOP_LEVEL",
     "aliases",
     "builtin",
@@ -108,6 +110,7 @@ __all__ = [
     "select",
     "split_tools",
     "suffixes",
+    "summary_table",
     "text_field",
     "unknown_model",
 ]
@@ -262,6 +265,16 @@ def select(option: Any, folders: Iterable[str]) -> dict[str, tuple[Format, ...]]
     raise ConfigurationError(
         f"formats must be None, a list of format names or a mapping of folder to names, not {type(option).__name__}"
     )
+
+
+def summary_table(formats: Iterable[Format] | None = None) -> str:
+    """The README's table of the formats (every registered one by default) that have a ``summary``, as Markdown."""
+    rows = ["| format | read | runs | lenient | host-only |", "| --- | --- | --- | --- | --- |"]
+    for fmt in registered().values() if formats is None else formats:
+        summary = getattr(fmt, "summary", None)
+        if isinstance(summary, Summary):
+            rows.append(f"| `{fmt.name}` | {summary.read} | {summary.runs} | {summary.lenient} | {summary.host_only} |")
+    return "\n".join(rows) + "\n"
 
 
 def recognise(path: Path, root: Path, formats: Iterable[Format]) -> Format | None:

@@ -56,6 +56,7 @@ from .fences import Code, shell_blocks
 from .fields import (
     Adapted,
     Mapped,
+    Summary,
     field_error,
     in_location,
     key_line,
@@ -84,6 +85,15 @@ _SHELL = re.compile(r"!`[^`\n]+`")
 LENIENCY = Leniency("Claude Code", frozenset({"description", "argument-hint", "model", "color", "when_to_use"}))
 """Claude Code loads a file whose frontmatter is not strict YAML; these fields are text to it."""
 Problems = tuple[tuple[int | None, str], ...]
+
+_LENIENT = (
+    "frontmatter that is not strict YAML is read key by key, each key read as text a warning at its line; "
+    "a YAML list in `description` or `argument-hint` is the text written"
+)
+_HOST_ONLY = (
+    "Claude Code's tools (`Read`, `Bash(git:*)`, `mcp__…`) are kept as `host-tools`: never offered, never a failure; "
+    "`@file`, `` !`cmd` `` and ```` ```! ```` blocks stay text, reported by `check`"
+)
 
 
 def _line(body: str, body_line: int, offset: int) -> int:
@@ -295,6 +305,15 @@ class ClaudeAgent:
     locations = (".claude/agents",)
     known = ("name", "description", "tools", "model")
     leniency = LENIENCY
+    summary = Summary(
+        "`.claude/agents/*.md`, `plugins/P/agents/*.md` (as `P:name`): `name`, `description`, `tools`, `model`; "
+        "other fields kept as data",
+        'an agent: the body is the system prompt, `{"prompt": ...}` the user message; our tools '
+        "(`mcp__toolcascade__NAME` too) offered; `model` an alias or Anthropic id, else `inherit`; "
+        "an unknown name fails naming the aliases",
+        _LENIENT,
+        _HOST_ONLY,
+    )
 
     def recognises(self, path: Path, root: Path) -> bool:
         return path.suffix == ".md" and path.name not in RESERVED and in_location(path, self.locations[0]) is not None
@@ -342,6 +361,14 @@ class ClaudeCommand:
     locations = (".claude/commands",)
     known = ("name", "description", "argument-hint", "allowed-tools", "model")
     leniency = LENIENCY
+    summary = Summary(
+        "`.claude/commands/**/*.md` (`git/x.md` is `git:x`), `plugins/P/commands/` (`P:x`): `description` "
+        "(else the first line), `argument-hint`, `allowed-tools`, `model`",
+        '`{"arguments": ...}` fills `$ARGUMENTS`, `$1`..`$9` (appended when the body uses none); '
+        "`${CLAUDE_PLUGIN_ROOT}` is `plugins/P`; with `model`, an agent",
+        _LENIENT,
+        _HOST_ONLY,
+    )
 
     def recognises(self, path: Path, root: Path) -> bool:
         return path.suffix == ".md" and path.name not in RESERVED and in_location(path, self.locations[0]) is not None
@@ -369,6 +396,13 @@ class ClaudeSkill:
     locations = (".claude/skills",)
     known = ("name", "description", "argument-hint", "allowed-tools", "model")
     leniency = LENIENCY
+    summary = Summary(
+        "`.claude/skills/NAME/SKILL.md`, `plugins/P/skills/NAME/` (`P:NAME`): found by the folder's name, "
+        "`name:` a display name; `allowed-tools` by commas or spaces (`Read Edit Bash(git:*)`)",
+        "the instructions, with `$ARGUMENTS`; the folder's other files stay files, never tools",
+        _LENIENT,
+        _HOST_ONLY,
+    )
 
     def recognises(self, path: Path, root: Path) -> bool:
         if path.name != "SKILL.md":

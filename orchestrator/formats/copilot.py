@@ -43,6 +43,7 @@ from .fences import Code
 from .fields import (
     Adapted,
     Mapped,
+    Summary,
     aliases,
     field_error,
     is_host_tool,
@@ -179,6 +180,17 @@ class CopilotPrompt:
     suffixes = (SUFFIX,)
     locations = (".github/prompts",)
     leniency = LENIENCY
+    summary = Summary(
+        "`*.prompt.md`: `name`, `description`, `model` (an alias, `provider:name`, or a VS Code model name "
+        "through `COPILOT_MODELS`), `tools`; `mode`/`agent` kept as data",
+        "`${input:x}` are required args; the text after `/name` is `input`, sent after the prompt; with "
+        "`model`, an agent, else the substituted prompt; an unknown model fails naming the aliases",
+        "frontmatter that is not strict YAML is read key by key, with a warning; a YAML list in `description` "
+        "is the text written",
+        "VS Code's tools (`codebase`, `terminalCommand`, `Microsoft Docs`, `server/tool`) are kept as "
+        "`host-tools`: never offered, never a failure; `${selection}`, `${file}`, `#file:` and file links "
+        "stay text, reported by `check`",
+    )
 
     def recognises(self, path: Path, root: Path) -> bool:
         return path.name.endswith(SUFFIX) and len(path.name) > len(SUFFIX)

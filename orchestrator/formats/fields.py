@@ -43,6 +43,19 @@ class Adapted:
     problems: tuple[tuple[int | None, str], ...] = ()  # (line, message) that ``check`` reports
 
 
+@dataclass(frozen=True)
+class Summary:
+    """What a format's files give toolcascade, one README table row: read, run, lenient, left to the host.
+
+    A format may have one as ``summary``; ``orchestrator.formats.summary_table`` writes the rows the README shows.
+    """
+
+    read: str  # the files and fields read
+    runs: str  # what a call does
+    lenient: str  # what loads although strict parsing refuses it
+    host_only: str  # what stays the host's: kept as data or reported, never run
+
+
 @runtime_checkable
 class Format(Protocol):
     """A format adapter (see the module docstring)."""
