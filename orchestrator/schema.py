@@ -58,6 +58,17 @@ def json_schema(value: Any, key: str = "params", origin: Tool | None = None, too
     return expanded
 
 
+def schema_problems(tool: Tool) -> list[ConfigurationError]:
+    """For ``check``: the malformed shorthands in ``tool``'s own ``params`` and ``returns``, each naming its line."""
+    found = []
+    for key in ("params", "returns"):
+        try:
+            json_schema(tool.metadata.get(key), key, tool)
+        except ConfigurationError as exc:
+            found.append(exc)
+    return found
+
+
 def validator_for(schema: Any, tool: str | None = None, key: str = "params", origin: Tool | None = None) -> Any:
     """The compiled validator for ``schema`` (JSON Schema or shorthand), cached by identity and by content.
 

@@ -383,3 +383,19 @@ async def test_an_agent_offers_the_expanded_schema_to_its_model(greet: Path) -> 
     [parameters] = await Manager([greet]).invoke("probe")
     assert parameters["properties"]["times"] == {"type": ["integer", "null"], "description": "how many times"}
     assert parameters["required"] == ["name"]
+
+
+def test_schema_problems_reports_each_malformed_shorthand_for_check(tmp_path: Path) -> None:
+    from orchestrator.schema import schema_problems
+
+    folder = tmp_path / "tools"
+    folder.mkdir()
+    (folder / "two.md").write_text(
+        "---\nmetadata:\n  params:\n    when(aray): string\n  returns:\n    ok: bolean\n---\nx\n", encoding="utf-8"
+    )
+    (folder / "fine.md").write_text("---\nmetadata:\n  params: {name: string}\n---\nx\n", encoding="utf-8")
+    manager = Manager([folder])
+    found = schema_problems(manager.find_tool("two"))
+    assert [(p.key, p.line) for p in found] == [("params.when(aray)", 4), ("returns.ok", 6)]
+    assert "did you mean 'array'" in found[0].detail and "did you mean 'boolean'" in found[1].detail
+    assert schema_problems(manager.find_tool("fine")) == []
