@@ -7,6 +7,8 @@ sandbox with ``StrictUndefined``, under a per-render budget taken from the
 manager's ``Limits`` (output, loop iterations and calls, value sizes, time);
 compiled templates are cached by source and shared by every manager. A
 refusal is an ``InterpolationError`` naming the limit and its value.
+``{% include %}`` and ``{% import %}`` find partials through the ``Scope``
+(``orchestrator.partials``).
 
 jinja2 (and the sandbox built on it) is imported by the first render, not by
 ``import orchestrator``: a run without templates never loads it.

@@ -23,6 +23,11 @@ templates stay independent of limits:
   number).
 
 A refusal is an ``InterpolationError`` naming the limit and its value.
+
+Partials (``orchestrator.partials``) are loaded by ``get_template`` for the
+tool whose render is running (its ``Scope``), render inside the same budget,
+and nest at most ``partials.INCLUDE_DEPTH`` deep; ``{% extends %}`` and a
+partial named by anything but a literal string are refused when compiled.
 """
 
 from __future__ import annotations
