@@ -286,3 +286,26 @@ def test_problems_reports_a_missing_partial_with_did_you_mean(tools: Path) -> No
     tool(tools, "escape", '{% include "../x" %}')
     [refused] = problems(manager.find_tool("escape"), manager.paths)
     assert isinstance(refused, SecurityError)
+
+
+async def test_a_tool_from_a_paths_folder_includes_from_its_own_folder_and_the_trusted_ones(tmp_path: Path) -> None:
+    main, extra = tmp_path / "main", tmp_path / "extra"
+    put(main / "house.jinja", "house style")
+    put(extra / "own.jinja", "own words")
+    tool(extra, "guest", '{% include "own" %}, {% include "house" %}')
+    put(
+        main / "host.py",
+        'frontmatter = {"metadata": {"paths": "../extra"}}\n\n'
+        "async def main(ctx):\n    return await ctx.manager.invoke('guest')\n",
+    )
+    put(extra / "probe.jinja", "{{ env.HOME }}")
+    tool(extra, "nosy", '{% include "probe" %}', front="metadata:\n  trust: {env: true}\n")
+    put(
+        main / "host2.py",
+        'frontmatter = {"metadata": {"paths": "../extra"}}\n\n'
+        "async def main(ctx):\n    return await ctx.manager.invoke('nosy')\n",
+    )
+    manager = Manager([main])
+    assert await manager.invoke("host") == "own words, house style"
+    with pytest.raises(InterpolationError, match="untrusted folders never see env"):
+        await manager.invoke("host2")  # its partials are as untrusted as it is
