@@ -199,10 +199,12 @@ async def test_r_agent_1_json_returns_are_parsed_and_validated(write, manager):
     returns = {"type": "object", "properties": {"temp": {"type": "integer"}}, "required": ["temp"]}
     agent(write, "structured", [{"answer": '{"temp": 21}', "expect": {"response-format": True}}], returns=returns)
     assert await manager.invoke("structured", {"city": "x"}) == {"temp": 21}
-    agent(write, "wrong", ['{"temp": "warm"}'], returns=returns)
+    # a wrong answer goes back once with what is wrong (returns-retries, default 1), then is raised (issue 29)
+    retry = {"contains": "/temp", "last-role": "user"}
+    agent(write, "wrong", ['{"temp": "warm"}', {"answer": '{"temp": "hot"}', "expect": retry}], returns=returns)
     with pytest.raises(ReturnsValidationError, match="/temp"):
         await manager.invoke("wrong", {"city": "x"})
-    agent(write, "prose", ["it is warm"], returns=returns)
+    agent(write, "prose", ["it is warm", {"answer": "still warm", "expect": {"contains": "not JSON"}}], returns=returns)
     with pytest.raises(ReturnsValidationError, match="not JSON"):
         await manager.invoke("prose", {"city": "x"})
 

@@ -29,6 +29,12 @@ pytestmark = pytest.mark.anyio
 
 RULES = {
     "rules": [
+        {  # for test_structured_output: an answer through the final_answer tool, and a JSON answer
+            "name": "final",
+            "when": {"tools_include": "final_answer", "messages_contain": "Final please"},
+            "respond": {"tool_calls": [{"name": "final_answer", "arguments": {"temp": 7}}]},
+        },
+        {"name": "json", "when": {"messages_contain": "as JSON"}, "respond": {"content": '{"temp": 21}'}},
         {
             "name": "rotated-key",
             "when": {"messages_contain": "Rotate", "header.authorization": "Bearer sk-new"},

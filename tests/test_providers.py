@@ -377,7 +377,8 @@ async def test_anthropic_tool_use_round_trip_over_http(write, manager):
 async def test_anthropic_json_answer_choice_and_max_tokens(write, manager):
     returns = {"type": "object", "properties": {"temp": {"type": "integer"}}, "required": ["temp"]}
     async with serve(reply_sse(anthropic_stream('{"temp": 21}'))) as s:
-        agent(write, "shaped", anthropic_model(s.url, **{"max-tokens": 64}), returns=returns)
+        model = anthropic_model(s.url, **{"max-tokens": 64})
+        agent(write, "shaped", model, returns=returns, **{"returns-strategy": "prompted"})
         assert await manager.invoke("shaped") == {"temp": 21}
     sent = s.requests[0]["body"]
     assert sent["max_tokens"] == 64

@@ -8,13 +8,53 @@ to its session after every turn (``orchestrator.sessions``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
 from ..sessions import check_unchanged
 
+if TYPE_CHECKING:
+    from ..context import Context
+
 ROLES = ("system", "user", "assistant", "tool")
 """Roles a message of a (rewritten) conversation may have."""
+PRIOR_ROLES = ("system", "user", "assistant")
+"""Roles a message of the ``messages`` metadata may have."""
+
+
+def preamble(ctx: Context, instruction: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """What every run of the agent of ctx starts with: its ``system`` message, ``instruction``, ``messages`` metadata.
+
+    ``instruction`` is the structured-answer strategy's system message, if any.
+
+    Raises:
+        ConfigurationError: ``messages`` is not a list of ``{role, content}`` with a known role.
+    """
+    found: list[dict[str, Any]] = []
+    if ctx.meta.get("system"):
+        found.append({"role": "system", "content": str(ctx.meta["system"])})
+    if instruction is not None:
+        found.append(instruction)
+    prior = ctx.meta.get("messages")
+    if prior is None:
+        return found
+    if not isinstance(prior, list):
+        raise ConfigurationError(
+            f"messages must be a list of {{role, content}}, not {type(prior).__name__}",
+            tool=ctx.tool.name,
+            key="messages",
+        )
+    for index, message in enumerate(prior):
+        role = message.get("role") if isinstance(message, Mapping) else None
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if role not in PRIOR_ROLES or not isinstance(content, str) or len(message) != 2:
+            raise ConfigurationError(
+                f"messages[{index}] must be {{role: system|user|assistant, content: text}}, not {message!r}"[:300],
+                tool=ctx.tool.name,
+                key="messages",
+            )
+        found.append({"role": role, "content": content})
+    return found
 
 
 class Conversation:

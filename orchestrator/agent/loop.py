@@ -66,7 +66,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -80,17 +79,16 @@ from ..errors import (
     InvocationError,
     ModelError,
     OrchestratorError,
-    ReturnsValidationError,
 )
 from ..interrupts import RESUMING as RESUMING  # re-exported: the key was defined here
 from ..interrupts import Suspension
 from ..options import extract_options
 from ..prompt import render_prompt
-from ..schema import validator_for
 from .answer import bounded
 from .clients import keeping
-from .conversation import Conversation, Saver
+from .conversation import Conversation, Saver, preamble
 from .model import Deltas, label, parse_model
+from .returns import FINAL_ANSWER, StructuredAnswerError, structured
 from .routes import authorize_model, authorize_pipeline, check_tool_pipeline
 from .toolset import NEXT, allowed_tools, offered_tools
 from .turn import batch, deciding_on, kept_outcomes, refuse_extra, runs_of
@@ -100,12 +98,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orchestrator.agent")
 
-_FENCE = re.compile(r"^```[A-Za-z]*\n|\n?```$")
 CHOICES = ("auto", "none", "required")
-PRIOR_ROLES = ("system", "user", "assistant")
 MAX_TOOL_CALLS = 64
 """Tool calls one turn may run unless the agent's ``max-tool-calls`` says otherwise."""
 ANSWER_NOW = "Give your final answer now: only JSON matching the requested schema, no other text and no tool calls."
+_AGAIN = object()
+"""What a turn that sent a structured answer back returns: ask the model again."""
 
 
 def model_spec(ctx: Context) -> dict[str, Any] | None:
@@ -162,9 +160,15 @@ class Agent:
                 tool=ctx.tool.name,
                 key="tool-choice",
             )
-        returns = ctx.meta.get("returns")
-        self.wants_json = isinstance(returns, Mapping) and (returns.get("type") == "object" or "properties" in returns)
-        self.returns = returns if self.wants_json else None
+        self.structured = structured(ctx, self.spec)  # how an answer matching returns is asked for (returns.py)
+        self.retries = self.structured.retries if self.structured is not None else 0
+        if self.structured is not None and self.structured.strategy == "tool" and FINAL_ANSWER in self.wire:
+            raise ConfigurationError(
+                f"a tool offered as {FINAL_ANSWER!r} clashes with the answer tool of returns-strategy: tool; "
+                "rename it or choose another returns-strategy",
+                tool=ctx.tool.name,
+                key="tools",
+            )
         self.caller = Caller("a model", self.allowed)
         # the models it names for fallback and compact choose where a key goes too (issue 24)
         self.model_pipeline = authorize_pipeline(_pipeline(ctx, "model-pipeline"), ctx, self.manager)
@@ -188,7 +192,8 @@ class Agent:
         Raises:
             InvocationError: max-iterations or max-consecutive-errors reached; the session is busy.
             ModelError: the model failed, or answered with nothing or out of what was asked.
-            ReturnsValidationError: a structured answer that is not JSON.
+            StructuredAnswerError: (a ``ReturnsValidationError``) a structured answer still fails ``returns``
+                after ``returns-retries`` retries.
             ApprovalRequired: a tool call waits for a decision (the top-level agent's carries its state).
         """
         ctx = self.ctx
@@ -200,37 +205,6 @@ class Agent:
         store = self.manager.sessions
         async with holding(store, str(session)) as lease:
             return await self._loop(Saver(store, str(session), lease, ctx.tool.name))
-
-    def _preamble(self) -> list[dict[str, Any]]:
-        """The system message and the ``messages`` metadata: what every run of this agent starts with.
-
-        Raises:
-            ConfigurationError: ``messages`` is not a list of ``{role, content}`` with a known role.
-        """
-        ctx = self.ctx
-        preamble: list[dict[str, Any]] = []
-        if ctx.meta.get("system"):
-            preamble.append({"role": "system", "content": str(ctx.meta["system"])})
-        prior = ctx.meta.get("messages")
-        if prior is None:
-            return preamble
-        if not isinstance(prior, list):
-            raise ConfigurationError(
-                f"messages must be a list of {{role, content}}, not {type(prior).__name__}",
-                tool=ctx.tool.name,
-                key="messages",
-            )
-        for index, message in enumerate(prior):
-            role = message.get("role") if isinstance(message, Mapping) else None
-            content = message.get("content") if isinstance(message, Mapping) else None
-            if role not in PRIOR_ROLES or not isinstance(content, str) or len(message) != 2:
-                raise ConfigurationError(
-                    f"messages[{index}] must be {{role: system|user|assistant, content: text}}, not {message!r}"[:300],
-                    tool=ctx.tool.name,
-                    key="messages",
-                )
-            preamble.append({"role": role, "content": content})
-        return preamble
 
     async def _loop(self, saver: Saver | None) -> Any:
         ctx = self.ctx
@@ -247,12 +221,14 @@ class Agent:
             iteration, self.errors = int(state["iteration"]), int(state["errors"])
             self.history = int(state.get("history", 0))
             self.choice_now, self.answering = str(state["choice"]), bool(state["answering"])
+            self.retries = int(state.get("retries", self.retries))
             turn = state["turn"]
         else:
             history = await saver.load() if saver is not None else []
             self.history = len(history)
             self.conversation = Conversation(
-                self._preamble(), [*history, {"role": "user", "content": str(render_prompt(ctx))}]
+                preamble(ctx, self.structured.instruction() if self.structured is not None else None),
+                [*history, {"role": "user", "content": str(render_prompt(ctx))}],
             )
             iteration, self.errors, self.choice_now, self.answering = 1, 0, self.choice, False
         conversation = self.conversation
@@ -263,16 +239,16 @@ class Agent:
                 offered = bool(self.tools) and choice != "none" and not self.answering
                 response = await self._ask(conversation, choice, iteration, offered=offered, answering=self.answering)
                 calls = response.get("tool_calls") or []
-                if not offered or not calls:
-                    content = response.get("content")
-                    if offered and self.returns is not None and not self._matches(content):
-                        conversation.messages.append({"role": "assistant", "content": content or ""})
-                        conversation.messages.append({"role": "user", "content": ANSWER_NOW})
-                        self.answering = True
-                        iteration += 1
-                        continue
-                    answer = self._answer(content)
-                    conversation.messages.append({"role": "assistant", "content": _text(content)})
+                final = next((c for c in calls if c.get("name") == FINAL_ANSWER), None) if self._tool_strategy else None
+                if not offered or not calls or final is not None:
+                    if self.structured is not None:
+                        answer = await self._structured(response, calls, final, offered)
+                        if answer is _AGAIN:
+                            iteration += 1
+                            continue
+                        return answer
+                    answer = self._answer(response.get("content"))
+                    conversation.messages.append({"role": "assistant", "content": _text(answer)})
                     await self._save()
                     return answer
                 conversation.messages.append(
@@ -400,6 +376,7 @@ class Agent:
             "errors": self.errors,
             "choice": self.choice_now,
             "answering": self.answering,
+            "retries": self.retries,
             "turn": turn,
         }
         return Suspension(exc, json.loads(json.dumps(state, default=str)))
@@ -407,13 +384,41 @@ class Agent:
     def _is_next(self, call: Mapping[str, Any]) -> bool:
         return self._ref(call.get("name")) == NEXT
 
-    def _matches(self, content: Any) -> bool:
-        """Whether a text answer already is JSON matching ``returns`` (then no extra turn is needed)."""
-        try:
-            value = self._answer(content)
-        except (ModelError, ReturnsValidationError):
-            return False
-        return bool(validator_for(self.returns, self.ctx.tool.name).is_valid(value))
+    @property
+    def _tool_strategy(self) -> bool:
+        return self.structured is not None and self.structured.strategy == "tool"
+
+    async def _structured(
+        self, response: Mapping[str, Any], calls: list[dict[str, Any]], final: dict[str, Any] | None, offered: bool
+    ) -> Any:
+        """The answer when it matches ``returns`` (saved); else ``_AGAIN`` after sending it back (``returns.py``).
+
+        A ``final_answer`` call's arguments are the answer, and the turn's
+        other calls do not run. With ``native`` and tools, a text answer
+        that does not match first gets one turn asking for the format alone
+        (not counted as a retry).
+
+        Raises:
+            StructuredAnswerError: it still fails after ``returns-retries`` retries.
+            ModelError: the model answered with neither text nor a call.
+        """
+        assert self.structured is not None
+        messages = self.conversation.messages
+        content = None if final is not None else self._answer(response.get("content"))
+        value, failures = self.structured.verdict(content, final, self.ctx.tool.name)
+        if not failures:
+            messages.append({"role": "assistant", "content": _text(value if final is not None else content)})
+            await self._save()
+            return value
+        if final is None and self.structured.strategy == "native" and offered:  # the format not asked for yet
+            messages += [{"role": "assistant", "content": _text(content)}, {"role": "user", "content": ANSWER_NOW}]
+            self.answering = True
+            return _AGAIN
+        messages += self.structured.sent_back(failures, response, calls, final)
+        if self.retries <= 0:
+            raise StructuredAnswerError(failures, answer=value, tool=self.ctx.tool.name)
+        self.retries -= 1
+        return _AGAIN
 
     def _ref(self, wire: Any) -> str:
         """The tool ref behind a name the model used (the name itself when it is not offered)."""
@@ -435,10 +440,15 @@ class Agent:
         ctx = self.ctx
         listed = offered or (answering and self.choice != "none")
         tools = [{k: t[k] for k in ("name", "description", "parameters")} for t in self.tools] if listed else []
+        if self._tool_strategy:
+            tools = [*tools, self.structured.final_tool()]  # type: ignore[union-attr]
+            if choice == "none":
+                choice = "auto"  # the answer tool stays callable: it is how the model answers
         if answering:
             choice = "none"
         wire_choice = choice if choice in CHOICES else self.tools[[t["ref"] for t in self.tools].index(choice)]["name"]
-        structured = self.returns if not offered else None
+        native = self.structured is not None and self.structured.strategy == "native"
+        structured = self.structured.schema if native and not offered else None  # type: ignore[union-attr]
         messages = conversation.request()
         request = {
             "model": self.spec,
@@ -513,18 +523,14 @@ class Agent:
         return data
 
     def _answer(self, content: Any) -> Any:
+        """The model's text answer.
+
+        Raises:
+            ModelError: there is none.
+        """
         if content is None:
             raise ModelError("the model answered with neither text nor tool calls", tool=self.ctx.tool.name)
-        if not self.wants_json:
-            return content
-        if isinstance(content, str):
-            content = _FENCE.sub("", content.strip())  # models often wrap JSON in ```json fences
-        try:
-            return json.loads(content) if isinstance(content, str) else content
-        except json.JSONDecodeError as exc:
-            raise ReturnsValidationError(
-                [("", f"the model's answer is not JSON: {exc}")], tool=self.ctx.tool.name
-            ) from exc
+        return content
 
     async def _call(
         self, call: Mapping[str, Any], run: Mapping[str, Any], iteration: int
