@@ -7,14 +7,17 @@ its overrides: ``{retry: {attempts: 3}}``); every tool call is an independent
 ``ctx.manager.invoke`` with that tool's own pipeline, extended for this agent
 through ``tool-pipeline`` (its overrides on every call).
 
-Structured answers: when ``returns`` asks for an object, the JSON response
-format is sent only on a turn where the model must answer, because a server
-that enforces the format never lets the model call a tool. Without tools
-that is every turn. With tools, the model works with its tools; when it
-answers in text that is not JSON matching ``returns``, one more turn asks for
-the answer alone, in the format (its tools listed but ``tool-choice: none``,
-as some APIs want the tools of earlier calls described). An answer that
-already matches costs no extra turn.
+Structured answers (``returns`` asking for an object) follow the agent's
+strategy (``returns.py``: ``native``, ``tool`` or ``prompted``, by provider
+or ``returns-strategy``). With ``native``, the JSON response format is sent
+only on a turn where the model must answer, because a server that enforces
+the format never lets the model call a tool. Without tools that is every
+turn. With tools, the model works with its tools; when it answers in text
+that is not JSON matching ``returns``, one more turn asks for the answer
+alone, in the format (its tools listed but ``tool-choice: none``, as some
+APIs want the tools of earlier calls described). An answer that already
+matches costs no extra turn. Any answer that still fails ``returns`` goes
+back to the model with what is wrong, ``returns-retries`` times (1).
 
 ``tool-choice`` is enforced by ``model-call``: ``required`` or a tool's name
 with no such call is a ``ModelError``. With ``required`` the result is the
