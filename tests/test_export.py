@@ -399,6 +399,12 @@ def test_export_prompty_escapes_role_lines_inside_literal_text(tmp_path):
     assert rendered(back, ref, args) == rendered(source, "steps", args)
 
 
+@pytest.fixture
+def first_manager(tmp_path: Path) -> Manager:
+    """A Manager made before Hypothesis starts: the first one raises the recursion limit, which Hypothesis watches."""
+    return Manager([tmp_path])
+
+
 TRICKY_LINES = [
     "TOOLS:",
     "user:",
@@ -422,7 +428,9 @@ TRICKY_LINES = [
 ]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(
     lines=st.lists(
         st.sampled_from(TRICKY_LINES) | st.text(st.characters(blacklist_categories=["Cs", "Cc"]), max_size=12),
@@ -430,7 +438,7 @@ TRICKY_LINES = [
     ),
     fmt=st.sampled_from(["prompty", "claude-agent"]),
 )
-def test_any_command_body_exports_loads_back_and_renders_the_same_or_says_why(lines, fmt):
+def test_any_command_body_exports_loads_back_and_renders_the_same_or_says_why(first_manager, lines, fmt):
     body = "\n".join(["Start.", *lines])
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from orchestrator import ConfigurationError, Manager, ToolDefinitionError
 from orchestrator.cli import cli
@@ -328,3 +331,49 @@ def test_the_format_table_has_a_row_per_claude_and_copilot_format_with_every_col
     for row in named.values():
         cells = [cell.strip() for cell in row.strip("|").split(" | ")]
         assert len(cells) == 5 and all(cells), row
+
+
+@pytest.fixture
+def first_manager(tmp_path: Path) -> Manager:
+    """A Manager made before Hypothesis starts: the first one raises the recursion limit, which Hypothesis watches."""
+    return Manager([tmp_path])
+
+
+FRONT_LINES = [
+    "description: Plan it: step by step",
+    "argument-hint: [a] [b]",
+    "argument-hint: [a]",
+    "tools: [Read",
+    "allowed-tools: Read Edit Bash(git log:*)",
+    "model: sonet",
+    "<example>",
+    "user: hi",
+    "</example>",
+    "  - a",
+    ": [",
+    "a: b: c",
+    "# a comment",
+    "",
+]
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.sampled_from(FRONT_LINES) | st.text(st.characters(blacklist_categories=["Cs", "Cc"]), max_size=12),
+        max_size=8,
+    )
+)
+def test_any_frontmatter_gives_a_tool_or_a_typed_error_naming_the_file(first_manager, lines):
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / ".claude" / "commands" / "any.md"
+        path.parent.mkdir(parents=True)
+        path.write_text("---\n" + "\n".join(lines) + "\n---\nDo $ARGUMENTS\n", encoding="utf-8")
+        try:
+            tool = Manager([Path(folder)]).find_tool("any")
+        except ToolDefinitionError as exc:
+            assert exc.path == str(path) and exc.line is not None
+        else:
+            assert tool.format == "claude-command"
