@@ -46,7 +46,7 @@ from jinja2 import nodes
 
 from .errors import InterpolationError, OrchestratorError, SecurityError
 from .limits import DEFAULT_LIMITS, Limits
-from .searchpath import SearchPath, is_file, signature
+from .searchpath import SearchPath, builtin_tools, is_file, signature
 
 if TYPE_CHECKING:
     from .tool import Tool
@@ -100,17 +100,22 @@ class Roots:
 
 
 def roots_of(tool: Tool | None, paths: tuple[SearchPath, ...]) -> Roots:
-    """The folders ``tool``'s templates include from: its own folder, then each search path it may use."""
+    """The folders ``tool``'s templates include from: its own folder, then each search path it may use.
+
+    The package's built-in tools folder is left out: it holds no partials.
+    """
     if tool is None:
         return Roots(())
     folders: list[tuple[Path, Path]] = []
     if tool.path is not None:
         own = tool.path.parent
         folders.append((own, tool.root if tool.root is not None else own))
+    builtin = builtin_tools()
     for sp in paths:
         if tool.trusted and not sp.trusted:
             continue  # someone else's text never renders where env may be open
-        folders.append((sp.root, sp.root))
+        if sp.folder != builtin:  # the package's own tools hold no partials
+            folders.append((sp.root, sp.root))
     return Roots(tuple(folders))
 
 

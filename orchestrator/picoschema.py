@@ -21,8 +21,10 @@ list or with a JSON type name or any text that is no shorthand type
 (``type: strng`` is a misspelt JSON Schema, ``type: string, the kind`` a
 property), a list under a list keyword (``enum``, ``required``, ``anyOf``),
 ``properties`` mapping names to schemas, a schema under a schema keyword
-(``items: {type: string}``), or an annotation (``description``) whose text
-is no shorthand type. Everything else is shorthand. So a shorthand property
+(``items: {type: string}``), or an annotation (``title``, ``description``)
+whose text is prose rather than one lowercase word before a comma
+(``title: string, the title`` and a misspelt ``title: strin`` are
+shorthand). Everything else is shorthand. So a shorthand property
 named like a keyword reads as one only when its value has that keyword's
 JSON Schema form (``required: boolean`` is a property); write
 ``items(object): {...}`` to make the shorthand plain. A mapping read as JSON
@@ -112,7 +114,7 @@ def _only_json(key: Any, item: Any) -> bool:
     if key == "dependentRequired":
         return isinstance(item, Mapping)
     if key in _ANNOTATIONS:
-        return not isinstance(item, str) or not _is_scalar(item)
+        return not isinstance(item, str) or not _looks_typed(item)
     return False
 
 
@@ -125,6 +127,15 @@ def _json_types(item: Any) -> bool:
 
 def _is_scalar(text: str) -> bool:
     return _split(text)[0] in SCALARS
+
+
+def _looks_typed(text: str) -> bool:
+    """``string, the title`` or a misspelt ``strin``: one lowercase word before the comma, as a shorthand type is.
+
+    A JSON Schema ``title`` or ``description`` is prose (``'provider:name' or a mapping``).
+    """
+    word = _split(text)[0]
+    return word.isascii() and word.isalpha() and word.islower()
 
 
 # -- expansion -------------------------------------------------------------------
@@ -160,7 +171,7 @@ def _split(text: str) -> tuple[str, str | None]:
 def _scalar(text: str, trail: tuple[str, ...]) -> dict[str, Any]:
     kind, description = _split(text)
     if kind not in SCALARS:
-        raise Unreadable(f"unknown type {kind!r}{_meant(kind, SCALARS)}; a type is one of {', '.join(SCALARS)}", trail)
+        raise Unreadable(f"unknown type {kind!r} (a type is one of {', '.join(SCALARS)}){_meant(kind, SCALARS)}", trail)
     schema: dict[str, Any] = {} if kind == "any" else {"type": kind}
     if description is not None:
         schema["description"] = description
@@ -219,7 +230,7 @@ def _key(key: str, trail: tuple[str, ...]) -> tuple[str, bool, str | None, str |
     kind, description = _split(info[:-1])
     if kind not in KINDS:
         raise Unreadable(
-            f"unknown kind ({kind}){_meant(kind, KINDS)}; in parentheses write array, object or enum", trail
+            f"unknown kind ({kind}) (in parentheses write array, object or enum){_meant(kind, KINDS)}", trail
         )
     return name, optional, kind, description
 

@@ -356,6 +356,12 @@ async def test_a_misspelt_read_is_matched_against_the_shorthands_properties(tmp_
         await Manager([folder]).invoke("post", {})
 
 
+def test_a_misspelt_type_under_a_property_named_like_an_annotation_is_still_shorthand() -> None:
+    with pytest.raises(Unreadable, match="did you mean 'string'"):
+        expand({"title": "strin, the title"})
+    assert not is_shorthand({"title": "Person", "description": "who is asked, and why"})
+
+
 def test_a_misspelt_json_schema_type_stays_json_schema() -> None:
     assert not is_shorthand({"type": "strng"})
     with pytest.raises(ConfigurationError, match="invalid JSON schema"):
