@@ -39,8 +39,9 @@ from .tool import Tool
 
 if TYPE_CHECKING:
     from .callers import Caller
+    from .cascade import Plan
     from .manager import Manager
-    from .planner import Plan, Resolutions, Verdicts
+    from .pipeline import Pipeline, Verdict
     from .registry import SearchPath
 
 log = logging.getLogger("orchestrator")
@@ -52,7 +53,7 @@ _run_numbers = itertools.count(1)
 
 Extra = list[tuple[str, Mapping[str, Any], str]]
 """Extra middleware of a call (``ordering.extra_specs``): name, spec, where it came from."""
-Prepared = tuple[Context, Merged, "Verdicts", dict[str, str]]
+Prepared = tuple[Context, Merged, "tuple[Verdict, ...]", dict[str, str]]
 """What ``prepare`` returns: the context, and for ``explain`` its merged metadata, verdicts and extra origins."""
 
 
@@ -103,20 +104,27 @@ def prepare(
     if seed:
         paths, cwd, envelope = _placed(manager, seed, paths, cwd, envelope)
     checked = shared.checked
+    pipeline: Pipeline | None = None
     if isinstance(ref, Tool) or not sort:
         tool = ref if isinstance(ref, Tool) else manager.registry.find(ref, paths, checked)
-        plan, static = manager.planner.plan(tool, paths, checked), None
+        plan = manager.planner.plan(tool, paths, checked)
     else:
-        tool, plan, static = manager.planner.resolve(ref, paths, checked)
-    cached: tuple[Merged, Verdicts] | None = None
+        pipeline = manager.planner.pipeline(ref, paths, checked)
+        tool, plan = pipeline.tool, pipeline.plan
+    cached: tuple[Merged, tuple[Verdict, ...]] | None = None
     entries: list[Entry] = []
     ahead = None
-    if not seed and sort and static is not None and not options["overrides"] and options["middleware"] is None:
-        # The common call: nothing depends on args, so the context is built once with its cached chain.
-        assert plan.static is not None  # static is only cached for a template-free plan
-        cached = plan.static, static[0]
-        entries = list(static[2] if prune else static[1])
-        ahead = static[3]
+    if (
+        pipeline is not None
+        and plan.static is not None
+        and not seed
+        and not options["overrides"]
+        and options["middleware"] is None
+    ):
+        # The common call: nothing depends on args, so the context is built once around the compiled chain.
+        cached = plan.static, pipeline.verdicts
+        entries = list(pipeline.runs if prune else pipeline.entries)
+        ahead = pipeline.children
     ctx = Context(
         manager,
         tool,
@@ -137,14 +145,14 @@ def prepare(
     if cached:
         shared.history.append((tool.name, args, time.time()))
         return ctx, cached[0], cached[1], {}
-    return _configure(manager, ctx, plan, static, options, render, (caller, guarded), sort, prune)
+    return _configure(manager, ctx, plan, pipeline, options, render, (caller, guarded), sort, prune)
 
 
 def _configure(
     manager: Manager,
     ctx: Context,
     plan: Plan,
-    static: Any,
+    pipeline: Pipeline | None,
     options: Mapping[str, Any],
     render: bool,
     guard: tuple[Caller | None, frozenset[str]],
@@ -165,12 +173,12 @@ def _configure(
         extra += extra_specs(options["middleware"], "middleware")
     origins: dict[str, str] = {}
     if sort and plan.static is not None and not over:
-        merged, verdicts = _cached_chain(manager, ctx, plan, static, extra, origins)
+        merged, verdicts = _cached_chain(manager, ctx, plan, pipeline, extra, origins)
     else:
         caller, guarded = guard
         checked = (caller, guarded) if caller is not None and guarded else None
         merged, verdicts = _merged_chain(
-            manager, ctx, plan, over, extra, origins, checked, render, sort, prune and not seed
+            manager, ctx, plan, pipeline, over, extra, origins, checked, render, sort, prune and not seed
         )
     ctx.settle(merged.values, merged.locked)  # copied into ctx.meta when read: the plan's own stays untouched
     if prune and ctx.chain:
@@ -213,29 +221,29 @@ def _cached_chain(
     manager: Manager,
     ctx: Context,
     plan: Plan,
-    static: Any,
+    pipeline: Pipeline | None,
     extra: Extra,
     origins: dict[str, str],
-) -> tuple[Merged, Verdicts]:
-    """Nothing depends on args: the verdicts and sorted chain come from the cache (with extra middleware, sorted)."""
+) -> tuple[Merged, tuple[Verdict, ...]]:
+    """Nothing depends on args: the verdicts and sorted chain are the pipeline's (with extra middleware, sorted)."""
     tool, paths, checked = ctx.tool, ctx.paths, ctx.shared.checked
     merged = plan.static
     assert merged is not None  # the caller checked it
-    if static is None:
-        static = manager.planner.static_chain(tool, plan, paths, checked)
-    verdicts, sorted_ = static[0], static[1]  # pruned by prepare: seeded locals may wake an entry
+    if pipeline is None:
+        pipeline = manager.planner.compiled(tool, plan, paths, checked)
     if not extra:
-        ctx.chain = list(sorted_)
+        ctx.chain = list(pipeline.entries)  # not pruned: seeded locals may wake an entry
     else:
-        built = build_chain(tool, merged, verdicts, extra, plan.phases, origins)
+        built = build_chain(tool, merged, pipeline.verdicts, extra, plan.phases, origins)
         ctx.chain = manager.planner.conditioned(built, paths, checked)
-    return merged, verdicts
+    return merged, pipeline.verdicts
 
 
 def _merged_chain(
     manager: Manager,
     ctx: Context,
     plan: Plan,
+    pipeline: Pipeline | None,
     over: Any,
     extra: Extra,
     origins: dict[str, str],
@@ -243,7 +251,7 @@ def _merged_chain(
     render: bool,
     sort: bool,
     prune: bool,
-) -> tuple[Merged, Verdicts]:
+) -> tuple[Merged, tuple[Verdict, ...]]:
     """Templates or overrides: the levels merge for this call, then the chain is found (or taken from the plan).
 
     ``guard`` is the untrusted caller and the override keys it sent, checked once the verdicts are known.
@@ -261,7 +269,10 @@ def _merged_chain(
     merged = _merge(ctx, plan, levels, level is None, render)
     planned = sort and not extra and level is None  # templates fill in values, never keys: the plan's order
     if planned:
-        verdicts, ctx.chain, ctx.resolved = manager.planner.templated_chain(tool, plan, merged, paths, checked, prune)
+        if pipeline is None:
+            pipeline = manager.planner.compiled(tool, plan, paths, checked)
+        verdicts, ctx.resolved = pipeline.verdicts, pipeline.children
+        ctx.chain = manager.planner.bound_chain(pipeline, merged, prune)
     else:
         verdicts = manager.planner.toolkeys(tool, merged, paths, checked)
     if guard is not None:
@@ -291,7 +302,7 @@ def _merge(ctx: Context, plan: Plan, levels: tuple[Any, ...], plain: bool, rende
     return merge_levels(levels, partial(scope, ctx, args=shown) if render else None, tool.name, plan.base)
 
 
-def _guard(caller: Caller, guarded: frozenset[str], verdicts: Verdicts, name: str) -> None:
+def _guard(caller: Caller, guarded: frozenset[str], verdicts: tuple[Verdict, ...], name: str) -> None:
     """Override keys a caller sent may not name middleware it cannot call itself.
 
     Raises:
@@ -338,9 +349,10 @@ def enter(manager: Manager, ctx: Context, entry: Entry, height: int) -> Context:
         InvocationError: past ``max_depth`` or ``max_stack``.
     """
     shared = ctx.shared
-    ahead: Resolutions | None = ctx.resolved  # the entries of a static chain, resolved with it (fresh while it is)
-    found = ahead[1].get(entry.name) if ahead is not None and ahead[0] == ctx.paths else None
-    tool, plan, static = found or manager.planner.resolve(entry.name, ctx.paths, shared.checked)
+    ahead = ctx.resolved  # the entries' pipelines, compiled with the chain (fresh while it is)
+    found = ahead.get(entry.name, ctx.paths) if ahead is not None else None
+    pipeline = found or manager.planner.pipeline(entry.name, ctx.paths, shared.checked)
+    tool = pipeline.tool
     ancestor: Context | None = ctx
     while ancestor is not None:
         if ancestor.tool.uri == tool.uri:
@@ -355,11 +367,12 @@ def enter(manager: Manager, ctx: Context, entry: Entry, height: int) -> Context:
         ancestor = ancestor.parent
     if ctx.depth >= manager.max_depth or height >= manager.max_stack:
         raise too_deep(manager, entry.name, ctx, ctx.depth >= manager.max_depth, manager.max_stack)
+    plan = pipeline.plan
     merged = plan.static
-    if static is None or merged is None:  # templated metadata: rendered for this call
+    if merged is None:  # templated metadata: rendered for this call
         return prepare(manager, entry.name, entry.args, ctx, ctx, NO_OPTIONS)[0]
     shared.history.append((tool.name, entry.args, time.time()))
-    runs = static[2]  # a leaf (no entry with work) shares the empty tuple: inject() builds a new list
+    runs = pipeline.runs  # a leaf (no entry with work) shares the empty tuple: inject() builds a new list
     return entry_context(
         manager,
         tool,
@@ -370,5 +383,5 @@ def enter(manager: Manager, ctx: Context, entry: Entry, height: int) -> Context:
         plan.phases,
         merged.locked,
         plan.env,
-        static[3] if runs else None,
+        pipeline.children if runs else None,
     )

@@ -199,7 +199,7 @@ class Caches:
         return found
 
     # The caches the hot path reads, made once so lookups skip cache().
-    _HOT = ("refs", "tools", "plans", "scc", "toolkeys", "static-chains", "resolved", "names")
+    _HOT = ("refs", "tools", "plans", "scc", "toolkeys", "compiled", "pipelines", "names")
 
     def changed(self) -> None:
         """Drop every derived cache (a file, folder or registration changed)."""

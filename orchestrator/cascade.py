@@ -199,8 +199,6 @@ class Plan:
     tool: Tool
     levels: tuple[Level, ...]
     phases: tuple[str, ...]
-    deps: frozenset[str]
-    templated: bool
     base: Merged  # the merge of the levels before the first one holding a template
     rest: tuple[Level, ...]  # the levels from there on, rendered per invocation
     raw: Merged  # the whole merge with templates left as written (listings, check, trust)

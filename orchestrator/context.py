@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .events import Events
     from .limits import Limits
     from .manager import Manager
-    from .planner import Resolutions
+    from .pipeline import Children
 
 
 # The ``ctx.run.state`` a resumed run starts from (``orchestrator.interrupts.resume``), taken by the first
@@ -189,7 +189,7 @@ class Context:
     - ``shared``: the record every invocation of the run shares (``Shared``;
       ``ctx.run`` is its view for middleware);
     - ``resolved``: what the entries of a template-free chain resolve to,
-      found with the chain (the planner's ``Resolutions``), or None.
+      compiled with the chain (``pipeline.Children``), or None.
     """
 
     __slots__ = (
@@ -240,7 +240,7 @@ class Context:
         locked: frozenset[str] = frozenset(),
         env: bool = False,
         nonlocals: dict[str, Any] | None = None,
-        resolved: Resolutions | None = None,
+        resolved: Children | None = None,
     ) -> None:
         self.owner = manager
         self.tool = tool
@@ -270,7 +270,7 @@ class Context:
         self._env = env
         self._trust: dict[str, bool] | None = None
         self.running = 0  # next() calls of this chain in flight (the runner's concurrency guard)
-        self.resolved = resolved  # what the entries of a static chain resolve to (planner.Static)
+        self.resolved = resolved  # the pipelines of the chain's entries, compiled with it (pipeline.Children)
 
     def settle(self, values: Mapping[str, Any], locked: frozenset[str]) -> None:
         """Give the context its merged metadata once its templates rendered (the engine's, before the chain runs).
@@ -343,7 +343,7 @@ def entry_context(
     phases: tuple[str, ...],
     locked: frozenset[str],
     env: bool,
-    resolved: Resolutions | None,
+    resolved: Children | None,
 ) -> Context:
     """The context of a chain entry of ``target`` whose plan is template-free: the hot path of every entry.
 

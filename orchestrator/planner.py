@@ -1,9 +1,11 @@
-"""Planner: everything about a tool that does not depend on args, computed once and cached.
+"""Planner: everything about a tool that does not depend on args, compiled once into a ``Pipeline``.
 
 A Plan holds the tool's cascade levels and their template-free merge; the
 SCC of the tool dependency graph decides auto-static (R-CAS-8); toolKeys
-classify each merged key (R-CAS-7). All of it is cached in the registry with
-the files and folders it was computed from, so edits are followed.
+classify each merged key (R-CAS-7); ``pipeline(ref, paths)`` compiles a ref
+into its immutable ``Pipeline`` (orchestrator.pipeline). All of it is cached
+in the registry with the files and folders it was computed from, so edits
+are followed.
 """
 
 from __future__ import annotations
@@ -21,18 +23,12 @@ from .conditions import Start, condition, idle_prefix, possible
 from .errors import ConfigurationError, OrchestratorError, ToolDefinitionError, ToolNotFoundError
 from .graph import reachable_components
 from .ordering import Entry, build_chain, with_args, with_when
+from .pipeline import Children, Pipeline, Verdict
 from .registry import Registry, SearchPath, builtin_folder, is_file
 from .tool import Tool
 
-Verdicts = tuple[tuple[str, bool, str], ...]
-# What resolve() returns: a ref's tool, its plan, and its Static when the plan is template-free.
-Resolved = tuple[Tool, Plan, "Static | None"]
-# The search paths some refs were resolved against, and what each resolved to.
-Resolutions = tuple[tuple[SearchPath, ...], Mapping[str, Resolved]]
-# A template-free plan's verdicts, its sorted chain, the part of that chain that runs, and the resolution of
-# each tool entry of that part: the files behind those are among the plan's, so they are fresh when it is.
-Static = tuple[Verdicts, tuple[Entry, ...], tuple[Entry, ...], Resolutions]
 log = logging.getLogger("orchestrator")
+NO_KEYS: frozenset[str] = frozenset()
 
 NESTING = 8
 """How many levels of middleware-of-middleware a static chain resolves ahead; deeper entries resolve when entered."""
@@ -92,8 +88,6 @@ class Planner:
             tool=tool,
             levels=levels,
             phases=phases,
-            deps=frozenset(deps),
-            templated=first < len(levels),
             base=base,
             rest=levels[first:],
             raw=raw,
@@ -179,7 +173,7 @@ class Planner:
 
     def toolkeys(
         self, tool: Tool, merged: Merged, paths: tuple[SearchPath, ...], checked: set[str] | None = None
-    ) -> Verdicts:
+    ) -> tuple[Verdict, ...]:
         """Classify every merged key as middleware or data, with the reason (R-CAS-7, R-CAS-8).
 
         Raises:
@@ -187,15 +181,15 @@ class Planner:
         """
         key = (tool.uri, paths, tuple(merged.values), merged.static, merged.dynamic, merged.attach)
 
-        def compute(deps: set[str]) -> Verdicts:
-            verdicts = []
+        def compute(deps: set[str]) -> tuple[Verdict, ...]:
+            verdicts: list[Verdict] = []
             declared_only = merged.attach == "middleware"
             for name in merged.values:
                 if name in merged.static:
-                    verdicts.append((name, False, "listed in $static"))
+                    verdicts.append(Verdict(name, False, "listed in $static"))
                     continue
                 if name == tool.name:
-                    verdicts.append((name, False, "self-reference"))
+                    verdicts.append(Verdict(name, False, "self-reference"))
                     continue
                 found = self.target(name, paths, deps)
                 uri = found[0] if found else None
@@ -204,61 +198,89 @@ class Planner:
                         raise ConfigurationError(
                             "listed in $dynamic but names no tool", tool=tool.name, key=name, path=tool.path
                         )
-                    verdicts.append((name, True, "listed in $dynamic"))
+                    verdicts.append(Verdict(name, True, "listed in $dynamic"))
                 elif found is None:
-                    verdicts.append((name, False, "names no tool"))
+                    verdicts.append(Verdict(name, False, "names no tool"))
                 elif declared_only and not self.attachable(name, paths, deps):
-                    verdicts.append((name, False, _undeclared(name, found[1], merged.attach_level)))
+                    verdicts.append(Verdict(name, False, _undeclared(name, found[1], merged.attach_level)))
                 elif self._in_cycle(tool, name, paths, deps):
-                    verdicts.append((name, False, f"auto-static: {name} is in a dependency cycle with {tool.name}"))
+                    verdicts.append(
+                        Verdict(name, False, f"auto-static: {name} is in a dependency cycle with {tool.name}")
+                    )
                 else:
-                    verdicts.append((name, True, f"names a tool ({found[1]})" if found else "names a tool"))
+                    verdicts.append(Verdict(name, True, f"names a tool ({found[1]})" if found else "names a tool"))
             return tuple(verdicts)
 
         return self.registry.memo("toolkeys", key, compute, checked)
 
-    def resolve(self, ref: str, paths: tuple[SearchPath, ...], checked: set[str]) -> Resolved:
-        """A ref's tool, plan and (when nothing depends on args) verdicts and sorted chain.
+    def pipeline(self, ref: str, paths: tuple[SearchPath, ...], checked: set[str] | None) -> Pipeline:
+        """What ``ref`` compiles to against ``paths`` (cached with every file it came from).
 
         One cache entry, validated once per run against every file it
         depends on: the hot path of every invocation.
+
+        Raises:
+            OrchestratorError: the ref finds no tool, or its file or cascade is malformed.
         """
         registry = self.registry
         key = (ref, paths)
         generation = registry.generation
-        hit = registry.derived["resolved"].get(key)
+        hit = registry.derived["pipelines"].get(key)
         if hit is not None:
-            if hit[2] is checked:  # already validated in this run
+            if hit[2] is checked and checked is not None:  # already validated in this run
                 return hit[0]  # type: ignore[no-any-return]
             # What memo() does on a hit, without building compute, and without adding the hit's files to the
-            # run's set (O(files) per run for a large graph): a compute resolving ahead adds them (_resolve_entries).
+            # run's set (O(files) per run for a large graph): a compute compiling ahead adds them (_children).
             if registry.current(hit[1], checked, generation):
                 hit[2] = checked
                 return hit[0]  # type: ignore[no-any-return]
 
-        def compute(deps: set[str]) -> Resolved:
+        def compute(deps: set[str]) -> Pipeline:
             tool = self.registry.find(ref, paths, deps)
             plan = self.plan(tool, paths, deps)  # a reused plan's files join deps (Registry.memo)
-            if plan.static is None:
-                return tool, plan, None
-            return tool, plan, self.static_chain(tool, plan, paths, deps)
+            return self.compiled(tool, plan, paths, deps)
 
-        return registry.memo("resolved", key, compute, checked)
+        return registry.memo("pipelines", key, compute, checked)
 
-    def _resolve_entries(
-        self, entries: tuple[Entry, ...], paths: tuple[SearchPath, ...], deps: set[str]
-    ) -> Resolutions:
-        """What each tool entry of a static chain resolves to, its files added to ``deps`` (R-INV-2, step 2 ahead).
+    def compiled(self, tool: Tool, plan: Plan, paths: tuple[SearchPath, ...], checked: set[str] | None) -> Pipeline:
+        """``tool``'s pipeline under ``plan``: verdicts, the sorted chain, the part that runs, its entries' pipelines.
+
+        The chain is that of the metadata as written (``plan.raw``):
+        templates render values, never keys, annotations or the order, so
+        one chain serves every call; a call gives each entry its rendered
+        value. The part that runs leaves out the leading entries without work
+        (``conditions.idle_prefix``), up to the first entry whose own args
+        hold a template (its condition may read them: the caller asks it on
+        each call), and, wherever they sit, those the tool itself rules out
+        (``conditions.possible``): decided once here, not on every call.
+        """
+        merged = plan.raw
+
+        def compute(deps: set[str]) -> Pipeline:
+            verdicts = self.toolkeys(tool, merged, paths, deps)
+            entries = tuple(self.conditioned(build_chain(tool, merged, verdicts, [], plan.phases, {}), paths, deps))
+            templated = (
+                frozenset(key for level in plan.rest for key in level.templates) if plan.static is None else NO_KEYS
+            )
+            fixed = next((i for i, e in enumerate(entries) if e.name in templated), len(entries))
+            idle = idle_prefix(Start(tool, merged.values, plan.env, entries), entries[:fixed])
+            runs = possible(entries[idle:], tool, self._allows(paths, deps))
+            return Pipeline(tool, plan, verdicts, entries, runs, self._children(runs, paths, deps), templated)
+
+        return self.registry.memo("compiled", (tool.uri, paths), compute, checked)
+
+    def _children(self, entries: tuple[Entry, ...], paths: tuple[SearchPath, ...], deps: set[str]) -> Children:
+        """The pipelines of a chain's tool entries, their files added to ``deps`` (R-INV-2, step 2 ahead).
 
         The runner then enters such an entry without a lookup of its own. An
-        entry that does not resolve now (missing, malformed) is left out: its
+        entry that does not compile now (missing, malformed) is left out: its
         error is raised where it is entered, as before. Past ``NESTING``
-        levels of middleware of middleware nothing is resolved ahead.
+        levels of middleware of middleware nothing is compiled ahead.
         """
-        found: dict[str, Resolved] = {}
+        found: dict[str, Pipeline] = {}
         nesting = self._nesting
         if nesting.depth >= NESTING:
-            return paths, found
+            return Children(paths, found)
         nesting.depth += 1
         try:
             for entry in entries:
@@ -266,84 +288,23 @@ class Planner:
                 if entry.fn is not None or name in found:
                     continue
                 try:
-                    resolved = self.resolve(name, paths, deps)
+                    compiled = self.pipeline(name, paths, deps)
                 except OrchestratorError:
                     continue
-                hit = self.registry.derived["resolved"].get((name, paths))
-                if hit is None or hit[0] is not resolved:
+                hit = self.registry.derived["pipelines"].get((name, paths))
+                if hit is None or hit[0] is not compiled:
                     continue  # not cached (a file changed while computing it): nothing vouches for it later
                 deps.update(hit[1])
-                found[name] = resolved
+                found[name] = compiled
         finally:
             nesting.depth -= 1
-        return paths, found
+        return Children(paths, found)
 
-    def static_chain(
-        self,
-        tool: Tool,
-        plan: Plan,
-        paths: tuple[SearchPath, ...],
-        checked: set[str] | None,
-    ) -> Static:
-        """Verdicts, the sorted chain and the part of it that runs, for a template-free plan without extras (cached).
-
-        The part that runs leaves out the leading entries without work
-        (``conditions.idle_prefix``) and, wherever they sit, those the tool
-        itself rules out (``conditions.possible``): decided once here, not
-        on every call.
-        """
-        merged = plan.static
-        assert merged is not None  # only a template-free plan has a static chain
-
-        def compute(deps: set[str]) -> Static:
-            verdicts = self.toolkeys(tool, merged, paths, deps)
-            sorted_ = tuple(self.conditioned(build_chain(tool, merged, verdicts, [], plan.phases, {}), paths, deps))
-            idle = idle_prefix(Start(tool, merged.values, plan.env, sorted_), sorted_)
-            runs = possible(sorted_[idle:], tool, self._allows(paths, deps))
-            return verdicts, sorted_, runs, self._resolve_entries(runs, paths, deps)
-
-        return self.registry.memo("static-chains", (tool.uri, paths), compute, checked)
-
-    def templated_chain(
-        self,
-        tool: Tool,
-        plan: Plan,
-        merged: Merged,
-        paths: tuple[SearchPath, ...],
-        checked: set[str] | None,
-        prune: bool = False,
-    ) -> tuple[Verdicts, list[Entry], Resolutions]:
-        """A templated plan's verdicts, its sorted chain for this call's ``merged`` values, and entry resolutions.
-
-        Templates render metadata values, never keys or annotations, so the
-        verdicts, the order and each entry's ``when`` are those of the plan
-        merged with its templates as written (``plan.raw``): worked out (and
-        the tool entries resolved, as a static chain's) once per plan; each
-        call then gives each entry its value (an untemplated value is the
-        same object, so its entry is reused).
-
-        With ``prune`` (a call whose caller seeded no locals) the entries
-        without work are left out as from a static chain, decided once per
-        plan too: a rendered value is never null, so what a condition sees of
-        the metadata is the same on every call, up to the first entry whose
-        own args hold a template (its condition may read them: it is asked on
-        each call, with the rest, by the caller's ``idle_prefix``).
-        """
-        raw = plan.raw
-
-        def compute(deps: set[str]) -> tuple[Verdicts, tuple[Entry, ...], tuple[Entry, ...], Resolutions]:
-            verdicts = self.toolkeys(tool, raw, paths, deps)
-            entries = tuple(self.conditioned(build_chain(tool, raw, verdicts, [], plan.phases, {}), paths, deps))
-            templated = {key for level in plan.rest for key in level.templates}
-            fixed = next((i for i, e in enumerate(entries) if e.name in templated), len(entries))
-            idle = idle_prefix(Start(tool, raw.values, plan.env, entries), entries[:fixed])
-            runs = possible(entries[idle:], tool, self._allows(paths, deps))
-            return verdicts, entries, runs, self._resolve_entries(runs, paths, deps)
-
-        verdicts, entries, runs, resolved = self.registry.memo("templated-chains", (tool.uri, paths), compute, checked)
+    def bound_chain(self, pipeline: Pipeline, merged: Merged, prune: bool) -> list[Entry]:
+        """A templated pipeline's chain for one call: each entry with its value in ``merged`` (the rendered one)."""
         values = merged.values
-        chain = [e if e.args is values[e.name] else with_args(e, values[e.name]) for e in (runs if prune else entries)]
-        return verdicts, chain, resolved
+        entries = pipeline.runs if prune else pipeline.entries
+        return [e if e.args is values[e.name] else with_args(e, values[e.name]) for e in entries]
 
     def _allows(self, paths: tuple[SearchPath, ...], deps: set[str]) -> Callable[[str], Any]:
         """The tool-only part of each middleware's ``when``, by name (``conditions.possible``)."""

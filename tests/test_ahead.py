@@ -21,15 +21,15 @@ def stack(write, count: int) -> None:
 
 
 def counting(manager: Manager) -> list[str]:
-    """The refs ``manager.planner.resolve`` is asked for from now on."""
+    """The refs ``manager.planner.pipeline`` is asked for from now on."""
     asked: list[str] = []
-    resolve = manager.planner.resolve
+    compile_ = manager.planner.pipeline
 
     def counted(ref, paths, checked):
         asked.append(ref)
-        return resolve(ref, paths, checked)
+        return compile_(ref, paths, checked)
 
-    manager.planner.resolve = counted  # type: ignore[method-assign]
+    manager.planner.pipeline = counted  # type: ignore[method-assign]
     return asked
 
 
