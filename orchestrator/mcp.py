@@ -85,8 +85,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from . import approval
+from . import approval, prompts
 from .callers import Caller, check_untrusted
+from .completion import complete
 from .elicitation import APPROVAL, Elicitor, Refusal, held, read_answer
 from .errors import (
     ArgsValidationError,
@@ -180,17 +181,38 @@ class Service(Listings):
     async def list_tools(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         """The served tools; a JSON-RPC error naming the cause when they cannot be listed (module docstring)."""
         import mcp.types as types
+
+        served = await self.listed()
+        return types.ListToolsResult(tools=[t.tool() for t in served.values() if t.offer.as_tool])
+
+    async def listed(self) -> dict[str, Listing]:
+        """The listing ``tools/list`` and ``prompts/list`` answer from: the latest while fresh, else a new one.
+
+        Raises:
+            MCPError: the tools cannot be listed (the message names the cause).
+        """
+        import mcp.types as types
         from mcp.shared.exceptions import MCPError
 
         latest = self._latest
         try:
             if latest is not None and time.monotonic() - latest[0] < LISTING_SHARE * self._cost:
-                served = latest[1]
-            else:
-                served = await self.relist()
+                return latest[1]
+            return await self.relist()
         except OrchestratorError as exc:
             raise MCPError(types.INTERNAL_ERROR, self.paths.shown(describe(exc))) from None
-        return types.ListToolsResult(tools=[t.tool() for t in served.values() if t.offer.as_tool])
+
+    async def complete(self, ctx: Context, params: types.CompleteRequestParams) -> types.CompleteResult:
+        """``completion/complete``: a served prompt's argument values from its ``params`` (``orchestrator.completion``)."""
+        import mcp.types as types
+
+        listing = None
+        if isinstance(params.ref, types.PromptReference):
+            try:
+                listing = (await self.resolve(params.ref.name))[0]
+            except OrchestratorError:
+                listing = None  # nothing to offer; tools/list says why
+        return types.CompleteResult(completion=complete(listing, params.argument.name, params.argument.value))
 
     # -- calls -----------------------------------------------------------------
 
@@ -344,8 +366,12 @@ class Service(Listings):
         """
         from anyio import BrokenResourceError, ClosedResourceError
 
+        async def changed() -> None:
+            await ctx.session.send_tool_list_changed()
+            await ctx.session.send_prompt_list_changed()
+
         try:
-            await self.watch(ctx.session.send_tool_list_changed, await self.polled())
+            await self.watch(changed, await self.polled())
         except (BrokenResourceError, ClosedResourceError):
             log.debug("session closed; stopped watching the tools")
 
@@ -353,15 +379,26 @@ class Service(Listings):
         self, ctx: Context, params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
         """Serve a 2026-era ``subscriptions/listen`` stream, watching the tools while it is open."""
-        from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+        from mcp.server.subscriptions import (
+            InMemorySubscriptionBus,
+            ListenHandler,
+            PromptsListChanged,
+            ToolsListChanged,
+        )
 
         bus = InMemorySubscriptionBus()  # one per stream: each stream has its own watcher
         stream = ListenHandler(bus)
-        if not params.notifications.tools_list_changed:
+        wanted = params.notifications
+        if not (wanted.tools_list_changed or wanted.prompts_list_changed):
             return await stream(ctx, params)
+
+        async def changed() -> None:
+            await bus.publish(ToolsListChanged())
+            await bus.publish(PromptsListChanged())
+
         seen = await self.polled()  # before the ack: a change the client makes after it is never missed
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self.watch, functools.partial(bus.publish, ToolsListChanged()), seen)
+            tg.start_soon(self.watch, changed, seen)
             try:
                 result = await stream(ctx, params)
             finally:
@@ -472,10 +509,13 @@ def build_server(
         "toolcascade",
         version=__version__,
         lifespan=lifespan,
-        cache_hints={"tools/list": CacheHint(ttl_ms=0)},  # the list follows the files
+        cache_hints={"tools/list": CacheHint(ttl_ms=0), "prompts/list": CacheHint(ttl_ms=0)},  # lists follow the files
         get_tool_input_schema=service.input_schema,
         on_list_tools=service.list_tools,
         on_call_tool=service.call_tool,
+        on_list_prompts=functools.partial(prompts.list_prompts, service),
+        on_get_prompt=functools.partial(prompts.get_prompt, service),
+        on_completion=service.complete,
         on_subscriptions_listen=service.listen,
     )
     server.add_notification_handler("notifications/initialized", NotificationParams, service.on_initialized)

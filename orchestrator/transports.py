@@ -35,7 +35,7 @@ def server_class() -> type[Server[State]]:
     from mcp.server.models import InitializationOptions
 
     class ToolServer(Server[dict[str, Any]]):
-        """The SDK server, advertising ``tools.listChanged`` to handshake clients on every transport."""
+        """The SDK server, advertising ``tools.listChanged`` and ``prompts.listChanged`` to handshake clients."""
 
         def create_initialization_options(
             self,
@@ -44,7 +44,9 @@ def server_class() -> type[Server[State]]:
             extensions: dict[str, dict[str, Any]] | None = None,
         ) -> InitializationOptions:
             return super().create_initialization_options(
-                notification_options or NotificationOptions(tools_changed=True), experimental_capabilities, extensions
+                notification_options or NotificationOptions(tools_changed=True, prompts_changed=True),
+                experimental_capabilities,
+                extensions,
             )
 
     return ToolServer
