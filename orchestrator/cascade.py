@@ -17,6 +17,7 @@ from .authorities import Authority
 from .errors import ConfigurationError
 from .frozen import freeze
 from .interpolate import has_templates, render_value
+from .names import names
 from .tool import Tool
 
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
@@ -116,16 +117,6 @@ class Level:
     templates: frozenset[str] = frozenset()  # the keys whose value holds a template: only they are rendered
 
 
-def _names(value: Any, what: str, **where: Any) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise ConfigurationError(f"{what} must be a name or a list of names", **where)
-
-
 def make_level(
     name: str,
     kind: str,
@@ -149,9 +140,9 @@ def make_level(
             close = _close(key, sorted(ANNOTATIONS))
             hint = f"did you mean {close[0]!r}?" if close else f"annotations are {', '.join(sorted(ANNOTATIONS))}"
             raise ConfigurationError(f"unknown annotation {key!r}; {hint}", key=key, line=lines.get(key), **where)
-    private = set(_names(annotations.get("$private"), "$private", key="$private", line=lines.get("$private"), **where))
+    private = set(names(annotations.get("$private"), "$private", key="$private", line=lines.get("$private"), **where))
     for key in ("$remove", "$static", "$dynamic", "$locked"):
-        _names(annotations.get(key), key, key=key, line=lines.get(key), **where)
+        names(annotations.get(key), key, key=key, line=lines.get(key), **where)
     policies = annotations.get("$merge", {})
     if not isinstance(policies, Mapping) or any(not isinstance(p, str) or p not in POLICIES for p in policies.values()):
         raise ConfigurationError(
@@ -214,12 +205,12 @@ def inherit_levels(tool: Tool, find: Callable[[str], Tool], stack: tuple[str, ..
     Raises:
         ConfigurationError: an inherit cycle, or an inherited name that is not a tool.
     """
-    names = tool.metadata.get("$inherit")
-    if names is False or names is None:
+    inherited_names = tool.metadata.get("$inherit")
+    if inherited_names is False or inherited_names is None:
         return []
     where: dict[str, Any] = {"tool": tool.name, "path": tool.path, "line": tool.line_of("$inherit"), "key": "$inherit"}
     levels: list[Level] = []
-    for name in _names(names, "$inherit", **where):
+    for name in names(inherited_names, "$inherit", **where):
         if name in stack or name == tool.name:
             raise ConfigurationError("$inherit forms a cycle: " + " -> ".join([*stack, tool.name, name]), **where)
         parent = find(name)
@@ -336,17 +327,17 @@ class Merger:
         """
         notes = level.annotations
         self.policies.update(notes.get("$merge", {}))
-        for key in _names(notes.get("$remove"), "$remove"):
+        for key in names(notes.get("$remove"), "$remove"):
             if self.values.pop(key, MISSING) is not MISSING:
                 self.sources.pop(key, None)
                 self.removed[key] = level.name
-        for key in _names(notes.get("$static"), "$static"):
+        for key in names(notes.get("$static"), "$static"):
             self.static.add(key)
             self.dynamic.discard(key)
-        for key in _names(notes.get("$dynamic"), "$dynamic"):
+        for key in names(notes.get("$dynamic"), "$dynamic"):
             self.dynamic.add(key)
             self.static.discard(key)
-        self.locked.update(_names(notes.get("$locked"), "$locked"))
+        self.locked.update(names(notes.get("$locked"), "$locked"))
         if "$attach" in notes:  # the nearest level that says it wins, as with $merge
             self.attach, self.attach_level = notes["$attach"], level.name
         self.order.update(notes.get("$order", {}))
@@ -385,10 +376,10 @@ def static_keys(levels: Iterable[Level]) -> list[str]:
     keys: dict[str, None] = {}
     static: set[str] = set()
     for level in levels:
-        for key in _names(level.annotations.get("$remove"), "$remove"):
+        for key in names(level.annotations.get("$remove"), "$remove"):
             keys.pop(key, None)
-        static.update(_names(level.annotations.get("$static"), "$static"))
-        static.difference_update(_names(level.annotations.get("$dynamic"), "$dynamic"))
+        static.update(names(level.annotations.get("$static"), "$static"))
+        static.difference_update(names(level.annotations.get("$dynamic"), "$dynamic"))
         keys.update(dict.fromkeys(level.data))
     return [k for k in keys if k not in static]
 

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigurationError
+from .names import names
 
 if TYPE_CHECKING:
     from .context import Context
@@ -61,11 +62,10 @@ TRUST_DEFAULTS = {"env": False, "files": True}
 
 
 def _names(value: Any, field: str, where: dict[str, Any]) -> tuple[str, ...]:
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise ConfigurationError(f"when.{field} must be a name or a list of names, not {value!r}", **where)
+    found = names(value, f"when.{field}", **where)
+    if not found:
+        raise ConfigurationError(f"when.{field} must name at least one {field}", **where)
+    return found
 
 
 def _flag(value: Any, field: str, where: dict[str, Any]) -> bool:

@@ -19,7 +19,8 @@ from typing import Any
 
 from .context import Context
 from .errors import InvocationError, ToolNotFoundError
-from .ordering import brief, extra_specs
+from .names import brief
+from .ordering import extra_specs
 from .registry import NAME_MAX
 from .tool import Tool
 

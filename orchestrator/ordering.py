@@ -15,7 +15,6 @@ is refused with ``ConfigurationError`` naming the accepted forms (``FORMS``).
 from __future__ import annotations
 
 import heapq
-import reprlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -23,6 +22,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigurationError, OrderCycleError, SecurityError
+from .names import brief, names
 
 if TYPE_CHECKING:
     from .cascade import Merged
@@ -37,9 +37,6 @@ FORMS = "a middleware spec is {args: ..., before: [...], after: [...], remove: t
 SHAPE_CACHE_SIZE = 4096
 SHAPE_CACHE_ENTRIES = 64
 SHAPE_CACHE_CHARS = 4096
-
-_BRIEF = reprlib.Repr()
-_BRIEF.maxstring = _BRIEF.maxother = 60
 
 Shape = tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
 
@@ -72,26 +69,6 @@ class Entry:
         if self.remove:
             data["remove"] = True
         return data
-
-
-def brief(value: Any) -> str:
-    """A short ``repr`` of caller data of any size or depth, for messages."""
-    return _BRIEF.repr(value)
-
-
-def names(value: Any, what: str) -> tuple[str, ...]:
-    """A constraint list: a name or list of names, as a tuple.
-
-    Raises:
-        ConfigurationError: anything else.
-    """
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise ConfigurationError(f"{what} must be a name or a list of names, not {brief(value)}")
 
 
 def constraints(spec: Mapping[str, Any] | None, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -176,7 +176,7 @@ def test_check_reports_authority_problems_once_in_their_own_files(manager, write
         "unexpected end of template, expected 'end of print statement'.",
         f"{os.path.join('authorities', 'tpl.md')}:4: warning: metadata key 'validate-arg' is not a tool; "
         "did you mean 'validate-args'?",
-        f"{os.path.join('authorities', 'tpl.md')}:5: $locked must be a name or a list of names (level 'tpl', key '$locked')",
+        f"{os.path.join('authorities', 'tpl.md')}:5: $locked must be a name or a list of names, not 3 (level 'tpl', key '$locked')",
         f"{os.path.join('tools', 'team', 'AUTHORITY.md')}:2: authority 'team/AUTHORITY.md' inherits unknown authority "
         "'missing'",
     ]
