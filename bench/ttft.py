@@ -144,13 +144,15 @@ def raw_anthropic(base: str, reuse: bool) -> Callable[[], Awaitable[float]]:
 
 
 async def together(calls: dict[str, Callable[[], Awaitable[float]]], rounds: int) -> dict[str, float]:
-    """The median of each call's times, the calls taken turn about (after one warm-up each)."""
+    """The median of each call's times, the calls taken turn about, in alternating order (after one warm-up each)."""
     times: dict[str, list[float]] = {name: [] for name in calls}
     for call in calls.values():
         await call()  # warm-up: imports, first connection
+    order = list(calls.items())
     for _ in range(rounds):
-        for name, call in calls.items():
+        for name, call in order:
             times[name].append(await call())
+        order.reverse()  # neither goes first every time
     return {name: statistics.median(values) for name, values in times.items()}
 
 
