@@ -386,7 +386,8 @@ class ClaudeCommand:
         if "name" in front:
             name, named = _plugin_name(name, named, plugin)
         adapted = _command_like(self, name, named, path, front, fill_root(body, plugin), body_line)
-        return replace(adapted, mapping=(*adapted.mapping, *_root_note(body, plugin)))
+        note = _root_note(body, plugin)
+        return replace(adapted, mapping=(*adapted.mapping, *note)) if note else adapted
 
 
 class ClaudeSkill:
@@ -414,7 +415,9 @@ class ClaudeSkill:
         plugin = place(path, "skills")
         name, named = _plugin_name(*_skill_name(front, path.parent.name, path), plugin)
         adapted = _command_like(self, name, named, path, front, fill_root(body, plugin), body_line)
-        adapted = replace(adapted, mapping=(*adapted.mapping, *_root_note(body, plugin)))
+        note = _root_note(body, plugin)
+        if note:
+            adapted = replace(adapted, mapping=(*adapted.mapping, *note))
         resources = _resources(path.parent)
         if resources:
             shown = ", ".join(resources[:RESOURCES_SHOWN]) + (", ..." if len(resources) > RESOURCES_SHOWN else "")
