@@ -415,9 +415,9 @@ class ClaudeSkill:
         plugin = place(path, "skills")
         name, named = _plugin_name(*_skill_name(front, path.parent.name, path), plugin)
         adapted = _command_like(self, name, named, path, front, fill_root(body, plugin), body_line)
-        note = _root_note(body, plugin)
-        if note:
-            adapted = replace(adapted, mapping=(*adapted.mapping, *note))
+        root_note = _root_note(body, plugin)
+        if root_note:
+            adapted = replace(adapted, mapping=(*adapted.mapping, *root_note))
         resources = _resources(path.parent)
         if resources:
             shown = ", ".join(resources[:RESOURCES_SHOWN]) + (", ..." if len(resources) > RESOURCES_SHOWN else "")
