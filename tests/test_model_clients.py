@@ -180,6 +180,18 @@ def test_invoke_sync_twice_uses_a_client_per_loop_and_leaves_nothing_open(setup:
     gc.collect()  # an unclosed socket would warn here (warnings are errors)
 
 
+def test_a_loop_that_ended_is_not_kept(setup: Manager, fakellm: str, built: Any) -> None:
+    from orchestrator.agent.clients import Clients
+
+    manager = setup
+    for n in range(3):
+        assert manager.invoke_sync("plain", {"n": n}) == "done"
+    key = ("model-client", "openai", f"{fakellm}/v1", "TC_CLIENT_KEY", 120.0, 10.0)
+    clients = manager.resource(key, lambda: None)
+    assert isinstance(clients, Clients) and clients.made == 3 and len(clients.loops) == 0
+    manager.close()
+
+
 def test_invoke_sync_on_trio_closes_its_client(setup: Manager, built: Any) -> None:
     with setup as manager:
         assert manager.invoke_sync("plain", {"n": 3}, backend="trio") == "done"

@@ -97,12 +97,19 @@ class Clients:
             if kept is None or kept.closed.is_set():
                 if self.tls is None:
                     self.tls = self.make_tls()
-                kept = self.loops[native] = _Kept(self.make(api_key, self.tls), api_key, native)
+                kept = self.loops[native] = _Kept(self.make(api_key, self.tls), api_key, native, self.forget)
                 self.made += 1
                 kept.start()
             elif kept.api_key != api_key:  # the variable now holds another key: same connections, new key
                 kept.client, kept.api_key = kept.client.copy(api_key=api_key), api_key
             return kept.client
+
+    def forget(self, native: Any) -> None:
+        """Drop a loop's entry once its client is closed (the entry holds the loop)."""
+        with self.lock:
+            kept = self.loops.get(native)
+            if kept is not None and kept.closed.is_set():
+                del self.loops[native]
 
     def close(self) -> None:
         """Have every loop's keeper close its client; wait (bounded) for those running in other threads."""
@@ -126,12 +133,13 @@ def tls_context(sdk: Any) -> Any:
 class _Kept:
     """A loop's client and the keeper task that closes it in that loop."""
 
-    __slots__ = ("client", "api_key", "native", "thread", "scope", "closed", "task")
+    __slots__ = ("client", "api_key", "native", "forget", "thread", "scope", "closed", "task")
 
-    def __init__(self, client: Any, api_key: str, native: Any) -> None:
+    def __init__(self, client: Any, api_key: str, native: Any, forget: Callable[[Any], None]) -> None:
         self.client = client
         self.api_key = api_key
         self.native = native  # the asyncio loop, or trio's token
+        self.forget = forget
         self.thread = threading.get_ident()
         self.scope = anyio.CancelScope()
         self.closed = threading.Event()
@@ -157,6 +165,7 @@ class _Kept:
                 except Exception:  # a keeper must not fail its loop (trio would crash on a system task's error)
                     log.debug("closing a model client failed", exc_info=True)
             self.closed.set()
+            self.forget(self.native)
 
     def stop(self) -> None:
         """Cancel the keeper from any thread; wait for it when its loop runs in another thread."""
