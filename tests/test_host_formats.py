@@ -377,3 +377,11 @@ def test_any_frontmatter_gives_a_tool_or_a_typed_error_naming_the_file(first_man
             assert exc.path == str(path) and exc.line is not None
         else:
             assert tool.format == "claude-command"
+
+
+def test_an_unknown_copilot_model_suggests_the_nearest_picker_name(write, tmp_path):
+    write("p/pick.prompt.md", "---\nmodel: Claude Sonet 4.5\n---\nPick one.\n")
+    tool = Manager([tmp_path / "p"]).find_tool("pick")
+    assert tool.metadata["model"] == "Claude Sonet 4.5"
+    [(line, message)] = [problem for problem in tool.problems if "model" in problem[1]]
+    assert line == 2 and message.endswith("did you mean 'claude sonnet 4.5'?")

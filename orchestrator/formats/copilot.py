@@ -267,7 +267,7 @@ def _model(
     metadata["model"] = spec
     mapping.append(Mapped("model", "model", note, lossless))
     if spec == model:
-        unknown = unknown_model(model, (key.title() for key in COPILOT_MODELS))
+        unknown = unknown_model(model, COPILOT_MODELS)
         if unknown is not None:
             problems.append((key_line(front, "model"), unknown))
 

@@ -330,9 +330,9 @@ def unknown_model(value: str, known: Iterable[str] = ()) -> str | None:
         return None
     import difflib  # only an unknown name needs it
 
-    names = sorted({*table, *known})
-    close = difflib.get_close_matches(value, names, n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    names = {name.lower(): name for name in sorted({*table, *known})}
+    close = difflib.get_close_matches(value.lower(), list(names), n=1, cutoff=0.6)
+    hint = f"; did you mean {names[close[0]]!r}?" if close else ""
     return (
         f"model {value!r} is not a model alias or id toolcascade knows, so a run fails: write 'provider:name' "
         f"(anthropic:claude-sonnet-4-5), an alias ({', '.join(sorted(table))}) or add it to ${ALIASES_ENV}{hint}"
