@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 import click
 
+from .authorization import token_from_env
 from .display import Usage, display, explanation_view, plain_rows, progress, terminal
 from .errors import InterpolationError
 from .exits import INTERRUPTED as INTERRUPTED
@@ -459,6 +460,13 @@ def check_(paths: Sequence[Path]) -> None:
     help="After SIGTERM or Ctrl-C, how long calls in flight may take to finish before the process ends anyway "
     "(exit status 128 + the signal's number).",
 )
+@click.option(
+    "--auth-token-env",
+    metavar="VAR",
+    default=None,
+    help="With --http: require 'Authorization: Bearer <token>', the token read from environment variable VAR "
+    "(default: TOOLCASCADE_MCP_TOKEN when it is set); other requests get 401.",
+)
 @debug_option
 def serve(
     paths: Sequence[Path],
@@ -468,6 +476,7 @@ def serve(
     stateful: bool,
     max_timeout: float,
     grace: float,
+    auth_token_env: str | None,
     debug: bool,
 ) -> None:
     """Serve the non-hidden tools over MCP (stdio by default), params as input schemas.
@@ -484,6 +493,8 @@ def serve(
         host, sep, port = http.rpartition(":")
         if not sep or not host or not port.isdigit() or int(port) > 65535:
             raise click.BadParameter(f"{http!r} is not HOST:PORT", param_hint="'--http'")
+    elif auth_token_env is not None:
+        raise click.BadParameter("applies to --http only", param_hint="'--auth-token-env'")
     if importlib.util.find_spec("mcp") is None:
         click.echo(MCP_MISSING, err=True)
         sys.exit(1)
@@ -504,6 +515,7 @@ def serve(
             serve_mcp(
                 manager,
                 http=http,
+                token=token_from_env(auth_token_env) if http is not None else None,
                 allow_overrides=allow_overrides,
                 allow_sessions=allow_sessions,
                 max_timeout=max_timeout,

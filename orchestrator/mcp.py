@@ -531,6 +531,7 @@ def serve(
     max_timeout: float | None = None,
     poll_interval: float = POLL_INTERVAL,
     stateless: bool = True,
+    token: str | None = None,
 ) -> None:
     """Serve ``manager``'s tools over MCP until the client leaves (stdio) or Ctrl-C (HTTP).
 
@@ -542,9 +543,16 @@ def serve(
     ``tools/list_changed`` is not pushed; ``stateless=False`` keeps sessions
     for one process serving clients that need them.
 
+    ``token``: HTTP requests must bear it (``Authorization: Bearer``); any
+    other gets ``401`` and reaches no tool (``orchestrator.authorization``).
+
     Raises:
-        ConfigurationError: a malformed ``http`` address or ``max_timeout``.
+        ConfigurationError: a malformed ``http`` address or ``max_timeout``, or a ``token`` without ``http``.
     """
+    if token is not None and http is None:
+        raise ConfigurationError(
+            "a bearer token applies to HTTP only: stdio is reached only by the process that starts it"
+        )
     server = build_server(
         manager,
         allow_overrides=allow_overrides,
@@ -558,6 +566,6 @@ def serve(
             anyio.run(serve_stdio, server)
         else:
             host, port = parse_address(http)
-            anyio.run(serve_http, server, host, port, stateless)  # uvicorn runs on asyncio only
+            anyio.run(serve_http, server, host, port, stateless, token)  # uvicorn runs on asyncio only
     except KeyboardInterrupt:
         pass

@@ -73,12 +73,21 @@ async def serve_stdio(server: Server[State]) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-async def serve_http(server: Server[State], host: str, port: int, stateless: bool = True) -> None:
+async def serve_http(
+    server: Server[State], host: str, port: int, stateless: bool = True, token: str | None = None
+) -> None:
+    """Serve streamable HTTP at ``/mcp``; with ``token``, only requests bearing it (``orchestrator.authorization``)."""
     import uvicorn
+
+    from .authorization import StaticToken, settings
 
     SERVED_OVER.set("http")
     # One process per container, scaled by replicas: stateless, any replica answers any request.
-    app = server.streamable_http_app(host=host, stateless_http=stateless)
+    if token is None:
+        app = server.streamable_http_app(host=host, stateless_http=stateless)
+    else:
+        auth, verifier = settings(host, port), StaticToken(token)
+        app = server.streamable_http_app(host=host, stateless_http=stateless, auth=auth, token_verifier=verifier)
     config = uvicorn.Config(app, host=host, port=port, access_log=False, lifespan="on")
     log.info("serving MCP on http://%s:%d/mcp", host, port)
     await uvicorn.Server(config).serve()
