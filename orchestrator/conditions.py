@@ -17,15 +17,17 @@ hold, the entry is passed over without an invocation. The conditions:
 - ``directives: true``: the target's prompt holds a directive;
 - ``next: true``: entries that have work follow this one in the target's
   chain (``execute``: at the bottom the body runs anyway, R-CHAIN-8);
-- ``trust: true``: the entry's args would narrow the target's trust (the
-  built-in ``trust``: with ``env`` off and ``files`` left on, as for almost
-  every tool, it changes nothing), or they are malformed (so ``trust``
-  itself reports them);
-- ``defaults: true``: the entry's args, a JSON schema, declare a default
-  somewhere ``params`` fills one in (the built-in ``params``: a schema
-  without defaults leaves args as they are), or they are not a mapping.
+- ``check: NAME``: a function of the middleware's own python file,
+  ``NAME(target, args) -> bool``, says whether the entry has work (the
+  built-in ``trust`` names ``narrows``: only args that narrow what the
+  target was granted need a run). Its docstring's first line is what
+  ``show`` says of it. It sees what the other conditions see (below), and
+  must only read: it is asked before the entry runs, and may be asked once
+  per plan rather than per call.
 
-A condition sees the target's context and the entry's args.
+A condition sees the target's context (or, asked once per plan, a ``Start``
+with the same fields: ``tool``, ``locals``, ``meta``, ``trust``, ``chain``,
+``pos``) and the entry's args.
 
 **Decided once where nothing can differ.** Before any entry of a chain runs,
 what a condition sees is fixed: the merged metadata, the tool's kind and
@@ -57,8 +59,7 @@ if TYPE_CHECKING:
 
 Condition = Callable[["Context", Any], bool]
 Fixed = Callable[["Tool"], bool]  # the part of a condition only the target tool decides
-FIELDS = ("meta", "kind", "directives", "next", "trust", "defaults")
-TRUST_DEFAULTS = {"env": False, "files": True}
+FIELDS = ("meta", "kind", "directives", "next", "check")
 
 
 def _names(value: Any, field: str, where: dict[str, Any]) -> tuple[str, ...]:
@@ -74,13 +75,16 @@ def _flag(value: Any, field: str, where: dict[str, Any]) -> bool:
     return value
 
 
-def condition(spec: Any, tool: str, path: Path | None = None) -> tuple[Condition, str, Fixed | None] | None:
+def condition(
+    spec: Any, tool: str, path: Path | None = None, fn: Callable[..., Any] | None = None
+) -> tuple[Condition, str, Fixed | None] | None:
     """The predicate, a description (``meta params``) and the tool-only part of a middleware's ``when``.
 
     The third item, when the ``when`` has ``kind`` or ``directives``, says
     whether the target tool itself allows any work (its kind, its own
     prompt's directives: facts nothing changes at run time); None otherwise.
-    None in all, without a ``when``.
+    None in all, without a ``when``. ``fn`` is the middleware's own
+    body: ``check`` names a function beside it.
 
     Raises:
         ConfigurationError: a ``when`` that is not a mapping of the known conditions.
@@ -113,12 +117,10 @@ def condition(spec: Any, tool: str, path: Path | None = None) -> tuple[Condition
     if "next" in spec and _flag(spec["next"], "next", where):
         checks.append(_followed)
         said.append("entries after it")
-    if "trust" in spec and _flag(spec["trust"], "trust", where):
-        checks.append(_narrows_trust)
-        said.append("args that narrow the trust")
-    if "defaults" in spec and _flag(spec["defaults"], "defaults", where):
-        checks.append(_declares_defaults)
-        said.append("args that declare a default")
+    if "check" in spec:
+        check, says = _check(spec["check"], fn, where)
+        checks.append(check)
+        said.append(says)
     if not checks:
         return None
     allows = (lambda target: all(check(target) for check in fixed)) if fixed else None
@@ -163,26 +165,24 @@ def _followed(ctx: Context, _args: Any) -> bool:
     return False
 
 
-def _narrows_trust(ctx: Context, args: Any) -> bool:
-    """Whether ``trust`` with ``args`` would change the target's trust (or must report malformed args).
+def _check(name: Any, fn: Callable[..., Any] | None, where: dict[str, Any]) -> tuple[Condition, str]:
+    """The function ``when.check`` names in the middleware's own file, and what ``show`` says of it.
 
-    ``trust`` sets each flag to ``granted and asked`` (``env`` asked false,
-    ``files`` asked true by default): only a granted flag asked off changes.
+    Raises:
+        ConfigurationError: not a name, or no function of that name beside the middleware's body.
     """
-    spec = {} if args is None else args
-    if not isinstance(spec, Mapping) or set(spec) - set(TRUST_DEFAULTS):
-        return True
-    if not all(isinstance(value, bool) for value in spec.values()):
-        return True
-    trust = ctx._trust if ctx._trust is not None else {"env": ctx._env, "files": ctx.tool.trusted}
-    return any(trust.get(flag) and not spec.get(flag, default) for flag, default in TRUST_DEFAULTS.items())
-
-
-def _declares_defaults(_ctx: Context, args: Any) -> bool:
-    """Whether the entry's args, a JSON schema, declare a default for ``params`` to fill in (or are not a schema)."""
-    from .schema import declares_defaults  # jsonschema is not needed: only the schema's shape is read
-
-    return not isinstance(args, Mapping) or declares_defaults(args)
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ConfigurationError(f"when.check must name a function of the middleware's file, not {name!r}", **where)
+    namespace = getattr(fn, "__globals__", None)
+    found = namespace.get(name) if isinstance(namespace, Mapping) else None
+    if not callable(found):
+        raise ConfigurationError(
+            f"when.check names {name!r}, which is not a function of this middleware's file"
+            + ("" if fn is not None else " (only a python middleware has functions)"),
+            **where,
+        )
+    doc = (getattr(found, "__doc__", None) or "").strip()
+    return found, doc.splitlines()[0].rstrip(".") if doc else name
 
 
 def _has_directives(ctx: Context, _args: Any) -> bool:
@@ -228,6 +228,16 @@ class Start:
     """
 
     __slots__ = ("tool", "locals", "chain", "pos", "_values", "_meta", "_trust", "_env")
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        """The merged metadata, as the context's chain will start with it (read only)."""
+        return self._values
+
+    @property
+    def trust(self) -> Mapping[str, bool]:
+        """What the target is granted before any entry runs (read only)."""
+        return {"env": self._env, "files": self.tool.trusted}
 
     def __init__(self, tool: Tool, values: Mapping[str, Any], env: bool, chain: Sequence[Entry]) -> None:
         self.tool = tool

@@ -322,7 +322,7 @@ class Planner:
                 found = self.registry.find(name, paths, deps)
             except (ToolNotFoundError, ToolDefinitionError):
                 return None  # reported where the entry is invoked
-            return condition(found.frontmatter.get("when"), found.name, found.path)
+            return condition(found.frontmatter.get("when"), found.name, found.path, found.fn)
 
         return self.registry.memo("conditions", (name, paths), compute, checked)
 

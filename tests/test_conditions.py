@@ -239,3 +239,42 @@ async def test_r_chain_12_a_markdown_prompt_without_a_directive_leaves_directive
     assert "directives" not in await manager.invoke("plain", {})
     loud = await manager.invoke("loud", {})
     assert loud.startswith("HEY") and "directives" in loud
+
+
+async def test_r_chain_12_a_middleware_names_its_own_check_and_show_says_its_docstring(write, tools):
+    """The core knows no built-in by name: a python middleware says when it has work with a function of its own."""
+    write(
+        "tools/loud.py",
+        "frontmatter = {'when': {'check': 'wanted'}}\n"
+        "def wanted(target, args):\n"
+        "    '''args that ask for capitals.'''\n"
+        "    return bool(args and args.get('caps')) and target.meta.get('loud') is not None\n"
+        "async def main(ctx):\n    return str(await ctx.target.manager.next()).upper()\n",
+    )
+    write("tools/quiet.py", "frontmatter = {'metadata': {'loud': {'caps': False}}}\nasync def main(ctx):\n    return 'hi'\n")
+    write("tools/shout.py", "frontmatter = {'metadata': {'loud': {'caps': True}}}\nasync def main(ctx):\n    return 'hi'\n")
+    events: list[Event] = []
+    manager = Manager([tools], on_event=events.append)
+    assert await manager.invoke("quiet") == "hi"
+    assert "loud" not in started(events)  # no work: no invocation
+    assert await manager.invoke("shout") == "HI"
+    shown = {e.name: e for e in manager.explain("quiet").chain}["loud"]
+    assert shown.when == "args that ask for capitals" and shown.needed is False
+
+
+@pytest.mark.parametrize(
+    ("middleware", "said"),
+    [
+        ("tools/odd.py", "'absent', which is not a function of this middleware's file"),
+        ("tools/odd.md", "only a python middleware has functions"),
+    ],
+)
+async def test_r_chain_12_a_check_that_names_no_function_is_a_configuration_error(write, tools, middleware, said):
+    if middleware.endswith(".py"):
+        write(middleware, "frontmatter = {'when': {'check': 'absent'}}\nasync def main(ctx):\n    return 1\n")
+    else:
+        write(middleware, "---\nwhen: {check: absent}\n---\nodd\n")
+    write("tools/page.md", "---\nmetadata:\n  odd: {}\n---\nx\n")
+    with pytest.raises(ConfigurationError, match=said) as caught:
+        await Manager([tools]).invoke("page")
+    assert caught.value.tool == "odd" and caught.value.key == "when"

@@ -1,12 +1,19 @@
 """params: fill the defaults of the `params` schema (this entry's args) into the target's args."""
 
-from orchestrator.schema import fill_defaults
+from collections.abc import Mapping
+
+from orchestrator.schema import declares_defaults, fill_defaults
 
 frontmatter = {
-    "when": {"defaults": True},  # a schema without defaults leaves args as they are: nothing to do
+    "when": {"check": "declares"},  # a schema without defaults leaves args as they are: nothing to do
     "description": "Fills schema defaults into args; validate-args checks them later.",
     "metadata": {"visibility": "hidden", "params": {"type": ["object", "boolean"]}},
 }
+
+
+def declares(target, args):
+    """args that declare a default"""
+    return not isinstance(args, Mapping) or declares_defaults(args)
 
 
 async def main(ctx):

@@ -6,12 +6,14 @@
   (default true for tools from trusted folders, always false otherwise).
 """
 
+from collections.abc import Mapping
+
 from orchestrator import ConfigurationError
 
 DEFAULTS = {"env": False, "files": True}
 
 frontmatter = {
-    "when": {"trust": True},  # only args that narrow what the target was granted (or malformed ones) need a run
+    "when": {"check": "narrows"},  # only args that narrow what the target was granted (or malformed ones) need a run
     "description": "Settles the target's trust: env (environment variables in templates), files (folders outside its own).",
     "metadata": {
         "visibility": "hidden",
@@ -24,10 +26,26 @@ frontmatter = {
 }
 
 
+def well_formed(spec):
+    """Whether ``spec`` maps known flags to true/false."""
+    return (
+        isinstance(spec, Mapping) and not set(spec) - set(DEFAULTS) and all(isinstance(v, bool) for v in spec.values())
+    )
+
+
+def narrows(target, args):
+    """args that narrow the trust"""
+    spec = {} if args is None else args
+    if not well_formed(spec):
+        return True  # main reports them
+    granted = target.trust
+    return any(granted.get(flag) and not spec.get(flag, default) for flag, default in DEFAULTS.items())
+
+
 async def main(ctx):
     target = ctx.target
     spec = ctx.args or {}
-    if not isinstance(spec, dict) or set(spec) - set(DEFAULTS) or not all(isinstance(v, bool) for v in spec.values()):
+    if not well_formed(spec):
         raise ConfigurationError(
             f"trust must map {', '.join(DEFAULTS)} to true/false, not {spec!r}", tool=target.tool.name, key="trust"
         )
