@@ -221,10 +221,12 @@ def test_instruction_targets_compare_with_the_reference_and_the_page_with_its_pa
     import bench.instructions as instructions
     from bench.instructions import Count, per_call, targets
 
-    assert per_call([100, 500, 10, 90], [10, 2]) == [10.0, 10.0]  # (5N phase - N phase) / 4N, per case
+    assert per_call([7, 100, 500, 7, 10, 90], [10, 2]) == [10.0, 10.0]  # set-up, N, 5N: (5N - N) / 4N
     monkeypatch.setattr(instructions, "REFERENCE", {"w1": 100.0, "w3": 1000.0})
     counts = [
         Count("w1", "W1", 104.0),
+        Count("w2", "W2", 20.0),
+        Count("maf-w2", "MAF per middleware", 5.0),
         Count("w3", "W3", 1100.0),
         Count("w3-parts", "parts", 500.0),
         Count("per-entry-100", "at 100", 10.0),
@@ -233,6 +235,8 @@ def test_instruction_targets_compare_with_the_reference_and_the_page_with_its_pa
     verdicts = {t.text.split(":")[0] if ":" in t.text else t.text: t.passed for t in targets(counts)}
     assert verdicts["W1"] is True and verdicts["W3"] is False  # +4% passes, +10% fails
     assert verdicts["W3 ≤ 2x the sum of its parts, in instructions"] is False  # 2.2x
+    assert verdicts["W2 ≤ 3x MAF's per-middleware cost, in instructions"] is False  # 4x
+    assert verdicts["W2"] is None  # no reference count: not measured, never a pass
     assert [t.passed for t in targets(counts) if "chain" in t.text] == [False]  # 1.3x > 1.2x
 
 
