@@ -503,3 +503,93 @@ async def test_unknown_and_broken_provider_entry_points(write, manager, tmp_path
         parse_model("broken-test:x")
     with pytest.raises(ConfigurationError, match="unknown model provider 'nosuch'.*'toolcascade.providers' entry"):
         parse_model("nosuch:x")
+
+
+# -- media args as content parts (issue 29) ----------------------------------------
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + b"\x00" * 32
+WAV = b"RIFF\x24\x00\x00\x00WAVEfmt " + b"\x00" * 32
+PDF = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<<>>\nendobj\n"
+MEDIA_PARAMS = {
+    "type": "object",
+    "properties": {
+        "photo": {"format": "image"},  # a path, a data: URL or {data, media-type}
+        "voice": {"format": "audio"},
+        "report": {"contentMediaType": "application/pdf"},
+    },
+}
+
+
+def b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode()
+
+
+@pytest.fixture
+def media(tmp_path, tools, monkeypatch) -> Manager:
+    monkeypatch.setenv("TC_KEY", "sk-test")
+    monkeypatch.setenv("TC_ANTHROPIC_KEY", "sk-ant-test")
+    (tmp_path / "photo.bin").write_bytes(PNG)  # the name says nothing: the type is read from the bytes
+    (tmp_path / "voice.wav").write_bytes(WAV)
+    (tmp_path / "report.pdf").write_bytes(PDF)
+    return Manager([tools], cwd=tmp_path)
+
+
+async def test_media_args_reach_an_openai_server_as_content_parts(write, media):
+    async with serve(reply_sse(openai_stream("A cat."))) as s:
+        agent(write, "look", openai_model(s.url), body="What is this?", params=MEDIA_PARAMS)
+        args = {"photo": "photo.bin", "voice": {"data": b64(WAV), "media-type": "audio/wav"}, "report": "report.pdf"}
+        assert await media.invoke("look", args) == "A cat. "
+    [user] = s.requests[0]["body"]["messages"]
+    assert user["role"] == "user"
+    assert user["content"] == [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64(PNG)}"}},
+        {"type": "file", "file": {"filename": "report.pdf", "file_data": f"data:application/pdf;base64,{b64(PDF)}"}},
+        {"type": "input_audio", "input_audio": {"data": b64(WAV), "format": "wav"}},
+    ]  # in the order of params (which yaml.safe_dump sorted)
+
+
+async def test_media_args_reach_an_anthropic_server_as_blocks(write, media):
+    async with serve(reply_sse(anthropic_stream("A cat."))) as s:
+        params = {"type": "object", "properties": {k: MEDIA_PARAMS["properties"][k] for k in ("photo", "report")}}
+        agent(write, "look", anthropic_model(s.url), body="What is this?", params=params)
+        assert await media.invoke("look", {"photo": f"data:image/png;base64,{b64(PNG)}", "report": "report.pdf"})
+    [user] = s.requests[0]["body"]["messages"]
+    assert user["content"] == [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(PNG)}},
+        {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": b64(PDF)}},
+    ]
+
+
+async def test_a_media_path_outside_the_run_folder_is_refused(write, media, tmp_path):
+    from orchestrator import SecurityError
+
+    outside = tmp_path.parent / f"{tmp_path.name}-secret.png"
+    outside.write_bytes(PNG)
+    (tmp_path / "link.png").symlink_to(outside)
+    agent(write, "look", {"provider": "scripted", "script": ["never asked"]}, params=MEDIA_PARAMS)
+    for path in (str(outside), f"../{outside.name}", "link.png"):
+        with pytest.raises(SecurityError, match="outside the run's folder") as info:
+            await media.invoke("look", {"photo": path})
+        assert info.value.tool == "look" and info.value.key == "params.photo"
+    with pytest.raises(SecurityError, match="media-urls: true"):
+        await media.invoke("look", {"photo": "https://example.com/cat.png"})
+
+
+async def test_media_of_the_wrong_kind_is_a_configuration_error(write, media):
+    agent(write, "look", {"provider": "scripted", "script": ["never asked"]}, params=MEDIA_PARAMS)
+    with pytest.raises(ConfigurationError, match="must be image, but its data is application/pdf"):
+        await media.invoke("look", {"photo": "report.pdf"})
+    with pytest.raises(ConfigurationError, match="not base64"):
+        await media.invoke("look", {"photo": {"data": "not base64!", "media-type": "image/png"}})
+
+
+async def test_a_media_url_is_passed_on_when_the_agent_allows_it(write, media):
+    async with serve(reply_sse(openai_stream("A cat."))) as s:
+        agent(write, "look", openai_model(s.url), params=MEDIA_PARAMS, **{"media-urls": True})
+        await media.invoke("look", {"photo": "https://example.com/cat.png"})
+    content = s.requests[0]["body"]["messages"][0]["content"]
+    assert content[1] == {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}

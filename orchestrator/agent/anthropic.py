@@ -45,6 +45,7 @@ from typing import Any
 
 import anyio
 
+from ..errors import ConfigurationError
 from .answer import Answer, BadAnswer, decode, field, mapping, server_error
 from .http import request_options, sdk_client, sdk_error, timed_out, transport_error
 from .protocol import Delta, max_tokens, normal_usage, timeouts
@@ -156,9 +157,11 @@ def messages(ours: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
             role = "user"
         else:
             blocks = []
-            text = str(message.get("content") or "")
-            if text:
-                blocks.append({"type": "text", "text": text})
+            content = message.get("content")
+            if isinstance(content, list):
+                blocks.extend(_block(part) for part in content)
+            elif content:
+                blocks.append({"type": "text", "text": str(content)})
             for call in message.get("tool_calls") or []:
                 blocks.append({"type": "tool_use", "id": call["id"], "name": call["name"], "input": _input(call)})
         if not blocks:
@@ -172,6 +175,23 @@ def messages(ours: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if len(content) == 1 and content[0]["type"] == "text":
             turn["content"] = content[0]["text"]
     return turns
+
+
+def _block(part: Mapping[str, Any]) -> dict[str, Any]:
+    """A content part as a Messages API block: text, an image, or a document (``media.py``'s parts).
+
+    Raises:
+        ConfigurationError: audio, which the Messages API does not take.
+    """
+    if part.get("type") != "media":
+        return {"type": "text", "text": str(part.get("text") or "")}
+    if part["kind"] == "audio":
+        raise ConfigurationError(f"arg {part['name']!r}: anthropic models take no audio", key="params")
+    if part.get("url"):
+        source: dict[str, Any] = {"type": "url", "url": part["url"]}
+    else:
+        source = {"type": "base64", "media_type": part["media_type"], "data": part["data"]}
+    return {"type": "image" if part["kind"] == "image" else "document", "source": source}
 
 
 def _input(call: Mapping[str, Any]) -> dict[str, Any]:

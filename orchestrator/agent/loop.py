@@ -90,6 +90,7 @@ from ..prompt import render_prompt
 from .answer import bounded
 from .clients import keeping
 from .conversation import Conversation, Saver, preamble
+from .media import prompt_content
 from .model import Deltas, label, parse_model
 from .returns import FINAL_ANSWER, StructuredAnswerError, structured
 from .routes import authorize_model, authorize_pipeline, check_tool_pipeline
@@ -231,7 +232,7 @@ class Agent:
             self.history = len(history)
             self.conversation = Conversation(
                 preamble(ctx, self.structured.instruction() if self.structured is not None else None),
-                [*history, {"role": "user", "content": str(render_prompt(ctx))}],
+                [*history, {"role": "user", "content": prompt_content(ctx, str(render_prompt(ctx)))}],
             )
             iteration, self.errors, self.choice_now, self.answering = 1, 0, self.choice, False
         conversation = self.conversation

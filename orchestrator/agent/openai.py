@@ -34,6 +34,7 @@ from typing import Any
 
 import anyio
 
+from ..errors import ConfigurationError
 from .answer import Answer, BadAnswer, decode, field, mapping, server_error
 from .http import request_options, sdk_client, sdk_error, timed_out, transport_error
 from .protocol import Delta, max_tokens, normal_usage, timeouts
@@ -273,6 +274,33 @@ WIRE_FIELDS = {
 """The fields each role's message carries on the wire: strict servers refuse others (a tool result's ``name``)."""
 
 
+AUDIO_FORMATS = {"audio/mpeg": "mp3", "audio/x-wav": "wav", "audio/wav": "wav"}
+
+
+def _part(part: Mapping[str, Any]) -> dict[str, Any]:
+    """A content part as chat completions want it: an image URL, input audio or a file (``media.py``'s parts).
+
+    Raises:
+        ConfigurationError: audio given as a URL (the API takes audio data only).
+    """
+    if part.get("type") != "media":
+        return dict(part)
+    url = part.get("url") or f"data:{part['media_type']};base64,{part['data']}"
+    if part["kind"] == "image":
+        return {"type": "image_url", "image_url": {"url": url}}
+    if part["kind"] == "audio":
+        if part.get("url"):
+            raise ConfigurationError(
+                f"arg {part['name']!r}: audio goes to an OpenAI-compatible model as data, not a URL"
+            )
+        subtype = str(part["media_type"]).partition("/")[2]
+        return {
+            "type": "input_audio",
+            "input_audio": {"data": part["data"], "format": AUDIO_FORMATS.get(part["media_type"], subtype)},
+        }
+    return {"type": "file", "file": {"filename": part["name"], "file_data": url}}
+
+
 def _wire(message: Mapping[str, Any]) -> dict[str, Any]:
     """A chat message as the API wants it: only its role's fields; assistant tool calls carry "" content, never null.
 
@@ -282,6 +310,8 @@ def _wire(message: Mapping[str, Any]) -> dict[str, Any]:
     fields = WIRE_FIELDS.get(str(message.get("role")))
     out = {k: v for k, v in message.items() if k in fields} if fields else dict(message)
     out.pop("tool_calls", None)
+    if isinstance(out.get("content"), list):
+        out["content"] = [_part(part) for part in out["content"]]
     if message.get("tool_calls"):
         out["content"] = message.get("content") or ""
         out["tool_calls"] = [
