@@ -13,9 +13,8 @@ import logging
 import os
 import sys
 import threading
-import time
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -24,23 +23,18 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from . import binding, chain, descriptions, tracing
+from . import binding, chain, descriptions, invocation
 from .authorities import Authorities, Authority
-from .binding import NO_KEYS, prepare, too_deep
-from .callers import Caller, check_untrusted
+from .binding import prepare
+from .callers import Caller
 from .context import Context
 from .errors import (
-    ApprovalRequired,
     InvocationError,
-    InvocationTimeout,
-    ToolDefinitionError,
-    name_tool,
 )
 from .events import Event, Events, Listener
 from .explain import Explanation
 from .limits import DEFAULT_LIMITS, Limits
-from .loader import check_name
-from .options import NO_OPTIONS, extract_options, folders
+from .options import NO_OPTIONS, folders
 from .planner import Planner
 from .registry import Registry, SearchPath, builtin_folder
 from .tool import Tool, ToolInfo
@@ -169,32 +163,7 @@ class Manager:
         Raises:
             ToolDefinitionError: a bad name, a non-callable, or metadata that is not a mapping.
         """
-        check_name(name)
-        if not callable(fn):
-            raise ToolDefinitionError(f"register({name!r}): fn must be callable", tool=name)
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise ToolDefinitionError(f"register({name!r}): metadata must be a mapping", tool=name)
-        frontmatter: dict[str, Any] = {
-            "name": name,
-            "description": description,
-            "authority": authority,
-        }
-        meta = dict(metadata or {})
-        frontmatter["metadata"] = meta
-        tool = Tool(
-            name=name,
-            uri=f"function:{name}",
-            kind="function",
-            frontmatter=frontmatter,
-            metadata=meta,
-            prompt=prompt,
-            fn=fn,
-            authority=authority,
-            description=description,
-        )
-        self.registry.functions[name] = tool
-        self.registry.changed()
-        return tool
+        return self.registry.register(name, fn, metadata, prompt, description, authority)
 
     def find_tool(self, ref: str, paths: Iterable[str | os.PathLike[str]] | None = None) -> Tool:
         """Resolve ``ref`` against ``paths`` (default: the manager's), first match wins (R-FIND-1).
@@ -390,7 +359,7 @@ class Manager:
         Raises:
             InvocationError: called from inside a running event loop, or the manager is closed.
         """
-        return self._run_sync("invoke", partial(self.invoke, ref, args, **options), backend)
+        return invocation.run_sync("invoke", partial(self.invoke, ref, args, **options), backend)
 
     def resume_sync(
         self, token: str, decision: Any = "approve", *, ref: str | None = None, backend: str = "asyncio"
@@ -401,116 +370,11 @@ class Manager:
             InvocationError: called from inside a running event loop, or the manager is closed.
             OrchestratorError: the errors of ``resume``.
         """
-        return self._run_sync("resume", partial(self.resume, token, decision, ref=ref), backend)
+        return invocation.run_sync("resume", partial(self.resume, token, decision, ref=ref), backend)
 
-    def _run_sync(self, what: str, call: Callable[[], Coroutine[Any, Any, T]], backend: str) -> T:
-        """Run ``call()`` in a new event loop: plain asyncio, or anyio's ``backend``.
-
-        Raises:
-            InvocationError: called from inside a running event loop.
-        """
-        try:
-            anyio.get_current_task()
-        except RuntimeError:
-            pass  # no loop running: the normal case
-        else:
-            raise InvocationError(f"{what}_sync() cannot run inside an event loop; use 'await manager.{what}(...)'")
-        if backend == "asyncio":
-            import asyncio
-
-            # A plain asyncio loop: anyio works inside it, and its own asyncio backend (with its socket and TLS
-            # imports, ~15 ms) loads only when something in the run asks anyio for it (a sync body's thread...).
-            return asyncio.run(call())
-        return anyio.run(call, backend=backend)
-
-    async def _invoke(
-        self,
-        ref: str | Tool,
-        args: Any,
-        *,
-        parent: Context | None,
-        context: Mapping[str, Any] | None = None,
-        middleware: Any = None,
-        overrides: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
-        caller: Caller | None = None,
-    ) -> Any:
-        """An independent invocation (top-level, or ``ctx.manager.invoke``): options, limits, the pipeline.
-
-        Raises:
-            OrchestratorError: any typed error; at the top level ``Interrupted`` for a held call.
-        """
-        depth = parent.depth + 1 if parent is not None else 0
-        frame = _frames.get()
-        stacked, inner = chain.heights(parent, frame) if frame is not None else (0, 0)
-        height = stacked + 1
-        if depth > self.max_depth or height > self.max_stack:
-            name = ref.name if isinstance(ref, Tool) else ref
-            raise too_deep(self, name, parent, depth > self.max_depth, self.max_stack)
-        token = _frames.set((None, 0, frame, height, inner))  # this invocation's mark (chain.frames)
-        given = args
-        ctx: Context | None = None
-        try:
-            guarded = NO_KEYS
-            if caller is not None:
-                asked = extract_options(args, ref, None, None, None, None)[1]
-                check_untrusted(str(ref.name if isinstance(ref, Tool) else ref), asked, caller)
-                sent = asked["overrides"]
-                guarded = frozenset(k for k in sent if isinstance(k, str)) if isinstance(sent, Mapping) else guarded
-            args, options = extract_options(args, ref, context, middleware, overrides, timeout)
-            seconds = options["timeout"]
-            if seconds is None:
-                ctx = prepare(self, ref, args, parent, None, options, caller=caller, guarded=guarded)[0]
-                return await self.run(ctx, caller)
-            with anyio.move_on_after(seconds):  # extract_options checked it is a positive number
-                ctx = prepare(self, ref, args, parent, None, options, caller=caller, guarded=guarded)[0]
-                return await self.run(ctx, caller)
-            raise InvocationTimeout(
-                f"timed out after {seconds} s", tool=str(ref.name if isinstance(ref, Tool) else ref)
-            )
-        except Exception as exc:
-            if parent is None:  # once, where the error leaves the engine: which tool's code raised it
-                name_tool(exc)
-                if isinstance(exc, ApprovalRequired):  # a top-level call held for a decision: save it, hand out a token
-                    from .interrupts import suspend
-
-                    options = {"context": context, "middleware": middleware, "overrides": overrides, "timeout": timeout}
-                    state = ctx.shared.kept_state if ctx is not None else None
-                    raise await suspend(self, ref, given, options, exc, state) from exc
-            raise
-        finally:
-            _frames.reset(token)
-
-    def run(self, ctx: Context, caller: Caller | None = None) -> Awaitable[Any]:
-        """Run the chain of ``ctx`` (made by ``prepare`` or ``enter``); await it for the result.
-
-        Traced when the program set a tracer provider, observed (``invoke.start``
-        / ``invoke.end`` events) when someone listens. ``caller`` is the
-        untrusted caller the call is made for, if any (a model's calls are
-        marked so in traces).
-        """
-        tracer = ctx.shared.tracer
-        if tracer is not None:
-            return self._traced(ctx, tracer, caller is not None and caller.name == "a model")
-        return self._observed(ctx) if self.events else chain.advance(ctx)
-
-    async def _traced(self, ctx: Context, tracer: Any, model_caller: bool) -> Any:
-        with tracing.start(tracer, ctx, model_caller) as span:
-            result = await (self._observed(ctx) if self.events else chain.advance(ctx))
-            tracing.finish(span, ctx, result)
-            return result
-
-    async def _observed(self, ctx: Context) -> Any:
-        """Run ctx's chain between invoke.start and invoke.end events."""
-        self.emit("invoke.start", ctx)
-        started = time.perf_counter()
-        try:
-            result = await chain.advance(ctx)
-        except BaseException as exc:
-            self.emit("invoke.end", ctx, error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - started)
-            raise
-        self.emit("invoke.end", ctx, error=None, seconds=time.perf_counter() - started)
-        return result
+    # The invocation steps (orchestrator.invocation) as methods: ``run`` is the runner's, per chain entry.
+    _invoke = invocation.invoke
+    run = invocation.run
 
     def emit(self, kind: str, ctx: Context, iteration: int | None = None, **data: Any) -> None:
         """Send an event about ctx to every listener (nothing is built when nobody listens)."""

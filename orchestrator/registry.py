@@ -37,7 +37,7 @@ carries every path it depends on.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,7 @@ from .caches import (
 from .errors import OrchestratorError, ToolDefinitionError, ToolNotFoundError
 from .folders import SUGGESTIONS, Folders, Names, close_refs, stem, subfolders
 from .limits import DEFAULT_LIMITS, Limits
+from .loader import check_name
 from .searchpath import (
     NAME_MAX,
     RESERVED,
@@ -109,6 +110,42 @@ class Registry(Folders):
     ) -> None:
         super().__init__(paths, frozen, limits, formats)
         self.functions: dict[str, Tool] = {}
+
+    def register(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        metadata: Mapping[str, Any] | None,
+        prompt: str | None,
+        description: str | None,
+        authority: str | None,
+    ) -> Tool:
+        """A function tool (``Manager.register``): it shadows files, and every derived cache is dropped.
+
+        Raises:
+            ToolDefinitionError: a bad name, a non-callable, or metadata that is not a mapping.
+        """
+        check_name(name)
+        if not callable(fn):
+            raise ToolDefinitionError(f"register({name!r}): fn must be callable", tool=name)
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise ToolDefinitionError(f"register({name!r}): metadata must be a mapping", tool=name)
+        meta = dict(metadata or {})
+        frontmatter = {"name": name, "description": description, "authority": authority, "metadata": meta}
+        tool = Tool(
+            name=name,
+            uri=f"function:{name}",
+            kind="function",
+            frontmatter=frontmatter,
+            metadata=meta,
+            prompt=prompt,
+            fn=fn,
+            authority=authority,
+            description=description,
+        )
+        self.functions[name] = tool
+        self.changed()
+        return tool
 
     # -- finding ----------------------------------------------------------
 

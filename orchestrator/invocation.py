@@ -1,0 +1,144 @@
+"""Invocation: an independent call (top-level, or ``ctx.manager.invoke``) from its options to its result.
+
+``invoke`` extracts the ``$`` options, checks the depth and stack limits,
+binds the context (``orchestrator.binding``) and runs it under the call's
+timeout; at the top level a call held for a decision is suspended for
+``resume``. ``run`` runs a bound context's chain, observed (``invoke.start``
+/ ``invoke.end`` events) when someone listens and traced when a tracer is
+set. ``run_sync`` is the event loop of the sync wrappers. The Manager's
+methods of the same names are these functions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+
+from . import chain, tracing
+from .binding import NO_KEYS, prepare, too_deep
+from .callers import Caller, check_untrusted
+from .errors import ApprovalRequired, InvocationError, InvocationTimeout, name_tool
+from .options import extract_options
+from .tool import Tool
+
+if TYPE_CHECKING:
+    from .context import Context
+    from .manager import Manager
+
+T = TypeVar("T")
+_frames = chain.frames
+
+
+def run_sync(what: str, call: Callable[[], Coroutine[Any, Any, T]], backend: str) -> T:
+    """Run ``call()`` in a new event loop: plain asyncio, or anyio's ``backend``.
+
+    Raises:
+        InvocationError: called from inside a running event loop.
+    """
+    try:
+        anyio.get_current_task()
+    except RuntimeError:
+        pass  # no loop running: the normal case
+    else:
+        raise InvocationError(f"{what}_sync() cannot run inside an event loop; use 'await manager.{what}(...)'")
+    if backend == "asyncio":
+        import asyncio
+
+        # A plain asyncio loop: anyio works inside it, and its own asyncio backend (with its socket and TLS
+        # imports, ~15 ms) loads only when something in the run asks anyio for it (a sync body's thread...).
+        return asyncio.run(call())
+    return anyio.run(call, backend=backend)
+
+
+async def invoke(
+    manager: Manager,
+    ref: str | Tool,
+    args: Any,
+    *,
+    parent: Context | None,
+    context: Mapping[str, Any] | None = None,
+    middleware: Any = None,
+    overrides: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
+    caller: Caller | None = None,
+) -> Any:
+    """An independent invocation (top-level, or ``ctx.manager.invoke``): options, limits, the pipeline.
+
+    Raises:
+        OrchestratorError: any typed error; at the top level ``Interrupted`` for a held call.
+    """
+    depth = parent.depth + 1 if parent is not None else 0
+    frame = _frames.get()
+    stacked, inner = chain.heights(parent, frame) if frame is not None else (0, 0)
+    height = stacked + 1
+    if depth > manager.max_depth or height > manager.max_stack:
+        name = ref.name if isinstance(ref, Tool) else ref
+        raise too_deep(manager, name, parent, depth > manager.max_depth, manager.max_stack)
+    token = _frames.set((None, 0, frame, height, inner))  # this invocation's mark (chain.frames)
+    given = args
+    ctx: Context | None = None
+    try:
+        guarded = NO_KEYS
+        if caller is not None:
+            asked = extract_options(args, ref, None, None, None, None)[1]
+            check_untrusted(str(ref.name if isinstance(ref, Tool) else ref), asked, caller)
+            sent = asked["overrides"]
+            guarded = frozenset(k for k in sent if isinstance(k, str)) if isinstance(sent, Mapping) else guarded
+        args, options = extract_options(args, ref, context, middleware, overrides, timeout)
+        seconds = options["timeout"]
+        if seconds is None:
+            ctx = prepare(manager, ref, args, parent, None, options, caller=caller, guarded=guarded)[0]
+            return await manager.run(ctx, caller)
+        with anyio.move_on_after(seconds):  # extract_options checked it is a positive number
+            ctx = prepare(manager, ref, args, parent, None, options, caller=caller, guarded=guarded)[0]
+            return await manager.run(ctx, caller)
+        raise InvocationTimeout(f"timed out after {seconds} s", tool=str(ref.name if isinstance(ref, Tool) else ref))
+    except Exception as exc:
+        if parent is None:  # once, where the error leaves the engine: which tool's code raised it
+            name_tool(exc)
+            if isinstance(exc, ApprovalRequired):  # a top-level call held for a decision: save it, hand out a token
+                from .interrupts import suspend
+
+                options = {"context": context, "middleware": middleware, "overrides": overrides, "timeout": timeout}
+                state = ctx.shared.kept_state if ctx is not None else None
+                raise await suspend(manager, ref, given, options, exc, state) from exc
+        raise
+    finally:
+        _frames.reset(token)
+
+
+def run(manager: Manager, ctx: Context, caller: Caller | None = None) -> Awaitable[Any]:
+    """Run the chain of ``ctx`` (made by ``prepare`` or ``enter``); await it for the result.
+
+    Traced when the program set a tracer provider, observed (``invoke.start``
+    / ``invoke.end`` events) when someone listens. ``caller`` is the
+    untrusted caller the call is made for, if any (a model's calls are
+    marked so in traces).
+    """
+    tracer = ctx.shared.tracer
+    if tracer is not None:
+        return _traced(manager, ctx, tracer, caller is not None and caller.name == "a model")
+    return _observed(manager, ctx) if manager.events else chain.advance(ctx)
+
+
+async def _traced(manager: Manager, ctx: Context, tracer: Any, model_caller: bool) -> Any:
+    with tracing.start(tracer, ctx, model_caller) as span:
+        result = await (_observed(manager, ctx) if manager.events else chain.advance(ctx))
+        tracing.finish(span, ctx, result)
+        return result
+
+
+async def _observed(manager: Manager, ctx: Context) -> Any:
+    """Run ctx's chain between invoke.start and invoke.end events."""
+    manager.emit("invoke.start", ctx)
+    started = time.perf_counter()
+    try:
+        result = await chain.advance(ctx)
+    except BaseException as exc:
+        manager.emit("invoke.end", ctx, error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - started)
+        raise
+    manager.emit("invoke.end", ctx, error=None, seconds=time.perf_counter() - started)
+    return result
