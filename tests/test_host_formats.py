@@ -385,3 +385,31 @@ def test_an_unknown_copilot_model_suggests_the_nearest_picker_name(write, tmp_pa
     assert tool.metadata["model"] == "Claude Sonet 4.5"
     [(line, message)] = [problem for problem in tool.problems if "model" in problem[1]]
     assert line == 2 and message.endswith("did you mean 'claude sonnet 4.5'?")
+
+
+def plugin_repo(write, rel: str, manifest: str) -> None:
+    write(f"{rel}/.claude-plugin/plugin.json", manifest)
+    write(
+        f"{rel}/commands/fix.md", "---\ndescription: Fix lint\n---\nFix $ARGUMENTS with ${CLAUDE_PLUGIN_ROOT}/fix.sh\n"
+    )
+    write(f"{rel}/agents/helper.md", "---\nname: helper\ndescription: Helps.\n---\nYou help.\n")
+    write(f"{rel}/skills/polish/SKILL.md", "---\ndescription: Polishes.\n---\nPolish $ARGUMENTS\n")
+
+
+@pytest.mark.parametrize("where", ["kit", "."])
+async def test_a_folder_with_a_plugin_manifest_is_a_plugin_named_by_it(write, tmp_path, where):
+    plugin_repo(write, "kit", '{"name": "tidy-kit", "version": "1.0.0"}')
+    manager = Manager([tmp_path / where])
+    assert {info.ref for info in manager.list_tools()} == {"tidy-kit:fix", "tidy-kit:helper", "tidy-kit:polish"}
+    assert await manager.invoke("tidy-kit:fix", {"arguments": "a.py"}) == "Fix a.py with ./fix.sh"
+
+
+def test_a_manifest_without_a_usable_name_names_the_plugin_after_its_folder(write, tmp_path):
+    plugin_repo(write, "kit", '{"name": "../up"}')
+    assert "kit:fix" in {info.ref for info in Manager([tmp_path / "kit"]).list_tools()}
+
+
+def test_a_commands_folder_without_a_manifest_holds_our_own_tools(write, tmp_path):
+    write("commands/fix.md", "---\ndescription: Ours.\n---\nFix {{ args.x }}\n")
+    tool = Manager([tmp_path]).find_tool("commands/fix")
+    assert tool.format is None

@@ -23,9 +23,11 @@
   commands' ``$ARGUMENTS``. The folder's other files are resources: they
   stay files and are never tools.
 
-Plugins (``plugins/NAME/{agents,commands,skills}``, ``orchestrator.formats.plugins``)
-are read as these locations; their tools are named ``NAME:tool`` and
-``${CLAUDE_PLUGIN_ROOT}`` in their text is written ``plugins/NAME``.
+Plugins (``plugins/NAME/{agents,commands,skills}``, or a folder holding
+``.claude-plugin/plugin.json``; ``orchestrator.formats.plugins``) are read
+as these locations; their tools are named ``NAME:tool`` and
+``${CLAUDE_PLUGIN_ROOT}`` in their text is written ``plugins/NAME`` (``.``
+for a folder with a manifest): no server path reaches a prompt.
 
 Frontmatter that is not strict YAML loads as Claude Code loads it
 (``LENIENCY``, ``orchestrator.formats.lenient``), with a warning per key read
@@ -306,8 +308,8 @@ class ClaudeAgent:
     known = ("name", "description", "tools", "model")
     leniency = LENIENCY
     summary = Summary(
-        "`.claude/agents/*.md`, `plugins/P/agents/*.md` (as `P:name`): `name`, `description`, `tools`, `model`; "
-        "other fields kept as data",
+        "`.claude/agents/*.md`, a plugin's `agents/*.md` (as `P:name`; a plugin is `plugins/P/` or a folder with "
+        "`.claude-plugin/plugin.json`): `name`, `description`, `tools`, `model`; other fields kept as data",
         'an agent: the body is the system prompt, `{"prompt": ...}` the user message; our tools '
         "(`mcp__toolcascade__NAME` too) offered; `model` an alias or Anthropic id, else `inherit`; "
         "an unknown name fails naming the aliases",
@@ -365,7 +367,7 @@ class ClaudeCommand:
         "`.claude/commands/**/*.md` (`git/x.md` is `git:x`), `plugins/P/commands/` (`P:x`): `description` "
         "(else the first line), `argument-hint`, `allowed-tools`, `model`",
         '`{"arguments": ...}` fills `$ARGUMENTS`, `$1`..`$9` (appended when the body uses none); '
-        "`${CLAUDE_PLUGIN_ROOT}` is `plugins/P`; with `model`, an agent",
+        "`${CLAUDE_PLUGIN_ROOT}` is `plugins/P` (`.` with a manifest); with `model`, an agent",
         _LENIENT,
         _HOST_ONLY,
     )

@@ -347,10 +347,11 @@ def in_location(path: Path, location: str) -> Path | None:
     """
     text = str(path)
     if f"{os.sep}{location}{os.sep}" not in text:
-        if location.startswith(".claude/") and f"{os.sep}plugins{os.sep}" in text:
+        kind = location[len(".claude/") :] if location.startswith(".claude/") else ""
+        if kind and f"{os.sep}{kind}{os.sep}" in text:
             from .plugins import place
 
-            found = place(path, location[len(".claude/") :])
+            found = place(path, kind)
             return found.folder if found is not None else None
         return None  # the common case, decided without splitting the path
     parts = Path(location).parts

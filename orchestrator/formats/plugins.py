@@ -8,6 +8,10 @@ a skill. Claude Code names them after the plugin (``review:check``), and
 written ``plugins/NAME``, relative to the project, so no server path ever
 reaches a prompt.
 
+A folder holding ``.claude-plugin/plugin.json`` is a plugin too (a repository
+that is one plugin): its ``agents``, ``commands`` and ``skills`` are named
+after the manifest's ``name``, and ``${CLAUDE_PLUGIN_ROOT}`` is ``.``.
+
 ``place`` finds the plugin a file belongs to; ``in_location``
 (``orchestrator.formats.fields``) asks it for the ``.claude/...`` locations,
 so the registry treats a plugin's folders as those locations; ``plugin_folders``
@@ -17,6 +21,7 @@ or one plugin's folder).
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,41 +29,90 @@ from pathlib import Path
 PLUGINS = "plugins"
 ROOT_VARIABLE = "${CLAUDE_PLUGIN_ROOT}"
 KINDS = ("agents", "commands", "skills")
+MANIFEST = Path(".claude-plugin", "plugin.json")
+MANIFEST_BYTES = 65536  # a manifest is a few lines; only its name is read
 
 
 @dataclass(frozen=True, slots=True)
 class Place:
-    """Where a file sits in a plugin: the plugin's name and the folder of its kind (``plugins/NAME/commands``)."""
+    """Where a file sits in a plugin: the plugin's name, the folder of its kind (``plugins/NAME/commands``),
+    and what ``${CLAUDE_PLUGIN_ROOT}`` stands for: the plugin's folder relative to the project (``plugins/NAME``,
+    or ``.`` for a plugin that is the project)."""
 
     name: str
     folder: Path
-
-    @property
-    def root(self) -> str:
-        """What ``${CLAUDE_PLUGIN_ROOT}`` stands for: the plugin's folder, relative to the project."""
-        return f"{PLUGINS}/{self.name}"
+    root: str
 
 
 def place(path: Path, kind: str) -> Place | None:
-    """The plugin whose ``kind`` folder (``agents``, ``commands``, ``skills``) holds ``path``, or None."""
-    if f"{os.sep}{PLUGINS}{os.sep}" not in str(path):
+    """The plugin whose ``kind`` folder (``agents``, ``commands``, ``skills``) holds ``path``, or None.
+
+    A plugin is ``plugins/NAME``, or any folder with a ``.claude-plugin/plugin.json`` (its ``name``,
+    else the folder's).
+    """
+    if f"{os.sep}{kind}{os.sep}" not in str(path):
         return None  # the common case, decided without splitting the path
     parts = path.parts
-    for start in range(len(parts) - 4, -1, -1):  # the nearest enclosing plugin
-        if parts[start] == PLUGINS and parts[start + 2] == kind:
-            return Place(parts[start + 1], Path(*parts[: start + 3]))
+    for start in range(len(parts) - 2, 0, -1):  # the nearest enclosing plugin
+        if parts[start] != kind:
+            continue
+        if start >= 2 and parts[start - 2] == PLUGINS:
+            return Place(parts[start - 1], Path(*parts[: start + 1]), f"{PLUGINS}/{parts[start - 1]}")
+        name = manifest_name(Path(*parts[:start]))
+        if name is not None:
+            return Place(name, Path(*parts[: start + 1]), ".")
     return None
 
 
-def plugin_folders(root: Path) -> list[Path]:
-    """The plugin folders of a search path: ``root/plugins/*``, every folder of ``root`` named ``plugins``, or root."""
-    if root.parent.name == PLUGINS:
-        return [root]
-    holder = root if root.name == PLUGINS else root / PLUGINS
+def manifest_name(folder: Path) -> str | None:
+    """The name of the plugin ``folder`` is (its ``.claude-plugin/plugin.json``), or None when it is none.
+
+    A manifest without a usable ``name`` (text without ``/``, ``\\`` or ``:``) names the plugin after its folder.
+    """
+    manifest = folder / MANIFEST
     try:
-        return sorted(entry for entry in holder.iterdir() if entry.is_dir() and not entry.name.startswith("."))
+        if not manifest.is_file():
+            return None
+        with open(manifest, "rb") as file:
+            raw = file.read(MANIFEST_BYTES)
+    except OSError:
+        return None
+    try:
+        name = json.loads(raw).get("name")
+    except (ValueError, AttributeError):
+        name = None
+    if isinstance(name, str) and name.strip() and not set(name) & set("/\\:") and ".." not in name:
+        return name.strip()
+    return folder.name
+
+
+def plugin_folders(root: Path) -> list[Path]:
+    """The plugin folders of a search path: root itself when it is one, else ``root/plugins/*`` (or root's
+    own folders when root is ``plugins``) and root's folders that hold a manifest."""
+    if root.parent.name == PLUGINS or _is_file(root / MANIFEST):
+        return [root]
+    try:
+        children = sorted(entry for entry in root.iterdir() if entry.is_dir() and not entry.name.startswith("."))
     except OSError:
         return []
+    if root.name == PLUGINS:
+        return children
+    found = [child for child in children if _is_file(child / MANIFEST)]
+    holder = root / PLUGINS
+    if holder in children:
+        try:
+            found += sorted(e for e in holder.iterdir() if e.is_dir() and not e.name.startswith(".") and e not in found)
+        except OSError:
+            pass
+    return found
+
+
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, False for any OS error (a path too long for the OS, a folder it may not read)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def fill_root(text: str, where: Place | None) -> str:
