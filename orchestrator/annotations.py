@@ -138,3 +138,12 @@ def _serve(ref: str, kind: str, given: Mapping[str, Any], reasons: dict[str, str
     serve = tuple(kind for kind in SERVE_AS if kind in items)
     reasons["serve"] = (" and ".join(serve) if serve else "neither") + ": set by mcp.serve"
     return serve
+
+
+def described(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``mcp`` part of ``show``: how the tool an ``Explanation.to_dict()`` explains is offered, or the error."""
+    meta = {item["key"]: item["value"] for item in data.get("keys", ())}
+    try:
+        return offer(str(data["tool"]), str(data["kind"]), meta).to_dict()
+    except ConfigurationError as exc:
+        return {"error": str(exc)}

@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 import click
 
+from .annotations import described
 from .authorization import token_from_env
 from .display import Usage, display, explanation_view, plain_rows, progress, terminal
 from .errors import InterpolationError
@@ -238,10 +239,13 @@ def running(
 
 @cli.command(name="list", short_help="List the tools: name, kind, description.")
 @click.option("--all", "show_all", is_flag=True, help="Include hidden tools (visibility: hidden), like the built-ins.")
+@click.option(
+    "--mcp", "show_mcp", is_flag=True, help="Add how serve offers each tool over MCP: tool, prompt, both or neither."
+)
 @json_option
 @path_option
 @debug_option
-def list_(show_all: bool, as_json: bool, paths: Sequence[Path], debug: bool) -> None:
+def list_(show_all: bool, show_mcp: bool, as_json: bool, paths: Sequence[Path], debug: bool) -> None:
     """List the tools in the search paths: name, kind and description.
 
     A tool that fails to load is listed with its error.
@@ -253,7 +257,9 @@ def list_(show_all: bool, as_json: bool, paths: Sequence[Path], debug: bool) -> 
       toolcascade list --json
     """
     with reporting(debug):
-        infos = once_per_file(command_manager(paths).list_tools(hidden=show_all))
+        manager = command_manager(paths)
+        infos = once_per_file(manager.list_tools(hidden=show_all))
+    mcp = mcp_column(manager, infos) if show_mcp else {}
     builtins = {path.stem for path in builtin_folder("tools").iterdir()}
     replacing = {}  # ref -> the built-in file a user tool takes the place of
     for info in infos:
@@ -264,29 +270,16 @@ def list_(show_all: bool, as_json: bool, paths: Sequence[Path], debug: bool) -> 
         return f" (replaces the built-in {replacing[ref]})" if ref in replacing else ""
 
     if as_json:
-        rows = [
-            {
-                "name": info.name,
-                "ref": info.ref,
-                "kind": info.kind,
-                "description": info.description,
-                "hidden": info.hidden,
-                "params": info.params,
-                "path": str(info.path) if info.path is not None else None,
-                "error": str(info.error) if info.error is not None else None,
-                "format": info.format,
-                "replaces": f"built-in {replacing[info.ref]}" if info.ref in replacing else None,
-            }
-            for info in infos
-        ]
+        rows = json_rows(infos, replacing, mcp if show_mcp else None)
         click.echo(json.dumps(rows, indent=2, default=str, ensure_ascii=False))
         return
     if infos and not terminal():  # a pipe: plain rows, as gh and ls print (a table of 10,000 took seconds)
-        lines = [["NAME", "KIND", *(["HIDDEN"] if show_all else []), "DESCRIPTION"]]
+        lines = [["NAME", "KIND", *(["HIDDEN"] if show_all else []), *(["MCP"] if show_mcp else []), "DESCRIPTION"]]
         for info in infos:
             hidden = ["hidden" if info.hidden else ""] if show_all else []
+            served = [mcp_cell(mcp.get(info.ref))] if show_mcp else []
             about = str(info.error) if info.error else (info.description or "") + replaces(info.ref)
-            lines.append([info.ref, "error" if info.error else info.kind, *hidden, about])
+            lines.append([info.ref, "error" if info.error else info.kind, *hidden, *served, about])
         click.echo(plain_rows(lines))
         return
     from rich import box
@@ -298,11 +291,15 @@ def list_(show_all: bool, as_json: bool, paths: Sequence[Path], debug: bool) -> 
     table.add_column("KIND")
     if show_all:
         table.add_column("HIDDEN")
+    if show_mcp:
+        table.add_column("MCP")
     table.add_column("DESCRIPTION")
     for info in infos:
         row = [Text(info.ref), Text("error", style="red") if info.error else Text(info.kind)]
         if show_all:
             row.append(Text("hidden" if info.hidden else ""))
+        if show_mcp:
+            row.append(Text(mcp_cell(mcp.get(info.ref))))
         row.append(
             Text(str(info.error), style="red") if info.error else Text((info.description or "") + replaces(info.ref))
         )
@@ -312,6 +309,56 @@ def list_(show_all: bool, as_json: bool, paths: Sequence[Path], debug: bool) -> 
     else:
         hint = "" if paths or Path("tools").is_dir() else " (no ./tools here; use --path DIR)"
         click.echo(f"no tools found{hint}", err=True)
+
+
+def json_rows(
+    infos: Sequence[ToolInfo], replacing: dict[str, str], mcp: dict[str, dict[str, Any]] | None
+) -> list[dict[str, Any]]:
+    """``list --json``: one object per tool; with ``mcp`` (``--mcp``), how each is offered over MCP."""
+    rows = [
+        {
+            "name": info.name,
+            "ref": info.ref,
+            "kind": info.kind,
+            "description": info.description,
+            "hidden": info.hidden,
+            "params": info.params,
+            "path": str(info.path) if info.path is not None else None,
+            "error": str(info.error) if info.error is not None else None,
+            "format": info.format,
+            "replaces": f"built-in {replacing[info.ref]}" if info.ref in replacing else None,
+        }
+        for info in infos
+    ]
+    if mcp is not None:
+        for listed in rows:
+            listed["mcp"] = mcp.get(str(listed["ref"]))
+    return rows
+
+
+def mcp_column(manager: Manager, infos: Sequence[ToolInfo]) -> dict[str, dict[str, Any]]:
+    """Ref -> how ``serve`` offers the tool over MCP (``{"serve": [tool, prompt]}``), or why not (``{"error": ...}``)."""
+    from .errors import OrchestratorError
+    from .listings import offer_of
+
+    found: dict[str, dict[str, Any]] = {}
+    for info in infos:
+        if info.error is not None:
+            continue
+        try:
+            found[info.ref] = {"serve": [] if info.hidden else list(offer_of(manager, info).serve)}
+        except OrchestratorError as exc:
+            found[info.ref] = {"error": str(exc)}
+    return found
+
+
+def mcp_cell(offered: dict[str, Any] | None) -> str:
+    """The ``MCP`` column of ``list --mcp``: ``tool, prompt``, ``tool``, ``prompt``, ``-``, or ``not served: why``."""
+    if offered is None:
+        return "-"
+    if "error" in offered:
+        return f"not served: {offered['error']}"
+    return ", ".join(offered["serve"]) or "-"
 
 
 def once_per_file(infos: Sequence[ToolInfo]) -> list[ToolInfo]:
@@ -377,6 +424,7 @@ def show(
             explanation = manager.explain(tool, value, overrides=overrides or None, render=False)
             click.echo("note: metadata templates are shown unrendered; pass ARGS to render them", err=True)
     data = explanation.to_dict()
+    data["mcp"] = described(data)
     if as_json:
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))
     else:

@@ -270,11 +270,29 @@ def explanation_view(data: dict[str, Any], *, brief: bool = False) -> list[Any]:
         view.append(ByWidth(lambda: chain_blocks(data), lambda: chain_table(data)))
     else:
         view.append(Text("chain: empty (the body runs on its own)"))
+    if data.get("mcp"):
+        view += ["", mcp_view(data["mcp"])]
     if data.get("prompt"):
         title = "prompt (rendered with ARGS)" if data.get("rendered") else "prompt (as written)"
         view.append("")
         view.append(Panel(Text(data["prompt"]), title=title, title_align="left", box=box.ROUNDED, expand=False))
     return view
+
+
+def mcp_view(offered: dict[str, Any]) -> Any:
+    """How the tool is offered over MCP (``orchestrator.annotations``): as what, its title and hints, and why."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    if "error" in offered:
+        return Text(f"mcp: not served: {offered['error']}", style="red")
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    for field, reason in offered["reasons"].items():
+        grid.add_row(Text(field), Text(reason if field != "title" or not offered["title"] else offered["title"]))
+    return Group(Text("served over MCP (mcp)", style="italic"), grid)
 
 
 def header(data: dict[str, Any]) -> Any:

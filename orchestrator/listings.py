@@ -278,6 +278,15 @@ class Listings:
         return self._keys[1]
 
 
+def offer_of(manager: Manager, info: ToolInfo) -> Offer:
+    """How the tool ``info`` describes is offered over MCP (``list --mcp``, ``list --json``).
+
+    Raises:
+        OrchestratorError: its metadata cannot be merged, or its ``mcp`` is malformed.
+    """
+    return offer(info.ref, info.kind, merged_meta(manager, info.ref))
+
+
 def merged_meta(manager: Manager, ref: str) -> Mapping[str, Any]:
     """The merged metadata of ``ref`` as a call without args sees it; as written when that needs args.
 

@@ -211,3 +211,47 @@ def test_mcp_inspector_cli_lists_and_gets_prompts_and_sees_annotations(served, t
     assert tools["greet"]["title"] == "Greeting"
     assert tools["greet"]["annotations"]["readOnlyHint"] is False
     assert tools["greet"]["annotations"]["destructiveHint"] is True
+
+
+# -- list and show say how each tool is served -----------------------------------------------
+
+
+def cli_run(*args: str):
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    return CliRunner().invoke(cli, list(args), prog_name="toolcascade")
+
+
+def test_list_shows_how_each_tool_is_served_over_mcp(served):
+    done = cli_run("list", "--mcp", "--path", str(served))
+    assert done.exit_code == 0, done.output
+    rows = {line.split("\t")[0]: line.split("\t") for line in done.output.splitlines()}
+    assert rows["NAME"][:3] == ["NAME", "KIND", "MCP"]
+    assert rows["greet"][2] == "tool, prompt" and rows["code"][2] == "tool"
+    assert rows["slash"][2] == "prompt" and rows["nowhere"][2] == "-"
+    plain = cli_run("list", "--path", str(served))
+    assert "MCP" not in plain.output.splitlines()[0]  # the column only when asked for
+    listed = {
+        row["name"]: row["mcp"] for row in json.loads(cli_run("list", "--json", "--mcp", "--path", str(served)).output)
+    }
+    assert listed["greet"] == {"serve": ["tool", "prompt"]} and listed["code"] == {"serve": ["tool"]}
+
+
+def test_list_names_a_tool_whose_mcp_metadata_is_malformed(served, write):
+    write("tools/bad.md", "---\nmetadata:\n  mcp: {serve: [everything]}\n---\nbad\n")
+    done = cli_run("list", "--mcp", "--path", str(served))
+    bad = next(line for line in done.output.splitlines() if line.startswith("bad\t"))
+    assert "not served:" in bad and "mcp.serve" in bad and "tool and prompt" in bad
+
+
+def test_show_explains_how_a_tool_is_served_over_mcp(served):
+    data = json.loads(cli_run("show", "greet", "--json", "--path", str(served)).output)["mcp"]
+    assert data["serve"] == ["tool", "prompt"] and data["title"] == "Greeting"
+    assert data["reasons"]["serve"] == "tool and prompt: the default for markdown tools"
+    assert data["reasons"]["destructive"].startswith("true: unset")
+    code = json.loads(cli_run("show", "code", "--json", "--path", str(served)).output)["mcp"]
+    assert code["serve"] == ["tool"] and "python tools" in code["reasons"]["serve"]
+    shown = cli_run("show", "slash", "--path", str(served))
+    assert "served over MCP" in shown.output and "prompt: set by mcp.serve" in shown.output
