@@ -10,7 +10,7 @@ import yaml
 
 from .errors import ConfigurationError
 from .tool import Tool
-from .translation import HOST_TOOLS, Lost, format_fields, report_rest, strip_preamble, unliteral
+from .translation import HOST_TOOLS, Lost, format_fields, report_rest, strip_preamble, strip_request, unliteral
 
 _TASK = re.compile(r"^\s*\{\{\s*args(?:\.prompt|\[\s*['\"]prompt['\"]\s*\])\s*\}\}\s*$")
 
@@ -110,7 +110,7 @@ def _body(tool: Tool, meta: dict[str, Any], lost: list[Lost]) -> list[str]:
             lost.append(Lost("system", "a template of args: Claude Code does not render it (written as is)"))
             text = strip_preamble(str(system))
         body.append(text.strip())
-    prompt = tool.prompt or ""
+    prompt, request = strip_request(tool.prompt or "")
     if _TASK.match(prompt):
         props = params.get("properties") if isinstance(params, Mapping) else None
         if isinstance(props, Mapping) and set(props) - {"prompt"}:
@@ -125,7 +125,8 @@ def _body(tool: Tool, meta: dict[str, Any], lost: list[Lost]) -> list[str]:
             )
         )
         body.append((text if text is not None else strip_preamble(prompt)).strip())
-        if params:
+        props = set(params.get("properties") or ()) if isinstance(params, Mapping) else set()
+        if params and not (request is not None and props <= {request}):  # the request alone is the task
             lost.append(Lost("params", "the caller's task is one text: these args cannot be passed"))
     if meta.pop("messages", None):
         lost.append(

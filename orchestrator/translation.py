@@ -47,6 +47,22 @@ def unliteral(text: str) -> str | None:
         return None
 
 
+def strip_request(text: str) -> tuple[str, str | None]:
+    """``text`` without the request an adapter appends to a body, and the arg that request reads (or None).
+
+    Claude Code's commands get their ``arguments``, Copilot's prompt files
+    their ``input`` after the body: that is the caller's task, which a
+    subagent takes as its user message, so the body alone is its system prompt.
+    """
+    from .formats.claude import ARGUMENTS_TAIL
+    from .formats.copilot import INPUT_TAIL
+
+    for tail, arg in ((ARGUMENTS_TAIL, "arguments"), (INPUT_TAIL, "input")):
+        if text.endswith(tail):
+            return text[: -len(tail)], arg
+    return text, None
+
+
 def strip_preamble(text: str) -> str:
     """``text`` without the ``{% set x = args['x'] ... %}`` lines the Prompty adapter puts first."""
     position = 0

@@ -87,6 +87,8 @@ _SHELL = re.compile(r"!`[^`\n]+`")
 LENIENCY = Leniency("Claude Code", frozenset({"description", "argument-hint", "model", "color", "when_to_use"}))
 """Claude Code loads a file whose frontmatter is not strict YAML; these fields are text to it."""
 Problems = tuple[tuple[int | None, str], ...]
+ARGUMENTS_TAIL = "{% if args.arguments %}\n\nARGUMENTS: {{ args.arguments }}{% endif %}"
+"""What a command whose body places no ``$ARGUMENTS`` gets after it, as Claude Code appends the arguments."""
 
 _LENIENT = (
     "frontmatter that is not strict YAML is read key by key, each key read as text a warning at its line; "
@@ -276,7 +278,7 @@ def _arguments_prompt(body: str, body_line: int) -> tuple[str, list[Mapped], tup
     mapping = [Mapped("body", "prompt", "$ARGUMENTS and $1..$9 from args.arguments" if used else "literal text")]
     if not used:
         # Claude Code appends the arguments to a body that does not place them.
-        template += "{% if args.arguments %}\n\nARGUMENTS: {{ args.arguments }}{% endif %}"
+        template += ARGUMENTS_TAIL
         mapping.append(Mapped("(arguments)", "prompt", "appended as 'ARGUMENTS: ...' when given"))
     problems = unsupported(body, body_line)
     if problems:

@@ -136,6 +136,8 @@ VARIABLES = frozenset(
 
 INPUT = "input"
 """The arg holding what is typed after ``/name``: VS Code sends it with the prompt, as the user's request."""
+INPUT_TAIL = "{% if args.input %}\n\n{{ args.input }}{% endif %}"
+"""What a prompt file's body gets after it: the ``input``, when given."""
 
 COPILOT_MODELS: dict[str, str] = {
     "gpt-4o": "openai:gpt-4o",
@@ -353,7 +355,7 @@ def substitute(
             "default": "",
             "description": "What is typed after /name: the request, sent after the prompt.",
         }
-        template += "{% if args.input %}\n\n{{ args.input }}{% endif %}"
+        template += INPUT_TAIL
         mapping.append(
             Mapped("(the text after /name)", "params.properties.input", "args {input: ...} after the prompt")
         )
