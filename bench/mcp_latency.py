@@ -6,9 +6,12 @@ same process run, so a loaded machine loads both alike:
 
 - streamable HTTP (stateless, a real port on 127.0.0.1): per-call latency of
   sequential calls, median over rounds;
-- stdio: calls per second, ``CONCURRENCY`` calls in flight, median over rounds.
+- stdio: calls per second, ``CONCURRENCY`` calls in flight, median over rounds;
+- both: the server process's CPU time per call (user + system, from
+  ``/proc``), which a loaded machine barely changes while it stretches
+  every wall-clock figure.
 
-    .venv/bin/python -m bench.mcp_latency [--calls 200] [--rounds 5] [--mode auto|legacy]
+    .venv/bin/python -m bench.mcp_latency [--calls 50] [--rounds 20] [--mode auto|legacy]
 
 Prints a small markdown table and the two ratios against the targets of
 issue 27: HTTP latency at most 1.2x the SDK's, stdio throughput at least 0.9x.
@@ -97,6 +100,28 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def children() -> set[int]:
+    """The pids of this process's child processes (from ``/proc``; empty where there is none)."""
+    found = set()
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid():
+            found.add(int(entry.parent.name))
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds ``pid`` has used (0 where ``/proc`` cannot say)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def wait_listening(process: subprocess.Popen[bytes], port: int) -> None:
     import socket
 
@@ -137,7 +162,11 @@ async def timed_concurrent(call: Callable[[], Awaitable[Any]], calls: int) -> fl
 
 
 async def measure(folder: Path, calls: int, rounds: int, mode: str) -> dict[tuple[str, str], list[float]]:
-    """Every server over both transports, a round of each in turn; the figures of each round."""
+    """Every server over both transports, a round of each in turn; the figures of each round.
+
+    Keys: ``(label, "http")`` ms per call, ``(label, "stdio")`` calls per second, and
+    ``(label, "http cpu")`` / ``(label, "stdio cpu")`` the server's CPU µs per call.
+    """
     from mcp import Client, StdioServerParameters
 
     figures: dict[tuple[str, str], list[float]] = {}
@@ -145,26 +174,33 @@ async def measure(folder: Path, calls: int, rounds: int, mode: str) -> dict[tupl
     try:
         async with AsyncExitStack() as stack:
             clients: dict[tuple[str, str], Any] = {}
+            pids: dict[tuple[str, str], int] = {}
             for server in SERVERS:
                 port = free_port()
                 process = subprocess.Popen(
                     server.argv(folder, f"127.0.0.1:{port}"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
                 )
                 processes.append(process)
+                pids[(server.label, "http")] = process.pid
                 await anyio.to_thread.run_sync(wait_listening, process, port)
                 url = f"http://127.0.0.1:{port}/mcp"
                 clients[(server.label, "http")] = await stack.enter_async_context(Client(url, mode=mode))
+                before = children()
                 params = StdioServerParameters(command=sys.executable, args=server.argv(folder, "-")[1:])
                 clients[(server.label, "stdio")] = await stack.enter_async_context(Client(params, mode=mode))
+                started = children() - before
+                pids[(server.label, "stdio")] = started.pop() if len(started) == 1 else 0
             calls_of = {key: _caller(client) for key, client in clients.items()}
             for call in calls_of.values():  # warm-up: imports, caches, the client's own tools/list
-                await timed_sequential(call, max(10, calls // 10))
+                await timed_sequential(call, max(10, calls))
             for _ in range(rounds):
                 for server in SERVERS:
-                    http = calls_of[(server.label, "http")]
-                    stdio = calls_of[(server.label, "stdio")]
-                    figures.setdefault((server.label, "http"), []).append(await timed_sequential(http, calls))
-                    figures.setdefault((server.label, "stdio"), []).append(await timed_concurrent(stdio, calls))
+                    for transport, timed in (("http", timed_sequential), ("stdio", timed_concurrent)):
+                        key = (server.label, transport)
+                        cpu = cpu_seconds(pids[key])
+                        figures.setdefault(key, []).append(await timed(calls_of[key], calls))
+                        spent = (cpu_seconds(pids[key]) - cpu) / calls * 1e6
+                        figures.setdefault((server.label, f"{transport} cpu"), []).append(spent)
     finally:
         for process in processes:
             process.terminate()
@@ -195,29 +231,32 @@ def report(figures: dict[tuple[str, str], list[float]], calls: int, rounds: int,
     lines = [
         f"MCP serving speed: {calls} calls x {rounds} rounds, client mode {mode}, load average {load}",
         "",
-        "| server | HTTP ms/call (median, min) | stdio calls/s (median, max) |",
-        "| --- | ---: | ---: |",
+        "| server | HTTP ms/call (median, min) | HTTP server CPU µs/call | stdio calls/s (median, max) "
+        "| stdio server CPU µs/call |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
     for label in (theirs, ours):
         http, stdio = figures[(label, "http")], figures[(label, "stdio")]
         lines.append(
-            f"| {label} | {statistics.median(http):.2f} ({min(http):.2f}) "
-            f"| {statistics.median(stdio):.0f} ({max(stdio):.0f}) |"
+            f"| {label} | {statistics.median(http):.2f} ({min(http):.2f}) | {median[(label, 'http cpu')]:.0f} "
+            f"| {statistics.median(stdio):.0f} ({max(stdio):.0f}) | {median[(label, 'stdio cpu')]:.0f} |"
         )
+    cpu = {t: median[(ours, f"{t} cpu")] / max(median[(theirs, f"{t} cpu")], 1e-9) for t in ("http", "stdio")}
     lines += [
         "",
         f"- HTTP latency ratio {http_ratio:.2f}x (target <= {HTTP_TARGET}x): "
         + ("pass" if http_ratio <= HTTP_TARGET else "FAIL"),
         f"- stdio throughput ratio {stdio_ratio:.2f}x (target >= {STDIO_TARGET}x): "
         + ("pass" if stdio_ratio >= STDIO_TARGET else "FAIL"),
+        f"- server CPU per call, toolcascade over MCPServer: HTTP {cpu['http']:.2f}x, stdio {cpu['stdio']:.2f}x",
     ]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.mcp_latency", description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=200, help="calls per round (default 200)")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds per server and transport (default 5)")
+    parser.add_argument("--calls", type=int, default=50, help="calls per round (default 50)")
+    parser.add_argument("--rounds", type=int, default=20, help="rounds per server and transport (default 20)")
     parser.add_argument("--mode", default="auto", choices=["auto", "legacy"], help="the client's protocol era")
     options = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
