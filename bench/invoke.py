@@ -153,12 +153,32 @@ class Invoke:
             low, high = make(1), make(1 + STEPS)
             if low is None or high is None:
                 return None
-            return slope(await measure(low, calls, rounds), await measure(high, calls, rounds), STEPS)
+            # Both ends in the same rounds, so a load burst on the shared machine falls on each alike.
+            low_sample, high_sample = await measure_together([(low, calls), (high, calls)], rounds, warmup=calls)
+            return slope(low_sample, high_sample, STEPS)
 
+        manager = self.manager
+        # Middleware declared in the tool's metadata: configured once, as MAF's pipeline and create_agent's are.
+        # toolcascade's and MAF's ends are timed in the same rounds: their ratio is issue 26's W2 target.
+        low_ref, high_ref = self.stack(1), self.stack(1 + STEPS)
+        pairs: list[tuple[baselines.Call, int]] = [
+            (lambda: manager.invoke(low_ref), self.n(500)),
+            (lambda: manager.invoke(high_ref), self.n(100)),
+        ]
+        maf_low, maf_high = baselines.maf_call(1), baselines.maf_call(1 + STEPS)
+        if maf_low is not None and maf_high is not None:
+            pairs += [(maf_low, n), (maf_high, n)]
+        samples = await measure_together(pairs, rounds, warmup=self.n(100))
+        low, high = samples[:2]
+        self.per_entry = tc = slope(low, high, STEPS)
+        maf = slope(samples[2], samples[3], STEPS) if len(samples) == 4 else None
         koa = await per_entry(koa_call, n * 3)
         table.add("koa-style compose, per middleware", koa)
-        maf = await per_entry(baselines.maf_call, n)
-        table.add("MAF function middleware, per middleware", maf, "FunctionMiddlewarePipeline.execute")
+        table.add(
+            "MAF function middleware, per middleware",
+            maf,
+            "FunctionMiddlewarePipeline.execute; timed in the same rounds as toolcascade's",
+        )
         loop = await per_entry(baselines.maf_loop_call, n)
         table.add("MAF, per middleware, in the loop step", loop, "_auto_invoke_function")
         agent = await self.langchain_agent(table)
@@ -168,16 +188,16 @@ class Invoke:
             toolnode,
             f"private `ToolNode._arun_one` of the same agent, no model; slope 1 -> {1 + STEPS}",
         )
-        manager = self.manager
-        # Middleware declared in the tool's metadata: configured once, as MAF's pipeline and create_agent's are.
-        low_ref, high_ref = self.stack(1), self.stack(1 + STEPS)
-        low = await measure(lambda: manager.invoke(low_ref), self.n(500), rounds)
-        high = await measure(lambda: manager.invoke(high_ref), self.n(100), rounds)
-        self.per_entry = tc = slope(low, high, STEPS)
         # The same entries passed with every call (``middleware=``, ``$middleware``): checked and sorted per call.
         entries: dict[int, dict[str, Any]] = {k: {f"pass{i}": {} for i in range(k)} for k in (1, 1 + STEPS)}
-        passed_low = await measure(lambda: manager.invoke("noop", middleware=entries[1]), self.n(500), rounds)
-        passed_high = await measure(lambda: manager.invoke("noop", middleware=entries[1 + STEPS]), self.n(100), rounds)
+        passed_low, passed_high = await measure_together(
+            [
+                (lambda: manager.invoke("noop", middleware=entries[1]), self.n(500)),
+                (lambda: manager.invoke("noop", middleware=entries[1 + STEPS]), self.n(100)),
+            ],
+            rounds,
+            warmup=self.n(100),
+        )
         passed = slope(passed_low, passed_high, STEPS)
         ratios: dict[str, float] = {}
         if koa:
