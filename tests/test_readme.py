@@ -144,3 +144,13 @@ def test_links_point_at_headings_and_files_that_exist():
         assert anchor in anchors, anchor
     for target in re.findall(r"\]\(((?:examples|tools|bench)/[^)#]*)\)", README):
         assert (ROOT / target).exists(), target
+
+
+def test_the_per_format_table_is_what_the_formats_say_of_themselves():
+    """Each format carries its README row (orchestrator.formats.summary_table): the table cannot drift."""
+    from orchestrator.formats import summary_table
+
+    rows = summary_table().splitlines()
+    assert len(rows) > 2
+    for row in rows:
+        assert row in README, row[:80]

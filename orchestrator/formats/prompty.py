@@ -67,6 +67,7 @@ from typing import Any
 from . import Adapted, Mapped, text_field
 from .adaptation import FORMAT_FIELDS, HOST_TOOLS, MIDDLEWARE, Adaptation
 from .connections import map_model, model_field
+from .fields import Summary
 from .references import read_reference, resolve_references
 from .rendering import NOTE
 from .rendering import authored as authored  # re-exported: the tools/prompty.py middleware and export use them
@@ -131,6 +132,20 @@ class Prompty:
 
     name = "prompty"
     suffixes = (".prompty",)
+    summary = Summary(
+        "Prompty 1 and 2 frontmatter: `model` in every form, `inputs` (mapping or list), `sample`, `outputs` "
+        "(with `type` or `kind`), `template` (`jinja2`, `nunjucks`, `mustache`; parser `prompty`); "
+        "`${file:path}` anywhere, `sample:` included (files inside the prompty's folder only); "
+        "`${env:NAME}`/`${ENV:NAME}` under `model` (a key becomes `api-key-env`)",
+        "chat and completion prompts (`apiType: responses` is sent as chat), with or without a model; a chat "
+        "history written by a template loop and `kind: thread` inputs reach the model as separate messages; "
+        "each file's own `sample` runs",
+        "a missing attribute or key renders empty (jinja2's default `Undefined`, as Prompty renders); input "
+        "types describe the inputs (`list`, MCP) but only required inputs are checked; `show` says so",
+        "`apiType: embedding`/`image` (refused, with the reason); `tools:` and `model.options.tools` (kept as "
+        "`host-tools`, never offered); connections of kind `reference`/`oauth`; images stay text; `${env:}` "
+        "outside `model` takes its default or is left out (reported), never read when a file loads",
+    )
 
     def recognises(self, path: Path, root: Path) -> bool:
         return path.name.endswith(".prompty") and len(path.name) > len(".prompty")
