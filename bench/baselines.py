@@ -209,7 +209,7 @@ def langchain_agent_call(count: int) -> Call | None:
         return 1
 
     agent = create_agent(tool_calling_model(), tools=[noop], middleware=passing_middleware(count))
-    question = {"messages": [{"role": "user", "content": "run noop"}]}
+    question: Any = {"messages": [{"role": "user", "content": "run noop"}]}  # the agent's input state
 
     async def call() -> Any:
         return await agent.ainvoke(question)
