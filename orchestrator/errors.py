@@ -14,6 +14,7 @@ Every error the engine raises on purpose derives from ``OrchestratorError``::
     │   └── ReturnsValidationError
     ├── InvocationError
     │   ├── ModelError
+    │   │   └── RefusedAnswerError
     │   ├── ApprovalRequired
     │   ├── ApprovalDenied
     │   └── ApproverError
@@ -29,7 +30,7 @@ Each class carries structured fields (``tool``, ``path``, ``line``, ``level``,
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -242,9 +243,18 @@ class ArgsValidationError(ValidationError):
 
 
 class ReturnsValidationError(ValidationError):
-    """Raised when a result does not match the tool's ``returns`` schema."""
+    """Raised when a result does not match the tool's ``returns`` schema.
+
+    ``answer`` is a model's last answer when an agent's structured answer
+    still failed after its retries (the parsed value, or the text when it
+    was not JSON); None for any other result.
+    """
 
     what = "result"
+
+    def __init__(self, errors: Sequence[tuple[str, str]], *, tool: str | None = None, answer: Any = None) -> None:
+        self.answer = answer
+        super().__init__(errors, tool=tool)
 
 
 class InvocationError(OrchestratorError):
@@ -272,6 +282,17 @@ class ModelError(InvocationError):
         self.retryable = retryable
         self.status = status
         self.retry_after = retry_after
+        super().__init__(message, **where)
+
+
+class RefusedAnswerError(ModelError):
+    """Raised when a model answered, but not as the request asked (cut off, or without the demanded call).
+
+    ``response`` is the answer (its ``usage`` counts: traces report its tokens).
+    """
+
+    def __init__(self, message: str, *, response: Mapping[str, Any], **where: Any) -> None:
+        self.response = dict(response)
         super().__init__(message, **where)
 
 

@@ -77,6 +77,7 @@ async def main(ctx):
 FAILING_AGENT = """---
 metadata:
   returns: {type: object, properties: {n: {type: integer}}, required: [n]}
+  returns-retries: 0
   model:
     provider: scripted
     script:

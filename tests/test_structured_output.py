@@ -20,7 +20,7 @@ from test_model_clients import fakellm, http  # noqa: F401 - the fakellm fixture
 from test_providers import openai_stream, reply_sse
 
 from orchestrator import ConfigurationError, Manager, ReturnsValidationError
-from orchestrator.agent.returns import FINAL_ANSWER, StructuredAnswerError, default_strategy
+from orchestrator.agent.returns import FINAL_ANSWER, default_strategy
 
 pytestmark = pytest.mark.anyio
 
@@ -152,7 +152,7 @@ async def test_after_the_retries_the_last_answer_is_raised(write: Any, manager: 
     agent(write, "stubborn", scripted('{"temp": "warm"}', '{"temp": "hot"}', '{"temp": 1}'))
     seen: list[Any] = []
     manager.events.listeners.append(lambda e: seen.append(e) if e.kind == "model.request" else None)
-    with pytest.raises(StructuredAnswerError, match="/temp") as info:
+    with pytest.raises(ReturnsValidationError, match="/temp") as info:
         await manager.invoke("stubborn")
     assert isinstance(info.value, ReturnsValidationError)
     assert info.value.answer == {"temp": "hot"} and len(seen) == 2  # one retry by default
@@ -162,7 +162,7 @@ async def test_returns_retries_sets_how_often(write: Any, manager: Manager) -> N
     agent(write, "patient", scripted("warm", "hot", '{"temp": 1}'), **{"returns-retries": 2})
     assert await manager.invoke("patient") == {"temp": 1}
     agent(write, "strict", scripted("warm", '{"temp": 1}'), **{"returns-retries": 0})
-    with pytest.raises(StructuredAnswerError, match="not JSON") as info:
+    with pytest.raises(ReturnsValidationError, match="not JSON") as info:
         await manager.invoke("strict")
     assert info.value.answer == "warm"
 

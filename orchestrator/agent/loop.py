@@ -82,6 +82,7 @@ from ..errors import (
     InvocationError,
     ModelError,
     OrchestratorError,
+    ReturnsValidationError,
 )
 from ..interrupts import RESUMING as RESUMING  # re-exported: the key was defined here
 from ..interrupts import Suspension
@@ -92,7 +93,7 @@ from .clients import keeping
 from .conversation import Conversation, Saver, preamble
 from .media import prompt_content
 from .model import Deltas, label, parse_model
-from .returns import FINAL_ANSWER, StructuredAnswerError, structured
+from .returns import FINAL_ANSWER, structured
 from .routes import authorize_model, authorize_pipeline, check_tool_pipeline
 from .toolset import NEXT, allowed_tools, offered_tools
 from .turn import batch, deciding_on, kept_outcomes, refuse_extra, runs_of
@@ -196,7 +197,7 @@ class Agent:
         Raises:
             InvocationError: max-iterations or max-consecutive-errors reached; the session is busy.
             ModelError: the model failed, or answered with nothing or out of what was asked.
-            StructuredAnswerError: (a ``ReturnsValidationError``) a structured answer still fails ``returns``
+            ReturnsValidationError: a structured answer still fails ``returns``
                 after ``returns-retries`` retries.
             ApprovalRequired: a tool call waits for a decision (the top-level agent's carries its state).
         """
@@ -403,7 +404,7 @@ class Agent:
         (not counted as a retry).
 
         Raises:
-            StructuredAnswerError: it still fails after ``returns-retries`` retries.
+            ReturnsValidationError: it still fails after ``returns-retries`` retries (``answer`` is the last).
             ModelError: the model answered with neither text nor a call.
         """
         assert self.structured is not None
@@ -420,7 +421,7 @@ class Agent:
             return _AGAIN
         messages += self.structured.sent_back(failures, response, calls, final)
         if self.retries <= 0:
-            raise StructuredAnswerError(failures, answer=value, tool=self.ctx.tool.name)
+            raise ReturnsValidationError(failures, answer=value, tool=self.ctx.tool.name)
         self.retries -= 1
         return _AGAIN
 

@@ -66,7 +66,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigurationError, ModelError
+from ..errors import ConfigurationError, RefusedAnswerError
 
 # re-exported: providers, plugins and programs import what every provider shares from here too
 from .protocol import CONNECT_TIMEOUT as CONNECT_TIMEOUT
@@ -307,17 +307,6 @@ def add_usage(total: dict[str, Any], usage: Any) -> None:
             if isinstance(value, int) and not isinstance(value, bool):
                 total[key] = total.get(key, 0) + value
     total["calls"] = total.get("calls", 0) + 1
-
-
-class RefusedAnswerError(ModelError):
-    """Raised when a model answered, but not as the request asked (cut off, or without the demanded call).
-
-    ``response`` is the answer (its ``usage`` counts: traces report its tokens).
-    """
-
-    def __init__(self, message: str, *, response: Mapping[str, Any], **where: Any) -> None:
-        self.response = dict(response)
-        super().__init__(message, **where)
 
 
 def check_response(request: Mapping[str, Any], response: Mapping[str, Any], tool: str | None = None) -> None:

@@ -17,7 +17,7 @@ names one:
 Whatever the strategy, the answer is parsed (a ```` ```json ```` fence is
 taken off) and checked against ``returns``. An answer that fails goes back
 to the model with what is wrong, up to ``returns-retries`` times (default 1);
-then ``StructuredAnswerError`` (a ``ReturnsValidationError``) is raised with
+then ``ReturnsValidationError`` is raised with
 the last answer in ``answer``. Tools stay callable with every strategy.
 """
 
@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigurationError, ReturnsValidationError
+from ..errors import ConfigurationError
 from ..schema import pointer, validator_for, wording
 
 if TYPE_CHECKING:
@@ -47,17 +47,6 @@ CALL_FINAL = (
 )
 NOT_RUN = "error: not run: the final answer came in the same turn; call it again if it is still needed"
 _FENCE = re.compile(r"^```[A-Za-z]*\n|\n?```$")
-
-
-class StructuredAnswerError(ReturnsValidationError):
-    """Raised when a model's structured answer still fails ``returns`` after every retry.
-
-    ``answer`` is the last answer: the parsed value, or the text when it was not JSON.
-    """
-
-    def __init__(self, errors: list[tuple[str, str]], *, answer: Any, tool: str | None = None) -> None:
-        self.answer = answer
-        super().__init__(errors, tool=tool)
 
 
 @dataclass(frozen=True, slots=True)
