@@ -350,7 +350,7 @@ def enter(manager: Manager, ctx: Context, entry: Entry, height: int) -> Context:
     """
     shared = ctx.shared
     ahead = ctx.resolved  # the entries' pipelines, compiled with the chain (fresh while it is)
-    found = ahead.get(entry.name, ctx.paths) if ahead is not None else None
+    found = ahead.pipelines.get(entry.name) if ahead is not None and ahead.paths == ctx.paths else None
     pipeline = found or manager.planner.pipeline(entry.name, ctx.paths, shared.checked)
     tool = pipeline.tool
     ancestor: Context | None = ctx

@@ -42,17 +42,13 @@ class Verdict(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Children:
-    """The pipelines of a chain's tool entries, by name, compiled for ``paths`` (an entry that did not compile is missing)."""
+    """The pipelines of a chain's tool entries, by name, compiled for ``paths`` (an entry that did not compile is missing).
+
+    They serve an entry entered with the same ``paths`` (a seeded call may search other folders).
+    """
 
     paths: tuple[SearchPath, ...]
     pipelines: Mapping[str, Pipeline]
-
-    def get(self, name: str, paths: tuple[SearchPath, ...]) -> Pipeline | None:
-        """The pipeline of entry ``name`` when entered with ``paths`` (a seeded call may search other folders)."""
-        return self.pipelines.get(name) if paths == self.paths else None
-
-
-NO_CHILDREN: Children | None = None
 
 
 @dataclass(frozen=True, slots=True)
