@@ -47,6 +47,7 @@ class Listing:
     output: dict[str, Any] | None  # the outputSchema (``returns``)
     returns: Any  # ``returns`` as the metadata has it, for checking results
     output_wrapped: bool  # the outputSchema is ``returns`` wrapped as ``result``
+    agent: bool = False  # it has a model: its tool calls are worth log messages (``orchestrator.progress``)
 
     def key(self) -> tuple[str, str | None, str]:
         """What a client sees: a change here is a list change."""
@@ -128,7 +129,10 @@ class Listings:
         returns = meta.get("returns")
         output, output_wrapped = output_schema(returns, info.ref)
         found = offer(info.ref, info.kind, meta)
-        listing = Listing(info.ref, name, info.description, schema, wrapped, found, output, returns, output_wrapped)
+        agent = meta.get("model") is not None
+        listing = Listing(
+            info.ref, name, info.description, schema, wrapped, found, output, returns, output_wrapped, agent
+        )
         if len(self._known) >= KNOWN:
             self._known.clear()
         self._known[info.ref] = (info, listing)

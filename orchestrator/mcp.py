@@ -240,7 +240,8 @@ class Service(Listings):
             )
             args, options = self.options(listing, params.arguments or {}, envelope(ctx, self.stateless_http), caller)
             with approval.asking(self.approver(ctx)):
-                result = await self.reporting(ctx, self.manager.invoke(listing.ref, args, caller=caller, **options))
+                called = self.manager.invoke(listing.ref, args, caller=caller, **options)
+                result = await self.reporting(ctx, called, listing.agent)
         except Interrupted as exc:  # held with nobody to ask now: a 2026-era client answers on its retry
             if ctx.session.can_send_request:  # a handshake-era client cannot retry with an answer
                 return self.failure(exc, listing.ref)
@@ -291,15 +292,16 @@ class Service(Listings):
         decision, problem = read_answer(answer, batch=False)
         if problem is not None:  # unreadable edit: ask again, same token
             return held(token, {"tool": listing.ref, "problem": problem})
-        return reply(listing, await self.reporting(ctx, self.manager.resume(token, decision, ref=listing.ref)))
+        resumed = self.manager.resume(token, decision, ref=listing.ref)
+        return reply(listing, await self.reporting(ctx, resumed, listing.agent))
 
-    async def reporting(self, ctx: Context, call: Awaitable[Any]) -> Any:
+    async def reporting(self, ctx: Context, call: Awaitable[Any], agent: bool = True) -> Any:
         """Await ``call``; its events become coalesced progress notifications when the caller can hear them.
 
         A caller that asked for no progress and can take no log messages gets
         none of the machinery (``orchestrator.progress``).
         """
-        if not wants_reports(ctx):
+        if not wants_reports(ctx, agent):
             return await call
         return await self.reporters.report(ctx, call)
 

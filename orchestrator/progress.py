@@ -1,9 +1,10 @@
 """Progress of an MCP call: its events as progress notifications and log messages, coalesced, to a caller that asked.
 
 **Only when asked.** A call gets a ``Reporter`` only when its caller can hear
-one (``wants_reports``): the request carries a progress token, or log
-messages can reach it (always on handshake-era sessions; on 2026-era ones
-only when the request opted in with a log level; in-process 2026-era
+one (``wants_reports``): the request carries a progress token, or the tool
+called is an agent (it has a ``model``: its tool calls' starts and ends are
+log messages) and log messages can reach the caller (always on handshake-era
+sessions; on 2026-era ones only when the request opted in with a log level; in-process 2026-era
 connections show the server no token, so they always get one). Any other call runs with
 no progress machinery at all, and the server listens to the manager's events
 only while some call is reported (``Reporters``), so unreported calls build
@@ -12,7 +13,8 @@ no events either.
 **Coalesced.** A reporter sends at most one progress notification per
 ``INTERVAL`` (0.1 s): what happened meanwhile goes out together, the answer's
 text deltas joined into one piece and other messages on lines of their own.
-The first notification goes out as soon as the sender task runs, and
+The sender task starts with the first message (in the connection's task
+group, so a call that reports nothing starts none) and sends at once, and
 whatever is pending when the call ends is always sent before its result.
 Tool starts and ends are also log messages (``notifications/message``,
 logger ``toolcascade``), sent at the same moments, one per event.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import warnings
+from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +34,7 @@ import anyio
 from .events import Event
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
     from mcp.server.context import ServerRequestContext
 
     from .manager import Manager
@@ -61,8 +65,12 @@ def progress_message(event: Event) -> str | None:
     return None
 
 
-def wants_reports(ctx: Context) -> bool:
-    """Whether anything the call reports can reach its caller: a progress token, or deliverable log messages."""
+def wants_reports(ctx: Context, agent: bool = True) -> bool:
+    """Whether anything the call reports can reach its caller: a progress token, or log messages it would take.
+
+    Log messages say when an agent's tool calls start and end: a call of a
+    tool that is not an agent (``agent`` False) has none to send.
+    """
     from mcp.types import LOG_LEVEL_META_KEY
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -72,10 +80,10 @@ def wants_reports(ctx: Context) -> bool:
     if meta.get("progress_token") is not None:
         return True
     if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-        return True  # handshake era: log messages may always be sent
+        return agent  # handshake era: log messages may always be sent
     if ctx.request is None and SERVED_OVER.get() is None:
         return True  # in-process 2026-era (mcp.Client(server)): the SDK hands progress to the caller's callback
-    return LOG_LEVEL_META_KEY in meta
+    return agent and LOG_LEVEL_META_KEY in meta
 
 
 def joined(parts: list[tuple[bool, str]]) -> str:
@@ -94,13 +102,16 @@ def joined(parts: list[tuple[bool, str]]) -> str:
 class Reporter:
     """The progress of one MCP call: pending messages, and the sender that sends them at most every ``INTERVAL``.
 
-    ``push`` is called synchronously from the call's tasks (events); from
-    another thread it only queues, and the next event or the end of the
-    call sends what it queued.
+    ``push`` is called synchronously from the call's tasks (events). The
+    sender task is started in ``tasks`` (the connection's task group) on the
+    first message only, so a call that reports nothing starts no task. From
+    another thread ``push`` only queues, and the next event or the end of
+    the call sends what it queued.
     """
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, tasks: TaskGroup) -> None:
         self.ctx = ctx
+        self.tasks = tasks
         self.token = (ctx.meta or {}).get("progress_token")
         self.parts: list[tuple[bool, str]] = []  # (a text delta, the message), pending
         self.logs: list[tuple[bool, str]] = []  # (failed, the message), pending
@@ -108,24 +119,44 @@ class Reporter:
         self.count = 0  # progress notifications sent
         self.gone = False  # the client left or refused a notification: send no more
         self.thread = threading.get_ident()
+        self.started = False
+        self.closed = False
+        self.scope: anyio.CancelScope | None = None
+        self.done = anyio.Event()
 
     def push(self, event: Event) -> None:
         message = progress_message(event)
-        if message is None:
+        if message is None or self.closed:
             return
         self.parts.append((event.kind == "model.delta", message))
         if event.kind in ("tool.start", "tool.end"):
             self.logs.append((bool(event.data.get("error")), message))
         if threading.get_ident() == self.thread:
+            if not self.started:
+                self.started = True
+                self.tasks.start_soon(self.run)
             self.wake.set()
 
     async def run(self) -> None:
-        """Send what is pending whenever something is, then wait ``INTERVAL``; until cancelled."""
-        while True:
-            await self.wake.wait()
-            self.wake = anyio.Event()
-            await self.flush()
-            await anyio.sleep(INTERVAL)
+        """Send what is pending whenever something is, then wait ``INTERVAL``; until ``stop``."""
+        try:
+            with anyio.CancelScope() as self.scope:
+                while not self.closed:
+                    await self.wake.wait()
+                    self.wake = anyio.Event()
+                    await self.flush()
+                    await anyio.sleep(INTERVAL)
+        finally:
+            self.done.set()
+
+    async def stop(self) -> None:
+        """Stop the sender (a send in progress ends first), then send what is still pending: the last message."""
+        self.closed = True
+        if self.started:
+            if self.scope is not None:
+                self.scope.cancel()
+            await self.done.wait()
+        await self.flush()
 
     async def flush(self) -> None:
         """Send the pending messages: one progress notification, and a log message per tool start or end."""
@@ -166,32 +197,53 @@ class Reporters:
             reporter.push(event)
 
     async def report(self, ctx: Context, call: Any) -> Any:
-        """Await ``call`` while its events become progress notifications; the last ones are sent before returning."""
-        reporter = Reporter(ctx)
+        """Await ``call`` while its events become progress notifications; the last ones are sent before returning.
+
+        The sender runs in the connection's task group (``transports.lifespan``
+        keeps one as ``tasks``), or in one of the call's own when the server
+        was built with another lifespan.
+        """
+        state = ctx.lifespan_context
+        tasks = state.get("tasks") if isinstance(state, Mapping) else None
+        if tasks is None:
+            async with anyio.create_task_group() as group:
+                outcome = await self._reported(ctx, call, group)
+        else:
+            outcome = await self._reported(ctx, call, tasks)
+        if isinstance(outcome, _Failed):
+            raise outcome.error
+        return outcome
+
+    async def _reported(self, ctx: Context, call: Any, tasks: TaskGroup) -> Any:
+        reporter = Reporter(ctx, tasks)
         listeners = self.manager.events.listeners
         if self.active == 0 and self.on_event not in listeners:
             listeners.append(self.on_event)
         self.active += 1
         token = PROGRESS.set(reporter)
-        outcome: list[Any] = []
         try:
-            async with anyio.create_task_group() as group:
-                group.start_soon(reporter.run)
-                try:
-                    outcome.append(await call)
-                except Exception as exc:  # re-raised outside the task group, unwrapped
-                    outcome.append(exc)
-                finally:
-                    group.cancel_scope.cancel()
-            await reporter.flush()  # the last one is always sent, before the result
+            try:
+                outcome = await call
+            except Exception as exc:  # re-raised by report, outside any task group, unwrapped
+                outcome = _Failed(exc)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await reporter.stop()  # the last one is always sent, before the result
         finally:
             PROGRESS.reset(token)
             self.active -= 1
             if self.active == 0 and self.on_event in listeners:
                 listeners.remove(self.on_event)
-        if isinstance(outcome[0], Exception):
-            raise outcome[0]
-        return outcome[0]
+        return outcome
+
+
+class _Failed:
+    """A call's exception, carried out of the task group it was raised in."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
 
 
 async def _log(ctx: Context, failed: bool, message: str) -> None:

@@ -10,6 +10,8 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -25,8 +27,15 @@ SERVED_OVER: ContextVar[str | None] = ContextVar("toolcascade_mcp_transport", de
 
 @asynccontextmanager
 async def lifespan(server: Server[State]) -> AsyncIterator[State]:
-    # Entered once per stdio (or in-process) connection, once per app over HTTP.
-    yield {"session": secrets.token_hex(8)}
+    """Entered once per stdio (or in-process) connection, once per app over HTTP.
+
+    ``tasks`` is where calls start their progress senders (``orchestrator.progress``):
+    a task group that lives as long as the connection (or app), so a call starts
+    one only when it has something to report.
+    """
+    async with anyio.create_task_group() as tasks:
+        yield {"session": secrets.token_hex(8), "tasks": tasks}
+        tasks.cancel_scope.cancel()
 
 
 @functools.cache

@@ -92,6 +92,10 @@ def test_mcp_progress_is_set_up_only_when_the_caller_can_hear_it() -> None:
     assert wants_reports(context({"progress_token": 3}, modern, http))
     assert wants_reports(context({"io.modelcontextprotocol/logLevel": "info"}, modern, http))
     assert wants_reports(context(None, handshake, http))  # log messages always reach a handshake-era client
+    # ... and say when an agent's tool calls start and end: other tools have none to send
+    assert not wants_reports(context(None, handshake, http), agent=False)
+    assert not wants_reports(context({"io.modelcontextprotocol/logLevel": "info"}, modern, http), agent=False)
+    assert wants_reports(context({"progress_token": "t"}, handshake, http), agent=False)
     assert wants_reports(context({}, modern))  # in-process: the SDK gives progress to the caller's callback
 
 
