@@ -231,14 +231,8 @@ class Service(Listings):
         try:
             if params.request_state is not None:  # a 2026-era retry answering an approval
                 return await self.resumed(ctx, listing, params)
-            caller = Caller(
-                "MCP callers",
-                Served(self, served, listing.ref),
-                self.allow_overrides,
-                sessions=self.allow_sessions,
-                switch="--allow-",  # named in a refusal of $overrides or a session
-            )
-            args, options = self.options(listing, params.arguments or {}, envelope(ctx, self.stateless_http), caller)
+            caller = self.caller(served, listing.ref)
+            args, options = self.options(listing, params.arguments or {}, self.envelope(ctx), caller)
             with approval.asking(self.approver(ctx)):
                 called = self.manager.invoke(listing.ref, args, caller=caller, **options)
                 result = await self.reporting(ctx, called, listing.agent)
@@ -253,6 +247,20 @@ class Service(Listings):
             log.debug("traceback of the failure", exc_info=exc)
             return self.failure(exc)
         return reply(listing, result)
+
+    def caller(self, served: Mapping[str, Listing], ref: str) -> Caller:
+        """Who an MCP client is to the engine: untrusted, calling ``ref`` and what ``served`` lists."""
+        return Caller(
+            "MCP callers",
+            Served(self, served, ref),
+            self.allow_overrides,
+            sessions=self.allow_sessions,
+            switch="--allow-",  # named in a refusal of $overrides or a session
+        )
+
+    def envelope(self, ctx: Context) -> dict[str, Any]:
+        """The ``ctx.envelope`` of a call this server serves (see ``envelope``)."""
+        return envelope(ctx, self.stateless_http)
 
     def failure(self, exc: Exception, ref: str | None = None) -> types.CallToolResult:
         """The error result for ``exc``, its paths named as the client may see them; the log keeps them in full.

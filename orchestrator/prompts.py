@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import approval
-from .callers import Caller
 from .errors import ArgsValidationError, Interrupted, OrchestratorError, describe
 
 if TYPE_CHECKING:
@@ -116,8 +115,6 @@ async def get_prompt(service: Service, ctx: Context, params: types.GetPromptRequ
     import mcp.types as types
     from mcp.shared.exceptions import MCPError
 
-    from .mcp import Served, envelope
-
     try:
         listing, served = await service.resolve(params.name)
     except OrchestratorError as exc:
@@ -129,14 +126,8 @@ async def get_prompt(service: Service, ctx: Context, params: types.GetPromptRequ
         raise MCPError(
             types.INVALID_PARAMS, f"no prompt {params.name!r}; this server serves {', '.join(names) or 'none'}"
         )
-    caller = Caller(
-        "MCP callers",
-        Served(service, served, listing.ref),
-        service.allow_overrides,
-        sessions=service.allow_sessions,
-        switch="--allow-",
-    )
-    context = {"envelope": envelope(ctx, service.stateless_http)}
+    caller = service.caller(served, listing.ref)
+    context = {"envelope": service.envelope(ctx)}
     try:
         with approval.asking(service.approver(ctx)):
             call = service.manager.invoke(
