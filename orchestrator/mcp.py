@@ -68,6 +68,13 @@ answer and the run resumes (``manager.resume``), the held call running
 once. Decline or cancel denies. A client without the elicitation
 capability is never asked: the call is denied with a message saying so.
 
+**The rest of the protocol**, each in a module of its own: typed results
+(``orchestrator.results``), titles, hints and what is served as a tool or a
+prompt (``orchestrator.annotations``), prompts (``orchestrator.prompts``),
+completion (``orchestrator.completion``), coalesced progress
+(``orchestrator.progress``) and bearer tokens over HTTP
+(``orchestrator.authorization``).
+
 The SDK (toolcascade's ``mcp`` extra) is imported by ``build_server``
 and ``serve`` only: importing this module stays cheap.
 """
