@@ -26,14 +26,16 @@ from .authorities import FOLDER_FILE, load_authority
 from .cascade import make_level
 from .collisions import check_collisions, check_middleware_args, check_replaced
 from .errors import OrchestratorError
+from .formats.rendering import leniency_note
 from .interpolate import has_templates, is_template
 from .loader import KNOWN_KEYS, read_text, split_frontmatter
 from .ordering import build_chain
+from .partials import problems as partial_problems
 from .planner import order_strays
 from .problems import Problem as Problem
 from .problems import Report, name_line, where_key
 from .registry import SearchPath, Snapshot
-from .schema import validator_for
+from .schema import schema_problems, validator_for
 from .templates import check_reads, check_templates, syntax_errors
 from .tool import Tool
 from .typos import MIN_TYPO_LENGTH as MIN_TYPO_LENGTH
@@ -160,6 +162,9 @@ def _check_tool(
         for err in syntax_errors(tool.prompt):
             line = tool.prompt_line + (err.lineno or 1) - 1
             report.add(tool.path, line, f"template syntax error in the prompt: {err.message or err}")
+    for problem in partial_problems(tool, manager.paths):  # a missing partial (did you mean) or a refused name
+        report.error(problem, tool.path)
+    malformed = _check_shorthands(tool, report)
     near_misses(manager, tool.metadata, tool.path, tool.lines, near, report, run)
     try:
         plan = manager.planner.plan(tool, manager.paths, run)
@@ -169,7 +174,7 @@ def _check_tool(
     except Exception as exc:
         report.error(exc, tool.path, tool.line_of("$order"))
         return
-    _check_schemas(tool, plan, merged, report)
+    _check_schemas(tool, plan, merged, report, malformed)
     check_reads(tool, plan, report)
     _check_agent_tools(manager, tool, plan, names, report, run)
     _check_model(tool, plan, report)
@@ -232,9 +237,12 @@ def _check_reached(
 
 
 def _check_adapted(manager: Manager, tool: Tool, names: frozenset[str], report: Report, run: Snapshot) -> None:
-    """A file of another format: what its adapter could not carry over, host tools, tools that do not exist."""
+    """A file of another format: what its adapter could not carry over, leniency, host tools, missing tools."""
     for line, message in tool.problems:
         report.warn(tool.path, line, f"{tool.format}: {message}")
+    note = leniency_note(tool.metadata)
+    if note is not None:
+        report.warn(tool.path, None, f"{tool.format}: {note}")
     host = tool.metadata.get("host-tools")
     if host:
         report.warn(
@@ -311,13 +319,25 @@ def _check_authority(
         report.error(exc, path)
 
 
-def _check_schemas(tool: Tool, plan: Plan, merged: Merged, report: Report) -> None:
+def _check_shorthands(tool: Tool, report: Report) -> set[str]:
+    """Each malformed Picoschema shorthand in the tool's own ``params``/``returns``, at its bad part's line.
+
+    Returns the keys reported, which ``_check_schemas`` then leaves alone (one problem, at the precise line).
+    """
+    keys = set()
+    for problem in schema_problems(tool):
+        report.error(problem, tool.path)
+        keys.add(str(problem.key).partition(".")[0])
+    return keys
+
+
+def _check_schemas(tool: Tool, plan: Plan, merged: Merged, report: Report, malformed: set[str]) -> None:
     for key in SCHEMA_KEYS:
         schema = merged.values.get(key)
-        if schema is None or has_templates(schema):
+        if schema is None or key in malformed or has_templates(schema):
             continue  # a templated schema is only known once args are
         try:
-            validator_for(schema, tool.name)
+            validator_for(schema, tool.name, key)
         except OrchestratorError as exc:
             # Reported where the value was set (an authority's schema is wrong once, in its own file).
             source = merged.sources[key].level

@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
+from .errors import ConfigurationError
 from .interpolate import compile_template, has_templates, is_template
 from .problems import Report
 from .reads import reads
 from .sandbox import meant
+from .schema import json_schema
 
 if TYPE_CHECKING:
     from .cascade import Plan
@@ -40,11 +42,7 @@ def check_reads(tool: Tool, plan: Plan, report: Report) -> None:
     if not sources:
         return
     values = plan.raw.values
-    params = values.get("params")
-    declared: list[str] | None = None
-    if isinstance(params, Mapping) and isinstance(params.get("properties"), Mapping) and not has_templates(params):
-        if not any(key in params for key in _FREE_SCHEMA):
-            declared = [str(key) for key in params["properties"]]
+    declared = _declared(values.get("params"), tool)
     variables: dict[str, Any] = dict.fromkeys(VARIABLES, ())
     variables |= {"args": declared or (), "meta": values}
     for where, source, first, per_line in sources:
@@ -69,6 +67,21 @@ def check_reads(tool: Tool, plan: Plan, report: Report) -> None:
             guess = meant(read.name, read.key, variables)
             hint = f"did you mean {guess!r}?" if guess else "declare it, or guard it (| default(...), is defined)"
             report.add(tool.path, line, f"{what}: every render of it fails; {hint}")
+
+
+def _declared(params: Any, tool: Tool) -> list[str] | None:
+    """The arg names ``params`` (JSON Schema or shorthand) lists, or None when it lets other args through."""
+    if has_templates(params):
+        return None
+    try:
+        schema = json_schema(params, "params", tool)
+    except ConfigurationError:
+        return None  # check reports the malformed shorthand itself (schema_problems)
+    if not isinstance(schema, Mapping) or not isinstance(schema.get("properties"), Mapping):
+        return None
+    if any(key in schema for key in _FREE_SCHEMA) or isinstance(schema.get("additionalProperties"), Mapping):
+        return None  # other args may be declared elsewhere (a shorthand's (*) gives every other property's schema)
+    return [str(key) for key in schema["properties"]]
 
 
 def check_templates(metadata: Mapping[str, Any], path: Path | None, lines: Mapping[str, int], report: Report) -> None:

@@ -444,3 +444,53 @@ def test_check_warns_of_a_model_that_names_no_model_with_the_aliases(manager, wr
     assert [(p.path, p.line, p.severity) for p in found] == [("tools/namer.md", 3, "warning")]
     assert "model 'sonet' names no model, so a run fails" in found[0].message
     assert "did you mean 'sonnet'?" in found[0].message and "haiku, opus, sonnet" in found[0].message
+
+
+# -- shorthand schemas, partials and Prompty's leniency (issues 28 and 30) ----------------------------------
+
+
+def test_check_cli_reports_each_malformed_shorthand_at_the_line_of_its_bad_part(tmp_path, write):
+    write(
+        "tools/two.md",
+        "---\ndescription: x\nmetadata:\n  params:\n    when(aray): string\n  returns:\n    ok: bolean\n---\nx\n",
+    )
+    write("tools/fine.md", "---\ndescription: x\nmetadata:\n  params: {name: string}\n---\n{{ args.name }}\n")
+    out = run_check(tmp_path)
+    found, summary = reported(out)
+    assert out.returncode == 1 and summary == "checked 2 tools in tools: 2 errors"
+    where = os.path.join("tools", "two.md")
+    assert [line.split(": ", 1)[0] for line in found] == [f"{where}:5", f"{where}:7"]  # each once, at its own line
+    assert found[0].startswith(f"{where}:5: params shorthand") and "did you mean 'array'?" in found[0]
+    assert found[1].startswith(f"{where}:7: returns shorthand") and "did you mean 'boolean'?" in found[1]
+
+
+def test_check_reads_args_against_a_shorthands_properties(manager, write):
+    write("tools/post.md", "---\ndescription: x\nmetadata:\n  params:\n    title?: string\n---\n\n{{ args.titel }}\n")
+    [problem] = check(manager)
+    assert (problem.path, problem.line) == (os.path.join("tools", "post.md"), 8)
+    assert "reads args.titel, which params does not declare" in problem.message
+    assert "did you mean 'args.title'?" in problem.message
+
+
+def test_check_leaves_args_a_wildcard_shorthand_allows(manager, write):
+    write(
+        "tools/open.md",
+        "---\ndescription: x\nmetadata:\n  params:\n    title: string\n    (*): string\n---\n{{ args.other }}\n",
+    )
+    assert check(manager) == []
+
+
+def test_check_reports_a_missing_partial_with_did_you_mean_and_a_refused_name(manager, write):
+    write("tools/shared/macros.jinja", "{% macro shout(x) %}{{ x | upper }}{% endmacro %}")
+    write("tools/inc.md", '---\ndescription: x\n---\nx\n{% include "shared/macro" %}\n{% include "../x" %}\n')
+    found = [p for p in check(manager) if p.path == os.path.join("tools", "inc.md")]
+    assert [(p.line, p.severity) for p in found] == [(5, "error"), (6, "error")]
+    assert "'shared/macro'" in found[0].message and "did you mean 'shared/macros'?" in found[0].message
+    assert "'../x'" in found[1].message and "refused" in found[1].message
+
+
+def test_check_notes_that_a_prompty_file_renders_leniently(manager, write):
+    from orchestrator.formats.rendering import NOTE
+
+    write("tools/pet.prompty", "---\nname: pet\ndescription: x\n---\nuser:\nHi {{ pet.name }}\n")
+    assert lines(manager) == [f"{os.path.join('tools', 'pet.prompty')}: warning: prompty: {NOTE}"]
