@@ -53,11 +53,21 @@ import yaml
 from .errors import ConfigurationError
 from .explain import Explanation
 from .frozen import thaw
+from .schema import json_schema
 from .subagent import to_claude_agent
 from .tool import Tool
 from .translation import FORMAT_FIELDS as FORMAT_FIELDS
 from .translation import HOST_TOOLS as HOST_TOOLS
-from .translation import Lost, format_fields, prompty_template, raw_spans, report_rest, unliteral
+from .translation import (
+    Lost,
+    as_authored,
+    format_fields,
+    prompty_template,
+    prompty_threads,
+    raw_spans,
+    report_rest,
+    unliteral,
+)
 
 FORMATS = ("prompty", "claude-agent")
 
@@ -192,10 +202,11 @@ def to_prompty(tool: Tool, meta: dict[str, Any], lost: list[Lost]) -> str:
     model = _prompty_model(meta, lost, completion)
     if model is not None:
         front["model"] = model
-    inputs = _inputs(meta.pop("params", None), lost)
+    params = json_schema(meta.pop("params", None), "params", tool)  # a shorthand as JSON Schema
+    inputs = _inputs(params, lost, prompty_threads(tool, _names(params)))
     if inputs:
         front["inputs"] = inputs
-    returns = meta.pop("returns", None)
+    returns = json_schema(meta.pop("returns", None), "returns", tool)
     if returns is not None:
         outputs = _outputs(returns)
         if outputs is None:
@@ -278,7 +289,13 @@ def _prompty_model(meta: dict[str, Any], lost: list[Lost], completion: bool) -> 
 _INPUT_KEYS = ("type", "description", "default", "examples")
 
 
-def _inputs(params: Any, lost: list[Lost]) -> dict[str, Any]:
+def _names(params: Any) -> list[str]:
+    properties = params.get("properties") if isinstance(params, Mapping) else None
+    return [str(name) for name in properties] if isinstance(properties, Mapping) else []
+
+
+def _inputs(params: Any, lost: list[Lost], threads: set[str]) -> dict[str, Any]:
+    """``params`` as Prompty inputs; each of ``threads`` (a Prompty file's chat history input) as ``kind: thread``."""
     if params is None:
         return {}
     if not isinstance(params, Mapping) or not isinstance(params.get("properties", {}), Mapping):
@@ -297,7 +314,10 @@ def _inputs(params: Any, lost: list[Lost]) -> dict[str, Any]:
         prop = dict(prop) if isinstance(prop, Mapping) else {}
         item: dict[str, Any] = {}
         kind = prop.get("type")
-        if isinstance(kind, str):
+        if name in threads:
+            item["kind"] = "thread"  # its type and items are the thread's own
+            prop = {k: v for k, v in prop.items() if k not in ("type", "items")}
+        elif isinstance(kind, str):
             item["type"] = kind
         elif "examples" not in prop:
             item["type"] = "string"
@@ -338,6 +358,7 @@ def _sections(tool: Tool, meta: dict[str, Any], lost: list[Lost], mustache: bool
     parts: list[str] = []
 
     def convert(text: str, where: str) -> str:
+        text = as_authored(tool, text)  # a Prompty file's text without the adapter's lenient reads and markers
         if mustache:
             source = unliteral(text)
             if source is not None:

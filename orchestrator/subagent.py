@@ -9,8 +9,18 @@ from typing import Any
 import yaml
 
 from .errors import ConfigurationError
+from .schema import json_schema
 from .tool import Tool
-from .translation import HOST_TOOLS, Lost, format_fields, report_rest, strip_preamble, strip_request, unliteral
+from .translation import (
+    HOST_TOOLS,
+    Lost,
+    as_authored,
+    format_fields,
+    report_rest,
+    strip_preamble,
+    strip_request,
+    unliteral,
+)
 
 _TASK = re.compile(r"^\s*\{\{\s*args(?:\.prompt|\[\s*['\"]prompt['\"]\s*\])\s*\}\}\s*$")
 
@@ -101,16 +111,17 @@ def _model(meta: dict[str, Any], front: dict[str, Any], lost: list[Lost]) -> Non
 
 def _body(tool: Tool, meta: dict[str, Any], lost: list[Lost]) -> list[str]:
     """The subagent's system prompt: ``system``, then the tool's prompt unless it only passes the task on."""
-    params = meta.pop("params", None)
+    params = json_schema(meta.pop("params", None), "params", tool)  # a shorthand's properties are its args
     system = meta.pop("system", None)
     body: list[str] = []
     if system is not None:
-        text = unliteral(str(system))
+        written = as_authored(tool, str(system))
+        text = unliteral(written)
         if text is None:
             lost.append(Lost("system", "a template of args: Claude Code does not render it (written as is)"))
-            text = strip_preamble(str(system))
+            text = strip_preamble(written)
         body.append(text.strip())
-    prompt, request = strip_request(tool.prompt or "")
+    prompt, request = strip_request(as_authored(tool, tool.prompt or ""))
     if _TASK.match(prompt):
         props = params.get("properties") if isinstance(params, Mapping) else None
         if isinstance(props, Mapping) and set(props) - {"prompt"}:

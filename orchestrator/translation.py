@@ -5,7 +5,7 @@ templates turned into another format's (literal text, or Prompty's jinja2 with t
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +45,37 @@ def unliteral(text: str) -> str | None:
         return render(text, {})
     except OrchestratorError:
         return None
+
+
+def as_authored(tool: Tool, text: str) -> str:
+    """A section of ``tool`` as its author wrote it, for another format's file.
+
+    A Prompty file's sections carry what its adapter adds for lenient
+    rendering (``(x.y|default(''))`` reads, history markers): they are undone
+    (``orchestrator.formats.prompty.authored``). Any other tool's text is returned as it is.
+    """
+    if tool.format != "prompty":
+        return text
+    from .formats.prompty import authored
+
+    return authored(text)
+
+
+def prompty_threads(tool: Tool, names: Iterable[str]) -> set[str]:
+    """The inputs among ``names`` that a Prompty file declared as threads (``kind: thread``), placed as messages.
+
+    The adapter marks where each one's messages go (``orchestrator.formats.history``); ``as_authored``
+    writes the marker back as ``{{name}}``, so the exported input must say it is a thread again.
+    """
+    if tool.format != "prompty":
+        return set()
+    from .formats.history import thread_marker
+
+    messages = tool.metadata.get("messages")
+    texts = [str(tool.metadata.get("system") or ""), tool.prompt or ""]
+    if isinstance(messages, list | tuple):
+        texts += [str(m.get("content", "")) for m in messages if isinstance(m, Mapping)]
+    return {name for name in names if any(thread_marker(name) in text for text in texts)}
 
 
 def strip_request(text: str) -> tuple[str, str | None]:

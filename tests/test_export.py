@@ -473,3 +473,100 @@ async def test_export_claude_agent_of_a_prompt_file_makes_its_request_the_subage
     scripted_alias(inherit=[{"expect": {"contains": ["remove the unused ones", "src/app.py"]}, "answer": "tidied"}])
     back, ref = exported_back(tmp_path, "tidy", exported)  # the alias table is read when the file loads
     assert await back.invoke(ref, {"prompt": "src/app.py"}) == "tidied"
+
+
+# -- a Prompty file's own text, and shorthand schemas (issues 28, 30) ---------------------------------
+
+
+def concierge(write) -> None:
+    """The Prompty 2 fixture whose system section loops over the chat history, in folder ``a``."""
+    folder = Path(__file__).parent / "formats" / "prompty2"
+    for name in ("concierge.prompty", "guest.json"):
+        write(f"a/{name}", (folder / name).read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(("fmt", "target"), [("prompty", "concierge.prompty"), ("claude-agent", "concierge.md")])
+def test_export_of_a_prompty_file_writes_its_authors_text_without_lenient_reads_or_history_markers(
+    tmp_path, write, fmt, target
+):
+    concierge(write)
+    out = tmp_path / "out" / target
+    result = cli_run("export", "concierge", "--format", fmt, "-o", str(out), "--path", str(tmp_path / "a"))
+    assert result.exit_code == 0, result.output
+    text = out.read_text(encoding="utf-8")
+    assert "|default('')" not in text and "\x02" not in text and ":role:" not in text
+    assert "The guest is {{guest.name}}," in text and "{% if guest.loyalty.tier %}" in text
+    assert "{% for item in history %}\n{{item.role}}:\n{{item.content}}\n{% endfor %}" in text
+
+
+async def test_export_of_a_prompty_file_loads_back_with_the_same_history_messages(tmp_path, write):
+    concierge(write)
+    first = Manager([tmp_path / "a"])
+    write("b/concierge.prompty", export_tool(first.find_tool("concierge"), "prompty").text)
+    args = {
+        "guest": {"name": "Ada", "room": 7, "loyalty": {"tier": "gold"}},
+        "question": "Breakfast?",
+        "history": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}],
+    }
+    plain = {"$remove": ["model"]}
+    back = await Manager([tmp_path / "b"]).invoke("concierge", args, overrides=plain)
+    assert back == await first.invoke("concierge", args, overrides=plain)
+    assert [message["role"] for message in back] == ["system", "user", "assistant", "user"]
+
+
+SHORTHAND = """
+---
+description: Tells the weather.
+metadata:
+  params:
+    city: string, the city
+    days?: integer
+  returns: {temp: number, city?: string}
+---
+Weather in {{ args.city }}.
+"""
+
+
+def test_export_prompty_writes_shorthand_params_and_returns_as_inputs_and_outputs(write, tmp_path):
+    write("tools/weather.md", SHORTHAND)
+    exported = export_tool(Manager([tmp_path / "tools"]).find_tool("weather"), "prompty")
+    write("back/weather.prompty", exported.text)
+    loaded = Manager([tmp_path / "back"]).find_tool("weather")
+    params = thaw(loaded.metadata["params"])
+    assert params["required"] == ["city"] and params["properties"]["city"]["description"] == "the city"
+    assert set(params["properties"]) == {"city", "days"}
+    assert "outputs:\n  temp:\n    type: number\n" in exported.text
+    lost = {item.field for item in exported.lost}
+    assert "returns.required" in lost  # city? is optional: every Prompty output is required
+    assert not any(field == "params" or field.startswith(("params.city", "params.type")) for field in lost)
+
+
+def test_export_claude_agent_names_the_args_of_shorthand_params_it_cannot_pass(write, tmp_path):
+    write(
+        "tools/ask.md",
+        "---\ndescription: x\nmetadata:\n  params: {prompt: string, tone?: string}\n---\n{{ args.prompt }}\n",
+    )
+    exported = export_tool(Manager([tmp_path / "tools"]).find_tool("ask"), "claude-agent")
+    assert [item.why for item in exported.lost if item.field == "params"] == ["tone: a subagent takes one task text"]
+
+
+def test_export_of_a_malformed_shorthand_names_its_file_and_line(write, tmp_path):
+    write("tools/bad.md", "---\ndescription: x\nmetadata:\n  params:\n    when(aray): string\n---\nx\n")
+    with pytest.raises(ConfigurationError) as caught:
+        export_tool(Manager([tmp_path / "tools"]).find_tool("bad"), "prompty")
+    assert caught.value.path == str(tmp_path / "tools" / "bad.md") and caught.value.line == 5
+
+
+async def test_export_prompty_writes_a_thread_input_back_as_a_thread(tmp_path, write):
+    source = Path(__file__).parent / "formats" / "prompty2" / "relay.prompty"
+    write("a/relay.prompty", source.read_text(encoding="utf-8"))
+    first = Manager([tmp_path / "a"])
+    text = export_tool(first.find_tool("relay"), "prompty").text
+    assert "\x02" not in text and "Answer briefly.\n\n{{conversation}}\n" in text
+    assert "  conversation:\n    kind: thread\n" in text
+    write("b/relay.prompty", text)
+    args = {"conversation": [{"role": "user", "content": "Rain?"}, {"role": "assistant", "content": "Yes."}]}
+    plain = {"$remove": ["model"]}
+    back = await Manager([tmp_path / "b"]).invoke("relay", args, overrides=plain)
+    assert back == await first.invoke("relay", args, overrides=plain)
+    assert [message["role"] for message in back] == ["system", "user", "assistant", "user"]
