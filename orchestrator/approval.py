@@ -47,7 +47,7 @@ from .errors import (
     ConfigurationError,
     describe,
 )
-from .schema import check, fill_defaults
+from .schema import check, fill_defaults, json_schema
 
 if TYPE_CHECKING:
     from .context import Context
@@ -286,7 +286,7 @@ async def hold(ctx: Context) -> Any:
     request = _request(target, "call", target.tool.name, target.args, found.reason)
     request["description"] = target.tool.description  # what the person is shown about the tool
     if params is not None:
-        request["params"] = plain(params)  # so an approver can check the arguments it edits
+        request["params"] = plain(json_schema(params, "params", target.tool))  # JSON Schema, to check an edit
     decision = await decide(target, request)
     if decision.action == "deny":
         raise _denied(target.tool.name, request, decision.reason)

@@ -390,3 +390,19 @@ def test_terminal_denies_with_a_reason_and_on_ctrl_d(mail_tools, tmp_path):
     assert "ERROR ApprovalDenied" in shown and "not today" in shown
     shown = on_terminal(mail_tools, tmp_path, [], eof=True)
     assert "ERROR ApprovalDenied" in shown and "no answer from the terminal" in shown
+
+
+async def test_an_approver_is_shown_shorthand_params_as_json_schema(write, tools, tmp_path):
+    write(
+        "tools/wire.md",
+        "---\nmetadata:\n  approval: true\n  params:\n    to: string\n    amount?: number, the sum\n---\nx\n",
+    )
+    seen = []
+    manager = Manager([tools], approver=lambda request: seen.append(request) or "approve", sessions=tmp_path / "s.db")
+    assert await manager.invoke("wire", {"to": "bob"}) == "x"
+    assert seen[0]["params"] == {
+        "type": "object",
+        "properties": {"to": {"type": "string"}, "amount": {"type": ["number", "null"], "description": "the sum"}},
+        "required": ["to"],
+        "additionalProperties": False,
+    }
