@@ -183,3 +183,46 @@ async def test_a_tool_named_like_the_answer_tool_is_refused(write: Any, manager:
     agent(write, "clash", scripted('{"temp": 1}'), tools=[FINAL_ANSWER], **{"returns-strategy": "tool"})
     with pytest.raises(ConfigurationError, match="clashes"):
         await manager.invoke("clash")
+
+
+# -- returns in Picoschema shorthand (issue 30) ---------------------------------------------------------------
+
+SHORTHAND = {"temp": "number", "city?": "string"}
+EXPANDED = {
+    "type": "object",
+    "properties": {"temp": {"type": "number"}, "city": {"type": ["string", "null"]}},
+    "required": ["temp"],
+    "additionalProperties": False,
+}
+
+
+def shorthand_agent(write: Any, name: str, model: Any, **meta: Any) -> None:
+    text = "---\n" + yaml.safe_dump({"metadata": {"model": model, "returns": SHORTHAND, **meta}}) + "---\nWarm?\n"
+    write(f"tools/{name}.md", text)
+
+
+async def test_shorthand_returns_ask_for_their_json_schema_natively(write: Any, manager: Manager) -> None:
+    async with serve(reply_sse(openai_stream('{"temp": 21.5, "city": "Oslo"}'))) as s:
+        model = {"provider": "openai", "name": "m", "base-url": f"{s.url}/v1", "api-key-env": "TC_CLIENT_KEY"}
+        shorthand_agent(write, "native", model)
+        assert await manager.invoke("native") == {"temp": 21.5, "city": "Oslo"}
+    sent = s.requests[0]["body"]
+    assert sent["response_format"] == {"type": "json_schema", "json_schema": {"name": "result", "schema": EXPANDED}}
+
+
+async def test_shorthand_returns_offer_their_json_schema_as_the_final_answer_tool(write: Any, manager: Manager) -> None:
+    async with serve(reply_sse(openai_stream(calls=[{"name": FINAL_ANSWER, "arguments": {"temp": 5}}]))) as s:
+        model = {"provider": "openai", "name": "m", "base-url": f"{s.url}/v1", "api-key-env": "TC_CLIENT_KEY"}
+        shorthand_agent(write, "tooled", model, **{"returns-strategy": "tool"})
+        assert await manager.invoke("tooled") == {"temp": 5}
+    assert s.requests[0]["body"]["tools"][0]["function"]["parameters"] == EXPANDED
+
+
+async def test_a_wrong_answer_to_shorthand_returns_is_sent_back(write: Any, manager: Manager) -> None:
+    retry = {"answer": '{"temp": 4}', "expect": {"last-role": "user", "contains": ["/temp", "does not match"]}}
+    shorthand_agent(
+        write,
+        "again",
+        scripted({"answer": '{"temp": "warm"}', "expect": {"response-format": True}}, retry),
+    )
+    assert await manager.invoke("again") == {"temp": 4}

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
-from ..schema import pointer, validator_for, wording
+from ..schema import json_schema, pointer, validator_for, wording
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -127,9 +127,10 @@ def structured(ctx: Context, spec: Mapping[str, Any]) -> Structured | None:
     """The structured-answer settings of the agent of ctx, or None when ``returns`` asks for no object.
 
     Raises:
-        ConfigurationError: ``returns-strategy`` is not a strategy, ``returns-retries`` not a whole number >= 0.
+        ConfigurationError: ``returns-strategy`` is not a strategy, ``returns-retries`` not a whole number >= 0,
+            ``returns`` a malformed Picoschema shorthand.
     """
-    returns = ctx.meta.get("returns")
+    returns = json_schema(ctx.meta.get("returns"), "returns", ctx.tool)  # a shorthand asks as its JSON Schema does
     if not (isinstance(returns, Mapping) and (returns.get("type") == "object" or "properties" in returns)):
         return None
     name = ctx.tool.name
