@@ -5,6 +5,17 @@
 search-path root, else the built-in ``default``. ``authority_chain`` then
 follows ``inherit`` to list every authority that contributes, root-most first.
 
+Three levels stand beside the folders (``placed``), as developers know them
+from their editors: a **managed** ``AUTHORITY.md`` (``TOOLCASCADE_MANAGED``,
+else the system-wide config folder) right above the built-in ``default``,
+whose ``$locked`` keys and entries nobody below can change or remove; the
+**user**'s ``AUTHORITY.md`` in their config folder
+(``cachefolder.config_folder``) above it, below every folder of the project;
+and a **local** ``AUTHORITY.local.md`` beside a folder's ``AUTHORITY.md``,
+merged right above it (kept out of version control: settings of one
+checkout). They take their place by where they are: their own ``inherit``
+is not followed.
+
 The nearest ``AUTHORITY.md`` of a folder and each named authority are
 looked up once per folder (registry derived caches, with the files they
 depend on), not once per tool: a listing of a folder of 100 tools walks
@@ -13,8 +24,9 @@ its folders once.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,6 +40,8 @@ T = TypeVar("T")
 
 DEFAULT_PHASES = ("$configure", "$post-configure", "$pre-execute", "$execute", "$post-execute")
 FOLDER_FILE = "AUTHORITY.md"
+LOCAL_FILE = "AUTHORITY.local.md"
+MANAGED_ENV = "TOOLCASCADE_MANAGED"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +59,7 @@ class Authority:
     inherit: tuple[str, ...] | None = None
     folder: bool = False
     lines: Mapping[str, int] = field(default_factory=dict)
+    placed: str | None = None  # 'managed', 'user' or 'local': a level found by where it lives, not by inherit
 
 
 def load_authority(path: Path, root: Path | None = None, limits: Limits = DEFAULT_LIMITS) -> Authority:
@@ -102,6 +117,29 @@ class Authorities:
     def __init__(self, registry: Registry, builtin: Path | None = None) -> None:
         self.registry = registry
         self.builtin = builtin or builtin_folder("authorities")
+        self._outside: tuple[tuple[str, Path], ...] | None = None  # the managed and user files (placed_files)
+
+    def placed_files(self) -> tuple[tuple[str, Path], ...]:
+        """Where the managed and the user level live, as (level name, path): found once per Manager.
+
+        ``TOOLCASCADE_MANAGED`` names the managed file, else ``AUTHORITY.md``
+        in the system-wide config folder (``/etc/xdg/toolcascade`` on Linux);
+        the user's is ``AUTHORITY.md`` in ``cachefolder.config_folder()``.
+        Either may be missing: a file created later is seen as any edit is.
+        """
+        if self._outside is None:
+            from .cachefolder import config_folder, system_config_folder
+
+            found: list[tuple[str, Path]] = []
+            managed = os.environ.get(MANAGED_ENV)
+            system = Path(managed).expanduser() if managed else system_config_folder()
+            if system is not None:
+                found.append(("managed", system if managed else system / FOLDER_FILE))
+            user = config_folder()
+            if user is not None:
+                found.append(("user", user / FOLDER_FILE))
+            self._outside = tuple(found)
+        return self._outside
 
     def _load(self, path: Path, root: Path | None, checked: set[str] | None) -> Authority:
         # A folder authority's name derives from its root: one cache entry per root, whichever came first.
@@ -274,4 +312,30 @@ class Authorities:
             order.append(current)
 
         visit(authority, [])
-        return tuple(order)
+        return self._placed(order, checked)
+
+    def _placed(self, order: list[Authority], checked: set[str] | None) -> tuple[Authority, ...]:
+        """``order`` with the managed and user levels above its root (``default``) and each folder's local file above it."""
+        out: list[Authority] = []
+        for index, current in enumerate(order):
+            out.append(current)
+            if current.folder:
+                local = self._level(current.path.with_name(LOCAL_FILE), f"{current.name} (local)", "local", checked)
+                if local is not None:
+                    out.append(local)
+            if index == 0:
+                for name, path in self.placed_files():
+                    found = self._level(path, name, name, checked)
+                    if found is not None:
+                        out.append(found)
+        return tuple(out)
+
+    def _level(self, path: Path, name: str, placed: str, checked: set[str] | None) -> Authority | None:
+        """The authority file at ``path`` as the level ``name`` (watched, so creating it later is seen), or None."""
+        self.registry.watch((str(path),), checked)
+        if not is_file(path):
+            return None
+        found = self.registry.load(
+            path, lambda p: load_authority(p, None, self.registry.limits), checked, ("authority", None)
+        )
+        return replace(found, name=name, inherit=(), folder=False, placed=placed)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import chain, tracing
-from .cascade import Merged, merge_levels, override_level, rerender
+from .cascade import Merged, guard_managed, merge_levels, override_level, rerender
 from .conditions import idle_prefix
 from .context import Context, Shared, carried, entry_context
 from .errors import InvocationError, SecurityError
@@ -265,6 +265,8 @@ def _merged_chain(
     if over:
         level = override_level(as_mapping(over, "overrides", tool.name))
         guard_locked(level, plan.raw.locked, tool.name)
+        if plan.managed:
+            guard_managed(level, plan.managed, tool.name)
         levels = (*levels, level)
     merged = _merge(ctx, plan, levels, level is None, render)
     planned = sort and not extra and level is None  # templates fill in values, never keys: the plan's order

@@ -90,6 +90,16 @@ def config_folder() -> Path | None:
     return _chosen(CONFIG_ENV) or _platform("user_config_path")
 
 
+def system_config_folder() -> Path | None:
+    """The system-wide configuration folder for toolcascade (a managed ``AUTHORITY.md`` may live there), or None.
+
+    ``platformdirs``' site config folder: ``/etc/xdg/toolcascade`` on Linux,
+    ``/Library/Application Support/toolcascade`` on macOS,
+    ``C:\\ProgramData\\toolcascade`` on Windows.
+    """
+    return _platform("site_config_path")
+
+
 def _chosen(variable: str) -> Path | None:
     chosen = os.environ.get(variable)
     return Path(chosen).expanduser() if chosen else None

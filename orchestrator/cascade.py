@@ -108,7 +108,7 @@ class Level:
     """One level of the cascade, split into data and annotations."""
 
     name: str
-    kind: str  # 'authority' | 'inherit' | 'tool' | 'override'
+    kind: str  # 'managed' | 'authority' | 'inherit' | 'tool' | 'override'
     data: Mapping[str, Any]
     annotations: Mapping[str, Any]
     templated: bool
@@ -195,6 +195,7 @@ class Plan:
     raw: Merged  # the whole merge with templates left as written (listings, check, trust)
     static: Merged | None  # the same, when no level holds a template: what every invocation uses
     keys: tuple[str, ...]  # the static key set of R-CAS-8
+    managed: frozenset[str]  # the keys a managed level locked: no later level, nor any caller, sets or removes them
     authorities: tuple[str, ...]
     env: bool  # whether templates may see environment variables
 
@@ -228,19 +229,22 @@ def inherit_levels(tool: Tool, find: Callable[[str], Tool], stack: tuple[str, ..
 
 # An authority's Level, shared by every tool under it, by (path, name, hide_private): (its metadata, the Level).
 # The parsed metadata's identity tells a re-read file apart; at most _AUTHORITY_LEVELS_SIZE entries.
-_AUTHORITY_LEVELS: dict[tuple[Path, str, bool], tuple[Mapping[str, Any], Level]] = {}
+_AUTHORITY_LEVELS: dict[tuple[Path, str, bool, str | None], tuple[Mapping[str, Any], Level]] = {}
 _AUTHORITY_LEVELS_SIZE = 1024
 
 
 def _authority_level(authority: Authority, hide_private: bool) -> Level:
-    """The Level of ``authority`` (made once per parsed file: listing 10,000 tools made it 10,000 times)."""
-    key = (authority.path, authority.name, hide_private)
+    """The Level of ``authority`` (made once per parsed file: listing 10,000 tools made it 10,000 times).
+
+    A managed authority's level is of kind ``managed``: its ``$locked`` keys hold against every later level.
+    """
+    key = (authority.path, authority.name, hide_private, authority.placed)
     hit = _AUTHORITY_LEVELS.get(key)
     if hit is not None and hit[0] is authority.metadata:
         return hit[1]
     level = make_level(
         authority.name,
-        "authority",
+        "managed" if authority.placed == "managed" else "authority",
         authority.metadata,
         hide_private=hide_private,
         path=authority.path,
@@ -254,12 +258,43 @@ def _authority_level(authority: Authority, hide_private: bool) -> Level:
 
 def tool_levels(tool: Tool, authorities: Sequence[Authority], find: Callable[[str], Tool]) -> list[Level]:
     """Levels 1-3 for ``tool``; ``authorities`` is its authority chain, root-most first, nearest last."""
-    if tool.metadata.get("$inherit") is False:
-        return [make_level(tool.name, "tool", tool.metadata, hide_private=False, path=tool.path, lines=tool.lines)]
+    if tool.metadata.get("$inherit") is False:  # no authority, but a managed level's policy holds all the same
+        managed = [_authority_level(a, hide_private=True) for a in authorities if a.placed == "managed"]
+        return [
+            *managed,
+            make_level(tool.name, "tool", tool.metadata, hide_private=False, path=tool.path, lines=tool.lines),
+        ]
     levels = [_authority_level(a, hide_private=i < len(authorities) - 1) for i, a in enumerate(authorities)]
     levels.extend(inherit_levels(tool, find))
     levels.append(make_level(tool.name, "tool", tool.metadata, hide_private=False, path=tool.path, lines=tool.lines))
     return levels
+
+
+def managed_keys(levels: Sequence[Level]) -> frozenset[str]:
+    """The keys the managed levels among ``levels`` lock (their ``$locked``)."""
+    found: set[str] = set()
+    for level in levels:
+        if level.kind == "managed":
+            found.update(names(level.annotations.get("$locked"), "$locked", path=level.path, level=level.name))
+    return frozenset(found)
+
+
+def guard_managed(level: Level, managed: frozenset[str], tool: str) -> None:
+    """Refuse a level that sets or removes a key a managed level locked.
+
+    Raises:
+        ConfigurationError: naming the key, the level and its file and line.
+    """
+    removed = names(level.annotations.get("$remove"), "$remove", path=level.path, level=level.name)
+    for key in [*(k for k in level.data if k in managed), *(k for k in removed if k in managed)]:
+        raise ConfigurationError(
+            f"{key!r} is locked by the managed level: {level.kind} {level.name!r} may not set or remove it",
+            tool=tool,
+            path=level.path,
+            line=level.lines.get(key),
+            level=level.name,
+            key=key,
+        )
 
 
 # -- merging ------------------------------------------------------------------

@@ -309,6 +309,10 @@ def header(data: dict[str, Any]) -> Any:
     authorities = [name for name, kind in data["levels"] if kind == "authority"]
     head.add_row("authorities", Text(" → ".join(authorities) or "none ($inherit: false)"))
     head.add_row("levels", Text(" → ".join(f"{name} ({kind})" for name, kind in data["levels"])))
+    files = data.get("files") or {}
+    for name, kind in data["levels"]:  # the levels found by where they live say where that is
+        if (kind == "managed" or name == "user" or name.endswith("(local)")) and name in files:
+            head.add_row(f"  {name}", Text(files[name]))
     head.add_row("phases", Text(" → ".join(data["phases"])))
     for note in ("$static", "$dynamic", "$locked", "$private"):
         if data["annotations"].get(note):

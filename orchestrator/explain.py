@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .frozen import thaw
@@ -71,6 +71,7 @@ class Explanation:
     host_tools: tuple[str, ...] = ()  # tool names of the format's host, kept as data: never offered, never run
     problems: tuple[tuple[int | None, str], ...] = ()  # what the adapter found unsupported (line, message)
     replaces: str | None = None  # the built-in this tool takes the place of ("built-in execute.py"), if any
+    files: dict[str, str] = field(default_factory=dict)  # each level's file by level name (user, managed, local ...)
 
     def key(self, name: str) -> KeyExplanation:
         """The explanation of one key.
@@ -159,6 +160,7 @@ def explanation(
         frontmatter=dict(ctx.tool.frontmatter),
         authorities=plan.authorities,
         levels=tuple((level.name, level.kind) for level in plan.levels),
+        files={level.name: str(level.path) for level in plan.levels if level.path is not None},
         phases=plan.phases,
         keys=keys,
         removed=dict(merged.removed),

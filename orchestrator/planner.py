@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .authorities import DEFAULT_PHASES, Authorities
-from .cascade import Merged, Plan, merge_levels, static_keys, tool_levels
+from .cascade import Merged, Plan, guard_managed, managed_keys, merge_levels, static_keys, tool_levels
 from .conditions import Start, condition, idle_prefix, possible
 from .errors import ConfigurationError, OrchestratorError, ToolDefinitionError, ToolNotFoundError
 from .graph import reachable_components
@@ -71,6 +71,11 @@ class Planner:
                 ) from exc
 
         levels = tuple(tool_levels(tool, authorities, find))
+        managed = managed_keys(levels)
+        if managed:
+            for level in levels:
+                if level.kind != "managed":
+                    guard_managed(level, managed, tool.name)
         phases = next((a.phases for a in reversed(authorities) if a.phases is not None), DEFAULT_PHASES)
         first = next((i for i, level in enumerate(levels) if level.templated), len(levels))
         base = merge_levels(levels[:first], None, tool.name)
@@ -93,6 +98,7 @@ class Planner:
             raw=raw,
             static=raw if first == len(levels) else None,
             keys=tuple(static_keys(levels)),
+            managed=managed,
             authorities=() if tool.metadata.get("$inherit") is False else tuple(a.name for a in authorities),
             env=env,
         )

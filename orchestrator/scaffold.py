@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from .authorities import LOCAL_FILE
 from .errors import OrchestratorError
 
 AUTHORITY = """\
@@ -131,9 +132,22 @@ def scaffold(folder: Path, *, force: bool = False) -> list[Path]:
         for path, text in zip(targets, FILES.values(), strict=True):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
+        ignore_local(folder)
     except OSError as exc:
         raise OrchestratorError(f"cannot write the starter files: {exc.strerror or exc}", path=folder) from exc
     return targets
+
+
+def ignore_local(folder: Path) -> None:
+    """Keep ``AUTHORITY.local.md`` (one checkout's own settings) out of git: a line in ``.gitignore``, added once.
+
+    Raises:
+        OSError: the file cannot be read or written.
+    """
+    ignore = folder / ".gitignore"
+    text = ignore.read_text(encoding="utf-8") if ignore.is_file() else ""
+    if LOCAL_FILE not in text.splitlines():
+        ignore.write_text(text + ("" if not text or text.endswith("\n") else "\n") + LOCAL_FILE + "\n", encoding="utf-8")
 
 
 @click.command(short_help="Create a starter folder: a tool, a middleware, an authority.")

@@ -16,17 +16,25 @@ def _index_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     import mcp.client.stdio
 
     folder = tmp_path_factory.mktemp("toolcascade-cache")
-    before = os.environ.get("TOOLCASCADE_CACHE")
-    os.environ["TOOLCASCADE_CACHE"] = str(folder)
-    # MCP's stdio client starts servers with a few variables only (HOME, PATH, ...): pass this one on too.
+    # Nor does a developer's own user or managed AUTHORITY.md reach a test: both point at empty places.
+    placed = tmp_path_factory.mktemp("toolcascade-config")
+    chosen = {
+        "TOOLCASCADE_CACHE": str(folder),
+        "TOOLCASCADE_CONFIG": str(placed / "user"),
+        "TOOLCASCADE_MANAGED": str(placed / "managed" / "AUTHORITY.md"),
+    }
+    before = {name: os.environ.get(name) for name in chosen}
+    os.environ.update(chosen)
+    # MCP's stdio client starts servers with a few variables only (HOME, PATH, ...): pass these on too.
     inherited = mcp.client.stdio.DEFAULT_INHERITED_ENV_VARS
-    mcp.client.stdio.DEFAULT_INHERITED_ENV_VARS = (*inherited, "TOOLCASCADE_CACHE")  # type: ignore[assignment]
+    mcp.client.stdio.DEFAULT_INHERITED_ENV_VARS = (*inherited, *chosen)  # type: ignore[assignment]
     yield folder
     mcp.client.stdio.DEFAULT_INHERITED_ENV_VARS = inherited
-    if before is None:
-        os.environ.pop("TOOLCASCADE_CACHE", None)
-    else:
-        os.environ["TOOLCASCADE_CACHE"] = before
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 NOT_RUN = pytest.StashKey[list[str]]()

@@ -137,3 +137,10 @@ def test_version_option_prints_the_package_version():
 def test_init_is_listed_in_help_and_has_its_own():
     assert "init" in invoke("--help").output
     assert "toolcascade init my-tools" in invoke("init", "--help").output
+
+
+def test_init_keeps_a_checkouts_local_authority_out_of_git_once(tmp_path):
+    (tmp_path / ".gitignore").write_text("build/", encoding="utf-8")
+    scaffold(tmp_path)
+    scaffold(tmp_path, force=True)
+    assert (tmp_path / ".gitignore").read_text(encoding="utf-8").splitlines() == ["build/", "AUTHORITY.local.md"]
