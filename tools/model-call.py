@@ -8,9 +8,12 @@ again after a middleware retried it, listeners get `model.discarded` so they
 can drop the partial text. A truncated answer, or one without the tool call
 `tool-choice` demands, is a ModelError. The response's token usage is added
 to `ctx.run.usage` (what the providers reported: a cache hit adds nothing).
+The request uses the SDK client the Manager keeps for its configuration
+(`orchestrator.agent.clients`), also when a program calls `model-call` itself.
 """
 
 from orchestrator.agent import provider_for
+from orchestrator.agent.clients import keeping
 from orchestrator.agent.model import add_usage, check_response
 
 frontmatter = {
@@ -38,7 +41,8 @@ async def main(ctx):
     if discard is not None:
         discard("the request is sent again")  # an earlier attempt streamed, then a middleware ran it again
     try:
-        response = await provider_for(ctx.args["model"]).complete(ctx.args, run=ctx.run.id, on_delta=stream)
+        with keeping(ctx.owner):  # the Manager's reused client, as an agent's requests get
+            response = await provider_for(ctx.args["model"]).complete(ctx.args, run=ctx.run.id, on_delta=stream)
         add_usage(ctx.run.usage, response.get("usage"))  # a refused answer still cost its tokens
         check_response(ctx.args, response)
     except BaseException as exc:  # cancellation too: what was streamed will not be the answer
