@@ -54,6 +54,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..hosttools import GRANT, RULES, offer
 from .fences import Code, shell_blocks
 from .fields import (
     Adapted,
@@ -129,15 +130,34 @@ def _prose(front: Mapping[str, Any], key: str, name: str, path: Path) -> tuple[s
 
 
 def _tools(front: Mapping[str, Any], key: str, name: str, path: Path) -> tuple[dict[str, Any], list[Mapped]]:
-    """A tool list: our names to ``tools``, the host's to ``host-tools`` (data, never run)."""
+    """A tool list: ours and the host tools we run (``Read``, ``Bash``...) to ``tools``, the rest to ``host-tools``.
+
+    A permission pattern (``Bash(git:*)``) narrows its tool through ``host-rules``.
+    """
     if key not in front:
         return {}, []
     ours, host = split_tools(name_list(front, key, tool=name, path=path, spaces=True))
+    built_in, patterns, host = offer(host)
     metadata: dict[str, Any] = {}
     mapping = []
+    if ours or built_in:
+        metadata["tools"] = [*ours, *built_in]
     if ours:
-        metadata["tools"] = ours
         mapping.append(Mapped(key, "tools", f"our tools, offered to the model: {', '.join(ours)}"))
+    if built_in:
+        note = f"Claude Code's tools, run by toolcascade's built-ins: {', '.join(built_in)}"
+        mapping.append(
+            Mapped(
+                key,
+                "tools",
+                note + " (reading confined to the project folder; writing and Bash need "
+                f"the {GRANT} grant and approval)",
+            )
+        )
+    if patterns:
+        metadata[RULES] = patterns
+        shown = ", ".join(f"{tool}({p})" for tool, found in patterns.items() for p in found)
+        mapping.append(Mapped(key, RULES, f"permission patterns narrow the tools: {shown}"))
     if host:
         metadata[HOST_TOOLS] = host
         mapping.append(
@@ -159,7 +179,7 @@ def _extra(front: Mapping[str, Any], known: tuple[str, ...]) -> tuple[dict[str, 
 
 def _static(metadata: dict[str, Any]) -> None:
     """Mark the data keys as data, so a tool that happens to share their name never runs as middleware."""
-    data = [key for key in (HOST_TOOLS, FORMAT_FIELDS) if key in metadata]
+    data = [key for key in (HOST_TOOLS, RULES, FORMAT_FIELDS) if key in metadata]
     if data:
         metadata["$static"] = data
 
