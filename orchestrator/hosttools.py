@@ -55,7 +55,8 @@ FLAGS = ("write", "exec", "approval")
 READERS = ("Read", "Glob", "Grep", "LS")
 WRITERS = ("Write", "Edit")
 RUNNERS = ("Bash",)
-IMPLEMENTED = frozenset((*READERS, *WRITERS, *RUNNERS))
+IMPLEMENTED_ORDER = (*READERS, *WRITERS, *RUNNERS)
+IMPLEMENTED = frozenset(IMPLEMENTED_ORDER)
 """Claude Code's tools this project runs as built-ins; every other host tool name stays data."""
 
 MAX_OUTPUT = 30_000

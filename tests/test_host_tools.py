@@ -2,7 +2,7 @@
 
 The project in ``tests/formats/hosttools`` is copied to tmp_path for every
 test: two subagents (``reader``: ``Read, Grep``; ``committer``: ``Read,
-Write, Edit, Bash(git:*), WebSearch``), a command (``outline``: ``Glob, LS,
+Write, Edit, Bash(git:*), WebSearch``; ``helper``: no ``tools``), a command (``outline``: ``Glob, LS,
 Read``), ``docs/notes.md`` and ``src/app.py``. The run's folder (the
 project) is where host tools read; models are scripted through
 ``TOOLCASCADE_MODEL_ALIASES``.
@@ -75,6 +75,24 @@ def test_a_subagents_claude_code_tools_are_offered_and_the_rest_stay_host_tools(
     assert committer.metadata["host-rules"] == {"Bash": ["git:*"]}
     assert committer.metadata["host-tools"] == ["WebSearch"]  # not implemented: data, never offered
     assert manager.find_tool("outline").metadata["tools"] == ["Glob", "LS", "Read"]
+
+
+def test_a_subagent_without_tools_gets_every_host_tool_we_run_as_claude_code_gives_it_every_tool(project):
+    helper = manager_for(project).find_tool("helper")
+    assert helper.metadata["tools"] == ["Read", "Glob", "Grep", "LS", "Write", "Edit", "Bash"]
+    assert "host-rules" not in helper.metadata
+
+
+async def test_an_agent_offered_write_without_the_grant_still_reads(project, scripted):
+    scripted(
+        [
+            {"expect": {"tools": ["Bash", "Edit", "Glob", "Grep", "LS", "Read", "Write"]}, **call("LS", path="docs")},
+            {"expect": {"contains": ["notes.md"]}, **call("Write", file_path="docs/new.md", content="x")},
+            {"expect": {"contains": ["needs the 'write' grant"]}, "answer": "read only"},
+        ]
+    )
+    assert await manager_for(project).invoke("helper", {"prompt": "look around"}) == "read only"
+    assert not (project / "docs" / "new.md").exists()
 
 
 def test_the_host_tools_are_hidden_built_ins_with_claude_codes_input_schemas(project):

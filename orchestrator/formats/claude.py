@@ -38,9 +38,16 @@ npm scopes (``@axe-core/puppeteer``) are not file references. A ``model``
 that is no alias, ``provider:name`` or Anthropic id is kept as written,
 never guessed: ``check`` warns, and a run fails naming the aliases.
 
-Tool names these files list for Claude Code's own tools (``Read``, ``Grep``,
-``Bash(git:*)``, ``mcp__...``) are kept as data under ``host-tools``: never
-offered to a model, never run. Lower-case names are ours and go to ``tools``.
+Claude Code's own tools that toolcascade runs as built-ins (``Read``,
+``Glob``, ``Grep``, ``LS``, ``Write``, ``Edit``, ``Bash``;
+``orchestrator.hosttools``) go to ``tools`` and are offered to the model;
+a subagent without ``tools`` gets all of them, as Claude Code gives it every
+tool. Reading is confined to the run's folder; ``Write``, ``Edit`` and
+``Bash`` need the ``host-trust`` grant and ask for approval. A permission
+pattern (``Bash(git:*)``) narrows its tool through ``host-rules``. The
+other names (``WebSearch``, ``Task``, ``mcp__...``, a pattern on a reader,
+``Read(src/**)``) are kept as data under ``host-tools``: never offered to a
+model, never run. Lower-case names are ours and go to ``tools``.
 Other fields (``color``, ``permissionMode``, ...) are kept as data under
 ``format-fields``. Model aliases go through ``orchestrator.formats.ALIASES``.
 """
@@ -54,7 +61,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..hosttools import GRANT, RULES, offer
+from ..hosttools import GRANT, IMPLEMENTED_ORDER, RULES, offer
 from .fences import Code, shell_blocks
 from .fields import (
     Adapted,
@@ -96,7 +103,8 @@ _LENIENT = (
     "a YAML list in `description` or `argument-hint` is the text written"
 )
 _HOST_ONLY = (
-    "Claude Code's tools (`Read`, `Bash(git:*)`, `mcp__…`) are kept as `host-tools`: never offered, never a failure; "
+    "Claude Code's tools we do not run (`WebSearch`, `Task`, `mcp__…`) are kept as `host-tools`: never offered, never "
+    "a failure (`Read`, `Glob`, `Grep`, `LS`, `Write`, `Edit`, `Bash`, narrowed by `Bash(git:*)`, run as built-ins); "
     "`@file`, `` !`cmd` `` and ```` ```! ```` blocks stay text, reported by `check`"
 )
 
@@ -333,7 +341,9 @@ class ClaudeAgent:
         "`.claude/agents/*.md`, a plugin's `agents/*.md` (as `P:name`; a plugin is `plugins/P/` or a folder with "
         "`.claude-plugin/plugin.json`): `name`, `description`, `tools`, `model`; other fields kept as data",
         'an agent: the body is the system prompt, `{"prompt": ...}` the user message; our tools '
-        "(`mcp__toolcascade__NAME` too) offered; `model` an alias or Anthropic id, else `inherit`; "
+        "(`mcp__toolcascade__NAME` too) and Claude Code's `Read`, `Glob`, `Grep`, `LS`, `Write`, `Edit`, `Bash` "
+        "offered (all of them without `tools`; reading confined to the project, writing and `Bash` need "
+        "`host-trust` and approval); `model` an alias or Anthropic id, else `inherit`; "
         "an unknown name fails naming the aliases",
         _LENIENT,
         _HOST_ONLY,
@@ -358,8 +368,10 @@ class ClaudeAgent:
         mapping += model_map
         metadata.update(tools)
         mapping += tool_map
-        if "tools" not in front:
-            mapping.append(Mapped("tools", None, "absent: Claude Code offers every tool; toolcascade offers none"))
+        if "tools" not in front:  # Claude Code's rule: a subagent without tools gets every tool
+            metadata["tools"] = list(IMPLEMENTED_ORDER)
+            note = f"absent: every Claude Code tool toolcascade runs ({', '.join(IMPLEMENTED_ORDER)}), as Claude Code"
+            mapping.append(Mapped("tools", "tools", note + " offers every tool; writing and Bash need a grant"))
         metadata["params"] = {
             "type": "object",
             "properties": {"prompt": {"type": "string", "description": f"The task for the {name} agent."}},
