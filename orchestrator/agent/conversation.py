@@ -15,6 +15,7 @@ from ..sessions import check_unchanged
 
 if TYPE_CHECKING:
     from ..context import Context
+    from ..instructions import AgentInstructions
 
 ROLES = ("system", "user", "assistant", "tool")
 """Roles a message of a (rewritten) conversation may have."""
@@ -73,16 +74,32 @@ class Conversation:
     request's own copy: set it to ``request()`` to send the rewritten list now.
     """
 
-    __slots__ = ("preamble", "messages", "rewritten")
+    __slots__ = ("preamble", "messages", "rewritten", "instructions")
 
-    def __init__(self, preamble: list[dict[str, Any]], messages: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        preamble: list[dict[str, Any]],
+        messages: list[dict[str, Any]],
+        instructions: AgentInstructions | None = None,
+    ) -> None:
         self.preamble = preamble
         self.messages = messages
         self.rewritten = False
+        self.instructions = instructions
 
     def request(self) -> list[dict[str, Any]]:
-        """A new list of every message to send: the preamble, then the conversation."""
-        return [*self.preamble, *self.messages]
+        """A new list of every message to send: the preamble, then the conversation.
+
+        With ``instructions`` (``orchestrator.instructions``), the instruction
+        files that apply follow the preamble's system messages, and those a
+        tool call brings in follow that call's results. They are derived on
+        every request, never stored: not in the preamble, not in the session.
+        """
+        if self.instructions is None:
+            return [*self.preamble, *self.messages]
+        lead = next((i for i, m in enumerate(self.preamble) if m.get("role") != "system"), len(self.preamble))
+        woven = self.instructions.weave(self.messages)
+        return [*self.preamble[:lead], *self.instructions.system, *self.preamble[lead:], *woven]
 
     def rewrite(self, messages: Sequence[Mapping[str, Any]]) -> None:
         """Replace the conversation (not the preamble) for the rest of the run and the session.

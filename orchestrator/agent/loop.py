@@ -84,6 +84,7 @@ from ..errors import (
     OrchestratorError,
     ReturnsValidationError,
 )
+from ..instructions import agent_instructions
 from ..interrupts import RESUMING as RESUMING  # re-exported: the key was defined here
 from ..interrupts import Suspension
 from ..options import extract_options
@@ -219,7 +220,7 @@ class Agent:
         turn: dict[str, Any] | None = None
         if resumed is not None:  # continue a suspended run from its saved state (orchestrator.interrupts)
             state, decision = resumed["state"], resumed["decision"]
-            self.conversation = Conversation(state["preamble"], state["messages"])
+            self.conversation = Conversation(state["preamble"], state["messages"], agent_instructions(ctx, self.wire))
             self.conversation.rewritten = bool(state["rewritten"])
             if saver is not None:
                 await saver.resume(int(state["saved"]))
@@ -234,6 +235,7 @@ class Agent:
             self.conversation = Conversation(
                 preamble(ctx, self.structured.instruction() if self.structured is not None else None),
                 [*history, {"role": "user", "content": prompt_content(ctx, str(render_prompt(ctx)))}],
+                agent_instructions(ctx, self.wire),  # instruction files beside the code (issue 30)
             )
             iteration, self.errors, self.choice_now, self.answering = 1, 0, self.choice, False
         conversation = self.conversation

@@ -1,0 +1,1 @@
+export function View() { return null }

@@ -1,0 +1,2 @@
+def sample() -> int:
+    return 1
