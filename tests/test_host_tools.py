@@ -3,7 +3,8 @@
 The project in ``tests/formats/hosttools`` is copied to tmp_path for every
 test: two subagents (``reader``: ``Read, Grep``; ``committer``: ``Read,
 Write, Edit, Bash(git:*), WebSearch``; ``helper``: no ``tools``), a command (``outline``: ``Glob, LS,
-Read``), ``docs/notes.md`` and ``src/app.py``. The run's folder (the
+Read``), a Copilot prompt file (``find-code``: ``codebase, fetch,
+runInTerminal``), ``docs/notes.md`` and ``src/app.py``. The run's folder (the
 project) is where host tools read; models are scripted through
 ``TOOLCASCADE_MODEL_ALIASES``.
 """
@@ -109,6 +110,20 @@ def test_the_host_tools_are_hidden_built_ins_with_claude_codes_input_schemas(pro
     assert not {"Read", "Bash"} & {info.ref for info in manager_for(project).list_tools()}
 
 
+async def test_a_copilot_prompt_files_vs_code_tools_map_onto_the_built_ins(project, scripted):
+    prompt = manager_for(project).find_tool("find-code")
+    assert prompt.metadata["tools"] == ["Grep", "Glob", "Read", "Bash"]
+    assert prompt.metadata["host-tools"] == ["fetch"]
+    scripted(
+        [
+            {"expect": {"tools": ["Bash", "Glob", "Grep", "Read"]}, **call("Grep", pattern="def greet")},
+            {"expect": {"contains": ["src/app.py"]}, **call("Read", file_path="src/app.py", limit=1)},
+            {"expect": {"contains": ["def greet(name):"]}, "answer": "src/app.py:1"},
+        ]
+    )
+    assert await manager_for(project).invoke("find-code", {"input": "greet"}) == "src/app.py:1"
+
+
 # -- end to end: a subagent reads and answers ---------------------------------------------
 
 
@@ -191,7 +206,7 @@ async def test_glob_grep_and_ls_search_the_project(project):
     assert around == f"docs/notes.md:3:The launch code is {SECRET}.\ndocs/notes.md:4:Ship it on Friday."
     assert await manager.invoke("Grep", {"pattern": "Ship", "type": "py"}) == "No matches found"
     listing = await manager.invoke("LS", {"ignore": ["src"]})
-    assert listing.splitlines() == ["./", "  .claude/", "  docs/"]
+    assert listing.splitlines() == ["./", "  .claude/", "  .github/", "  docs/"]
 
 
 # -- writing and running need a grant, then approval ----------------------------------------------

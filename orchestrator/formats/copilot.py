@@ -14,12 +14,16 @@
   other name is kept as written, never guessed: ``check`` warns and a run
   fails naming the aliases (an alias of that name makes it run). Without a
   model the result is the substituted prompt, as for our own template tools.
-- ``tools``: VS Code's own tools and tool sets (``codebase``, ``editFiles``,
-  ``fetch``, ``githubRepo``, ``search``, ...), MCP tools (``server/tool``,
-  ``mcp__...``) and every name ours cannot be (``terminalCommand``,
-  ``Microsoft Docs``: ours are lower case) are kept as data under
-  ``host-tools``: never offered to a model, never run. Other names are taken
-  as our tools.
+- ``tools``: VS Code's tools whose work toolcascade's host built-ins do map
+  onto them by ``VSCODE_HOST_TOOLS`` (``codebase``, ``search``, ``readFile``
+  -> ``Read``/``Grep``/``Glob``; ``editFiles`` -> ``Edit``, ``Write``;
+  ``runInTerminal`` -> ``Bash``), confined and gated as
+  ``orchestrator.hosttools`` says. VS Code's other tools and tool sets
+  (``fetch``, ``githubRepo``, ``problems``, ...), MCP tools
+  (``server/tool``, ``mcp__...``) and every name ours cannot be
+  (``terminalCommand``, ``Microsoft Docs``: ours are lower case) are kept as
+  data under ``host-tools``: never offered to a model, never run. Other
+  names are taken as our tools.
 - What is typed after ``/name`` is the ``input`` arg (default ``""``), added
   after the prompt as the request, as VS Code sends it.
 - ``${input:name}`` and ``${input:name:placeholder}`` become required string
@@ -39,6 +43,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..hosttools import GRANT
 from .fences import Code
 from .fields import (
     Adapted,
@@ -106,6 +111,27 @@ VSCODE_TOOLS = frozenset(
         "web",
     }
 )
+VSCODE_HOST_TOOLS: dict[str, tuple[str, ...]] = {
+    "codebase": ("Grep", "Glob", "Read"),
+    "search": ("Glob", "Grep"),
+    "textSearch": ("Grep",),
+    "fileSearch": ("Glob",),
+    "readFile": ("Read",),
+    "listDirectory": ("LS",),
+    "read": ("Read",),
+    "editFiles": ("Edit", "Write"),
+    "createFile": ("Write",),
+    "edit": ("Edit", "Write"),
+    "runInTerminal": ("Bash",),
+    "runCommands": ("Bash",),
+    "execute": ("Bash",),
+}
+"""VS Code's tools (and tool sets) whose work toolcascade's host built-ins do (``orchestrator.hosttools``).
+
+``codebase`` (VS Code's search of the workspace by meaning) becomes text and
+path search plus reading: the model finds what it needs the way a Claude Code
+subagent does. ``fetch`` and the rest stay VS Code's.
+"""
 _OURS = re.compile(r"^[a-z0-9][a-z0-9_-]*(?::[a-z0-9][a-z0-9_-]*)*$")
 """Our tool names: lower case, digits, ``-`` and ``_`` (``summarize``, ``git:commit``); anything else is VS Code's."""
 
@@ -189,8 +215,9 @@ class CopilotPrompt:
         "`model`, an agent, else the substituted prompt; an unknown model fails naming the aliases",
         "frontmatter that is not strict YAML is read key by key, with a warning; a YAML list in `description` "
         "is the text written",
-        "VS Code's tools (`codebase`, `terminalCommand`, `Microsoft Docs`, `server/tool`) are kept as "
-        "`host-tools`: never offered, never a failure; `${selection}`, `${file}`, `#file:` and file links "
+        "VS Code's tools we do not run (`fetch`, `terminalCommand`, `Microsoft Docs`, `server/tool`) are kept as "
+        "`host-tools`: never offered, never a failure (`codebase`, `search`, `editFiles`, `runInTerminal` run as "
+        "the `Read`/`Grep`/`Glob`, `Edit`/`Write` and `Bash` built-ins); `${selection}`, `${file}`, `#file:` and file links "
         "stay text, reported by `check`",
     )
 
@@ -277,13 +304,27 @@ def _model(
 def _tools(
     front: Mapping[str, Any], name: str, path: Path, metadata: dict[str, Any], mapping: list[Mapped]
 ) -> list[str]:
-    """``tools``: ours to ``tools`` (offered to the model), VS Code's to ``host-tools``; returns the host's."""
+    """``tools``: ours and the built-ins VS Code's names map onto to ``tools``, the rest to ``host-tools``.
+
+    Returns the names kept as the host's.
+    """
     names = name_list(front, "tools", tool=name, path=path)
     ours = [n for n in names if not _is_host(n)]
     host = [n for n in names if _is_host(n)]
+    built_in: list[str] = []
+    for vscode in [n for n in host if n in VSCODE_HOST_TOOLS]:
+        host.remove(vscode)
+        built_in += [tool for tool in VSCODE_HOST_TOOLS[vscode] if tool not in built_in]
+        shown = ", ".join(VSCODE_HOST_TOOLS[vscode])
+        note = f"VS Code's {vscode} runs as toolcascade's built-in {shown}"
+        mapping.append(Mapped("tools", "tools", note, lossless=vscode != "codebase"))
+    if ours or built_in:
+        metadata["tools"] = [*ours, *built_in]
     if ours:
-        metadata["tools"] = ours
         mapping.append(Mapped("tools", "tools", f"our tools, offered to the model: {', '.join(ours)}"))
+    if built_in:
+        note = "reading confined to the project folder; writing and running commands need the "
+        mapping.append(Mapped("tools", "tools", note + f"{GRANT} grant and approval"))
     if host:
         metadata[HOST_TOOLS] = host
         mapping.append(
