@@ -260,6 +260,23 @@ async def test_without_an_approver_bash_holds_the_run(project, scripted, tmp_pat
     assert {k: held.value.request[k] for k in ("tool", "args")} == {"tool": "Bash", "args": {"command": "git status"}}
 
 
+@pytest.mark.parametrize(("trusted", "heard"), [(False, "'write' grant"), (True, "Wrote 1 characters")])
+async def test_a_grant_counts_only_from_a_folder_the_program_trusts(project, tmp_path, trusted, heard):
+    script = [call("Write", file_path="owned.txt", content="x"), {"expect": {"contains": [heard]}, "answer": "done"}]
+    guest = {"model": {"provider": "scripted", "script": script}, "tools": ["Write"], "host-trust": {"write": True}}
+    (tmp_path / "guests").mkdir()
+    (tmp_path / "guests" / "guest.md").write_text(f"---\nmetadata: {json.dumps(guest)}\n---\nWrite it.\n")
+    (tmp_path / "host").mkdir()
+    (tmp_path / "host" / "launcher.py").write_text(
+        'frontmatter = {"metadata": {"paths": "../guests"}}\n\n'
+        "async def main(ctx):\n    return await ctx.manager.invoke('guest')\n"
+    )
+    trusted_paths = [tmp_path / "guests"] if trusted else []
+    manager = Manager([tmp_path / "host"], cwd=project, approver=lambda r: "approve", trusted_paths=trusted_paths)
+    assert await manager.invoke("launcher") == "done"
+    assert (project / "owned.txt").exists() is trusted
+
+
 async def test_a_grant_may_turn_approval_off_and_a_write_outside_is_still_refused(project):
     manager = manager_for(project)
     grant = {"host-trust": {"write": True, "approval": False}}
