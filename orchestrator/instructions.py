@@ -443,12 +443,14 @@ def instruction_problems(cwd: Path, paths: Iterable[Path] = (), limits: Limits =
 class AgentInstructions:
     """The instructions of one agent run: its system messages, and those its tool calls bring in later.
 
-    ``weave`` is called for every request with the conversation as it
-    stands: after the tool results of the turn whose call first brings an
-    instruction in (its tool, or a file its arguments name that a glob
-    matches) it inserts that instruction as a system message. So a
-    continued session or a resumed run gets them at the same places, and
-    a conversation rewritten without that call no longer has it.
+    ``system`` are the messages of the files that apply from the start
+    (``Conversation.begin`` puts them in the preamble). ``weave`` is called
+    for every request with the conversation as it stands: after the tool
+    results of the turn whose call first brings an instruction in (its
+    tool, or a file its arguments name that a glob matches) it inserts that
+    instruction as a system message. So a continued session or a resumed
+    run gets them at the same places; one whose call a rewrite (``compact``)
+    removed stays, ahead of the conversation.
     """
 
     def __init__(
@@ -476,6 +478,7 @@ class AgentInstructions:
         out: list[dict[str, Any]] = []
         added: set[str] = set()
         fresh: list[Verdict] = []
+        kept = [i for i in self.pending if i.file in self.announced]  # brought in earlier in this run
         index = 0
         while index < len(messages):
             message = messages[index]
@@ -497,7 +500,8 @@ class AgentInstructions:
                     fresh.append(Verdict(instruction.file, instruction.host, True, reason, "after-call"))
         if fresh:
             self.announce(fresh)
-        return out
+        # a call rewritten away (compact) keeps what it brought in, ahead of the conversation
+        return [*(_message(i) for i in kept if i.file not in added), *out]
 
     def _bring(self, calls: Sequence[Mapping[str, Any]]) -> list[tuple[Instruction, str]]:
         """The pending instructions a turn's calls bring in, each with why (memoised by call)."""

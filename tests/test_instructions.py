@@ -7,6 +7,7 @@ offline scripted model; a ``model-pipeline`` middleware records each request.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 import yaml
 
 from orchestrator import ConfigurationError, Manager
+from orchestrator.errors import Interrupted
 from orchestrator.events import Event
 from orchestrator.instructions import explain_instructions, instruction_problems, project_root
 
@@ -33,6 +35,36 @@ frontmatter = {"description": "{name}", "metadata": {"params": {
     "type": "object", "properties": {"path": {"type": "string"}, "command": {"type": "string"}}}}}
 def main(ctx):
     return "{name} done"
+"""
+
+# holds a call until a resumed run carries a decision (as the approval middleware does)
+HOLD = """
+from orchestrator.approval import take_decision
+from orchestrator.errors import ApprovalRequired
+frontmatter = {"role": "middleware", "metadata": {"params": {"type": "object"}}}
+async def main(ctx):
+    if take_decision() is None:
+        raise ApprovalRequired("needs approval", request={"tool": ctx.target.tool.name}, tool=ctx.target.tool.name)
+    return await ctx.target.manager.next()
+"""
+# records each request in requests.jsonl beside it, for a run resumed by another manager
+LOGGER = """
+import json
+from pathlib import Path
+async def main(ctx):
+    with open(Path(__file__).with_name("requests.jsonl"), "a") as out:
+        out.write(json.dumps(ctx.target.args["messages"]) + "\\n")
+    return await ctx.target.manager.next()
+"""
+# rewrites the conversation once it holds a tool result: the call and its result become one assistant message
+FORGET = """
+async def main(ctx):
+    conversation = ctx.target.locals["conversation"]
+    if any(m["role"] == "tool" for m in conversation.messages):
+        conversation.rewrite([conversation.messages[0], {"role": "assistant", "content": "I ran the shell."}])
+        ctx.target.args = {**ctx.target.args, "messages": conversation.request()}
+    ctx.nonlocals.setdefault("requests", []).append(list(ctx.target.args["messages"]))
+    return await ctx.target.manager.next()
 """
 
 
@@ -293,3 +325,42 @@ def test_a_link_out_of_the_project_is_never_read(project, tmp_path):
     assert [p.message for p in instruction_problems(project) if p.path == str(project / "AGENTS.md")] == [
         "it links to a file outside the project: never read"
     ]
+
+
+async def test_a_resumed_run_keeps_its_instructions_once_and_weaves_the_tool_triggered_one(project, tmp_path):
+    (project / "tools" / "hold.py").write_text(HOLD)
+    (project / "tools" / "guarded.py").write_text(
+        TOOL.replace("{name}", "guarded").replace('"metadata": {', '"metadata": {"hold": {}, ', 1)
+    )
+    (project / ".toolcascade" / "instructions" / "guarded.md").write_text(
+        "---\napplies-to-tools: [guarded]\n---\nGuarded: say what you changed.\n"
+    )
+    script = [{"calls": [{"name": "guarded", "arguments": {"command": "deploy"}}]}, "deployed"]
+    (project / "tools" / "logger.py").write_text(LOGGER)
+    agent(project, "deployer", script, tools=["guarded"], **{"model-pipeline": {"logger": {}}}, **ALL)
+    db = tmp_path / "sessions.db"
+    with pytest.raises(Interrupted) as caught:
+        await Manager([project / "tools"], cwd=project, sessions=db).invoke("deployer", {"file": "src/app.py"})
+    manager = Manager([project / "tools"], cwd=project, sessions=db)
+    assert await manager.resume(caught.value.token, "approve") == "deployed"
+    requests = [json.loads(line) for line in (project / "tools" / "requests.jsonl").read_text().splitlines()]
+    last = requests[-1]
+    assert len(requests) == 2
+    assert sum(text.startswith("Instructions from AGENTS.md") for text in systems(last)) == 1
+    assert last[-1]["content"].startswith("Instructions from .toolcascade/instructions/guarded.md")
+    assert last[-2] == {"role": "tool", "tool_call_id": "call_1_1", "name": "guarded", "content": "guarded done"}
+
+
+async def test_a_conversation_rewritten_without_the_call_keeps_what_it_brought_in(project):
+    (project / "tools" / "forget.py").write_text(FORGET)
+    script = [
+        {"calls": [{"name": "shell", "arguments": {"command": "ls"}}]},
+        {"answer": "done", "expect": {"contains": "quote every path"}},
+    ]
+    agent(project, "forgetful", script, tools=["shell"], **{"model-pipeline": {"forget": {}}}, **ALL)
+    box: dict[str, Any] = {}
+    manager = Manager([project / "tools"], cwd=project)
+    assert await manager.invoke("forgetful", {"file": "x"}, context={"nonlocals": box}) == "done"
+    last = box["requests"][-1]
+    assert [m["role"] for m in last[-3:]] == ["system", "user", "assistant"]
+    assert last[-3]["content"].startswith("Instructions from .toolcascade/instructions/shell.md")

@@ -87,19 +87,29 @@ class Conversation:
         self.rewritten = False
         self.instructions = instructions
 
+    @classmethod
+    def begin(
+        cls, preamble: list[dict[str, Any]], messages: list[dict[str, Any]], instructions: AgentInstructions | None
+    ) -> Conversation:
+        """A new run's conversation: the instruction files that apply join the preamble, after its system messages.
+
+        A resumed run is given its saved preamble, which holds them already.
+        """
+        if instructions is not None and instructions.system:
+            lead = next((i for i, m in enumerate(preamble) if m.get("role") != "system"), len(preamble))
+            preamble = [*preamble[:lead], *instructions.system, *preamble[lead:]]
+        return cls(preamble, messages, instructions)
+
     def request(self) -> list[dict[str, Any]]:
         """A new list of every message to send: the preamble, then the conversation.
 
-        With ``instructions`` (``orchestrator.instructions``), the instruction
-        files that apply follow the preamble's system messages, and those a
-        tool call brings in follow that call's results. They are derived on
-        every request, never stored: not in the preamble, not in the session.
+        With ``instructions`` (``orchestrator.instructions``), each instruction
+        a tool call brought in follows that call's results. They are woven in
+        on every request, never stored in the conversation or the session.
         """
         if self.instructions is None:
             return [*self.preamble, *self.messages]
-        lead = next((i for i, m in enumerate(self.preamble) if m.get("role") != "system"), len(self.preamble))
-        woven = self.instructions.weave(self.messages)
-        return [*self.preamble[:lead], *self.instructions.system, *self.preamble[lead:], *woven]
+        return [*self.preamble, *self.instructions.weave(self.messages)]
 
     def rewrite(self, messages: Sequence[Mapping[str, Any]]) -> None:
         """Replace the conversation (not the preamble) for the rest of the run and the session.

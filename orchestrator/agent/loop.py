@@ -232,7 +232,7 @@ class Agent:
         else:
             history = await saver.load() if saver is not None else []
             self.history = len(history)
-            self.conversation = Conversation(
+            self.conversation = Conversation.begin(
                 preamble(ctx, self.structured.instruction() if self.structured is not None else None),
                 [*history, {"role": "user", "content": prompt_content(ctx, str(render_prompt(ctx)))}],
                 agent_instructions(ctx, self.wire),  # instruction files beside the code (issue 30)
