@@ -260,6 +260,21 @@ async def test_without_an_approver_bash_holds_the_run(project, scripted, tmp_pat
     assert {k: held.value.request[k] for k in ("tool", "args")} == {"tool": "Bash", "args": {"command": "git status"}}
 
 
+async def test_a_held_write_runs_once_when_the_run_is_resumed_with_approval(project, scripted, tmp_path):
+    scripted(
+        [
+            call("Write", file_path="STATUS.md", content="resumed\n"),
+            {"expect": {"contains": ["Wrote 8 characters to STATUS.md"]}, "answer": "written"},
+        ]
+    )
+    manager = manager_for(project, sessions=tmp_path / "s.db")
+    with pytest.raises(Interrupted) as held:
+        await manager.invoke("committer", {"prompt": "record"}, overrides=GRANT)
+    assert not (project / "STATUS.md").exists()
+    assert await manager.resume(held.value.token, "approve") == "written"
+    assert (project / "STATUS.md").read_text() == "resumed\n"
+
+
 @pytest.mark.parametrize(("trusted", "heard"), [(False, "'write' grant"), (True, "Wrote 1 characters")])
 async def test_a_grant_counts_only_from_a_folder_the_program_trusts(project, tmp_path, trusted, heard):
     script = [call("Write", file_path="owned.txt", content="x"), {"expect": {"contains": [heard]}, "answer": "done"}]
