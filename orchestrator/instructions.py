@@ -4,7 +4,8 @@ The files developers keep for their coding agents, read as their hosts read
 them (the host names are what ``instructions: {hosts: [...]}`` takes):
 
 - ``agents``: ``AGENTS.md`` in the working folder and each folder above it
-  up to the project root; ``claude``: ``CLAUDE.md`` the same way. Always
+  up to the project root; ``claude``: ``CLAUDE.md``, ``.claude/CLAUDE.md``
+  and ``CLAUDE.local.md`` the same way. Always
   applied, the root's first and the working folder's last (the nearest
   wins when they disagree, as both hosts say).
 - ``copilot``: ``.github/copilot-instructions.md`` (always) and
@@ -70,6 +71,12 @@ _KEYS = {
     "cursor": ("alwaysApply", "globs", "description"),
     "toolcascade": ("applies-to-tools", "globs", "description"),
 }
+_NEAREST = (
+    ("agents", "AGENTS.md"),
+    ("claude", "CLAUDE.md"),
+    ("claude", ".claude/CLAUDE.md"),
+    ("claude", "CLAUDE.local.md"),  # a person's own, untracked
+)
 _ALWAYS = frozenset({"**", "**/*"})
 _KEY_LINE = re.compile(r"^([A-Za-z][\w-]*):[ \t]*(.*?)[ \t]*$")
 
@@ -154,7 +161,7 @@ def discover(cwd: Path, root: Path) -> list[tuple[str, Path]]:
     chain = [cwd, *(p for p in cwd.parents if p.is_relative_to(root))] if cwd.is_relative_to(root) else [cwd]
     found: list[tuple[str, Path]] = []
     for folder in reversed(chain):
-        found += [(host, folder / name) for host, name in (("agents", "AGENTS.md"), ("claude", "CLAUDE.md"))]
+        found += [(host, folder / name) for host, name in _NEAREST]
     found.append(("copilot", root / ".github" / "copilot-instructions.md"))
     for host, folder, pattern in (
         ("copilot", root / ".github" / "instructions", "*"),

@@ -135,6 +135,14 @@ def test_globstar_braces_and_cursors_unquoted_globs_match_the_files_named(projec
     assert found[".github/instructions/python.instructions.md"].reason == "applyTo '**/*.py' matched tests/helpers.py"
 
 
+def test_claude_reads_its_folder_file_and_the_local_one_too(project):
+    (project / "src" / ".claude").mkdir()
+    (project / "src" / ".claude" / "CLAUDE.md").write_text("Claude in src.\n")
+    (project / "src" / "CLAUDE.local.md").write_text("My own notes.\n")
+    found = [v.file for v in explain_instructions(ALL, {}, project / "src") if v.host in ("agents", "claude")]
+    assert found == ["AGENTS.md", "CLAUDE.md", "src/AGENTS.md", "src/.claude/CLAUDE.md", "src/CLAUDE.local.md"]
+
+
 def test_paths_outside_the_project_name_no_file(project, tmp_path):
     (tmp_path / "outside.py").write_text("x = 1\n")
     found = verdicts(project, {"file": "../outside.py", "other": str(tmp_path / "outside.py")})
@@ -364,3 +372,15 @@ async def test_a_conversation_rewritten_without_the_call_keeps_what_it_brought_i
     last = box["requests"][-1]
     assert [m["role"] for m in last[-3:]] == ["system", "user", "assistant"]
     assert last[-3]["content"].startswith("Instructions from .toolcascade/instructions/shell.md")
+
+
+def test_the_cli_runs_an_agent_with_the_instructions_of_its_working_folder(project, monkeypatch):
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    expect = {"contains": ["make test", "type hints everywhere"]}
+    agent(project, "helper", [{"answer": "done", "expect": expect}], **{"model-pipeline": {}}, **ALL)
+    monkeypatch.chdir(project / "src")
+    result = CliRunner().invoke(cli, ["run", "helper", '{"file": "app.py"}', "--path", str(project / "tools")])
+    assert (result.exit_code, result.output.strip()) == (0, "done")
