@@ -4,7 +4,7 @@ The project in ``tests/formats/hosttools`` is copied to tmp_path for every
 test: two subagents (``reader``: ``Read, Grep``; ``committer``: ``Read,
 Write, Edit, Bash(git:*), WebSearch``; ``helper``: no ``tools``), a command (``outline``: ``Glob, LS,
 Read``), a Copilot prompt file (``find-code``: ``codebase, fetch,
-runInTerminal``), ``docs/notes.md`` and ``src/app.py``. The run's folder (the
+runInTerminal``), ``docs/notes.md`` and ``src/app.js``. The run's folder (the
 project) is where host tools read; models are scripted through
 ``TOOLCASCADE_MODEL_ALIASES``.
 """
@@ -116,12 +116,12 @@ async def test_a_copilot_prompt_files_vs_code_tools_map_onto_the_built_ins(proje
     assert prompt.metadata["host-tools"] == ["fetch"]
     scripted(
         [
-            {"expect": {"tools": ["Bash", "Glob", "Grep", "Read"]}, **call("Grep", pattern="def greet")},
-            {"expect": {"contains": ["src/app.py"]}, **call("Read", file_path="src/app.py", limit=1)},
-            {"expect": {"contains": ["def greet(name):"]}, "answer": "src/app.py:1"},
+            {"expect": {"tools": ["Bash", "Glob", "Grep", "Read"]}, **call("Grep", pattern="function greet")},
+            {"expect": {"contains": ["src/app.js"]}, **call("Read", file_path="src/app.js", limit=1)},
+            {"expect": {"contains": ["export function greet(name) {"]}, "answer": "src/app.js:1"},
         ]
     )
-    assert await manager_for(project).invoke("find-code", {"input": "greet"}) == "src/app.py:1"
+    assert await manager_for(project).invoke("find-code", {"input": "greet"}) == "src/app.js:1"
 
 
 # -- end to end: a subagent reads and answers ---------------------------------------------
@@ -181,8 +181,8 @@ async def test_a_symlink_that_leaves_the_project_is_refused_and_never_searched(p
 
 async def test_read_numbers_lines_and_reads_a_window(project):
     manager = manager_for(project)
-    whole = await manager.invoke("Read", {"file_path": str(project / "src" / "app.py")})
-    assert whole == '     1\tdef greet(name):\n     2\t    return f"hello {name}"'
+    whole = await manager.invoke("Read", {"file_path": str(project / "src" / "app.js")})
+    assert whole == '     1\texport function greet(name) {\n     2\t  return "hello " + name;\n     3\t}'
     part = await manager.invoke("Read", {"file_path": "docs/notes.md", "offset": 3, "limit": 1})
     assert part.startswith(f"     3\tThe launch code is {SECRET}.")
     assert "read on with offset 4" in part
@@ -197,14 +197,14 @@ async def test_read_bounds_its_output(project):
 
 async def test_glob_grep_and_ls_search_the_project(project):
     manager = manager_for(project)
-    assert await manager.invoke("Glob", {"pattern": "**/*.py"}) == "src/app.py"
-    assert await manager.invoke("Glob", {"pattern": "*.py"}) == "No files found"  # the top folder only
-    assert await manager.invoke("Glob", {"pattern": "*.py", "path": "src"}) == "src/app.py"
-    assert await manager.invoke("Grep", {"pattern": "GREET", "-i": True}) == "src/app.py"
+    assert await manager.invoke("Glob", {"pattern": "**/*.js"}) == "src/app.js"
+    assert await manager.invoke("Glob", {"pattern": "*.js"}) == "No files found"  # the top folder only
+    assert await manager.invoke("Glob", {"pattern": "*.js", "path": "src"}) == "src/app.js"
+    assert await manager.invoke("Grep", {"pattern": "GREET", "-i": True}) == "src/app.js"
     assert await manager.invoke("Grep", {"pattern": "Ship", "output_mode": "count"}) == "docs/notes.md:1"
     around = await manager.invoke("Grep", {"pattern": "Ship", "output_mode": "content", "-B": 1, "glob": "*.md"})
     assert around == f"docs/notes.md:3:The launch code is {SECRET}.\ndocs/notes.md:4:Ship it on Friday."
-    assert await manager.invoke("Grep", {"pattern": "Ship", "type": "py"}) == "No matches found"
+    assert await manager.invoke("Grep", {"pattern": "greet", "type": "md"}) == "No matches found"
     listing = await manager.invoke("LS", {"ignore": ["src"]})
     assert listing.splitlines() == ["./", "  .claude/", "  .github/", "  docs/"]
 

@@ -1,2 +1,0 @@
-def greet(name):
-    return f"hello {name}"
