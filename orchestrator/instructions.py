@@ -119,6 +119,10 @@ class Verdict:
     reason: str
     when: str
 
+    def __str__(self) -> str:
+        """One line for a person: ``AGENTS.md (agents): applied: always applied: ...``."""
+        return f"{self.file} ({self.host}): {'applied: ' if self.applied else ''}{self.reason}"
+
 
 def project_root(cwd: Path, paths: Iterable[Path] = ()) -> Path:
     """The root instruction files are read up to: the nearest folder holding ``.git``, else a search path, else cwd."""

@@ -110,6 +110,9 @@ def test_each_hosts_files_are_read_and_each_verdict_says_why(project):
     }
     assert {found[f].host for f in applied} == {"agents", "claude", "copilot", "cursor"}
     assert found[".github/instructions/python.instructions.md"].reason == "applyTo '**/*.py' matched src/app.py"
+    assert str(found[".github/instructions/python.instructions.md"]) == (
+        ".github/instructions/python.instructions.md (copilot): applied: applyTo '**/*.py' matched src/app.py"
+    )
     assert found[".cursor/rules/always.mdc"].reason == "alwaysApply: true"
     assert "matched none of the files the call names (src/app.py)" in found[".cursor/rules/tests.mdc"].reason
     frontend = found[".github/instructions/frontend.instructions.md"]
