@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .approval import decide, plain
 from .errors import ApprovalDenied, ArgsValidationError, ConfigurationError, SecurityError
 from .schema import check
 
@@ -279,6 +278,8 @@ async def approve(ctx: Context, reason: str) -> None:
     Raises:
         ApprovalRequired, ApprovalDenied, ApproverError, ArgsValidationError: as ``approval``.
     """
+    from .approval import decide, plain  # the running layer's: the formats import this module to read names
+
     agent = caller(ctx)
     request: dict[str, Any] = {
         "kind": "call",
