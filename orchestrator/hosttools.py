@@ -19,6 +19,10 @@ subagent or command that lists ``tools: Read, Grep`` gets them for real.
   never set it (their unknown fields are data). Each call then asks for
   approval, as the ``approval`` middleware does, unless ``host-trust`` says
   ``approval: false``.
+- **Commands** run in the run's folder with only ``PASSED_ENV`` of the
+  environment (``PATH``, ``HOME``, ``LANG``...): a model never reads a key
+  through ``echo $OPENAI_API_KEY``. The process has its own session, killed
+  whole at the call's ``timeout``.
 - **Permission patterns.** ``Bash(git:*)`` in a file's ``tools`` narrows
   ``Bash`` as Claude Code's permission rules do: ``git:*`` (or ``git *``)
   allows a command whose words start with ``git``, ``npm test`` exactly
@@ -64,6 +68,10 @@ MAX_LINES = 2_000
 MAX_MATCHES = 100
 MAX_FILE = 2_000_000
 MAX_WALK = 20_000
+MAX_SEARCHED = 200_000_000
+"""Bytes one search (Grep) reads in all before it stops and says so."""
+PASSED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "SHELL", "TZ")
+"""The environment variables a command sees: none that could hold a key (``OPENAI_API_KEY`` stays with the program)."""
 SKIPPED = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv"})
 _RULE = re.compile(r"^([A-Za-z]\w*)\((.*)\)$", re.DOTALL)
 _SHELL = re.compile(r"[;&|<>`\n]|\$\(")
@@ -133,6 +141,14 @@ def walk(ctx: Context, top: Path) -> Iterator[Path]:
                 continue
             if inside:
                 yield path
+
+
+def modified(path: Path) -> float:
+    """A file's modification time, 0 when it went away meanwhile."""
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def read_text(ctx: Context, path: Path, key: str) -> str:
@@ -407,6 +423,7 @@ async def run_command(command: str, words: list[str] | None, folder: Path, timeo
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env={name: os.environ[name] for name in PASSED_ENV if name in os.environ},
         )
     except OSError as exc:
         raise ConfigurationError(f"command {command[:200]!r} cannot start: {exc}", tool="Bash", key="command") from exc

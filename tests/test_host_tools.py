@@ -335,3 +335,10 @@ async def test_bash_without_a_pattern_runs_a_shell_command_with_its_exit_code_an
     assert out == "one\nnotes.md\n\n[exit code 3]"
     slow = await manager.invoke("Bash", {"command": "sleep 5", "timeout": 200}, overrides=grant)
     assert "[killed after 0.2 s" in slow
+
+
+async def test_a_command_never_sees_the_programs_keys(project, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    grant = {"host-trust": {"exec": True, "approval": False}}
+    out = await manager_for(project).invoke("Bash", {"command": 'echo "[$OPENAI_API_KEY]" "$HOME"'}, overrides=grant)
+    assert out == f"[] {os.environ['HOME']}\n"

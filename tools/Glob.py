@@ -7,7 +7,7 @@ searched folder only, ``**/*.md`` at any depth), at most 100, most recently
 modified first; nothing outside the project folder is looked at.
 """
 
-from orchestrator.hosttools import MAX_MATCHES, confine, glob_regex, shown, walk
+from orchestrator.hosttools import MAX_MATCHES, confine, glob_regex, modified, shown, walk
 
 frontmatter = {
     "description": "Finds the project's files whose paths match a glob pattern (**/*.py), newest first.",
@@ -31,7 +31,7 @@ def main(ctx):
     top = confine(ctx, args.get("path", "."), "path")
     regex = glob_regex(args["pattern"])
     found = [path for path in walk(ctx, top) if regex.match(path.relative_to(top).as_posix())]
-    found.sort(key=lambda path: -path.stat().st_mtime)
+    found.sort(key=lambda path: -modified(path))
     lines = [shown(ctx, path) for path in found[:MAX_MATCHES]]
     if len(found) > MAX_MATCHES:
         lines.append(f"[{len(found) - MAX_MATCHES} more: narrow the pattern or the path]")

@@ -12,7 +12,7 @@ project folder (the run's cwd) are searched; output is bounded.
 import re
 
 from orchestrator import ArgsValidationError
-from orchestrator.hosttools import MAX_MATCHES, bounded, confine, matcher, read_text, shown, walk
+from orchestrator.hosttools import MAX_MATCHES, MAX_SEARCHED, bounded, confine, matcher, read_text, shown, walk
 
 frontmatter = {
     "description": (
@@ -57,11 +57,16 @@ def main(ctx):
     mode = args.get("output_mode", "files_with_matches")
     limit = args.get("head_limit", MAX_MATCHES if mode != "content" else 10 * MAX_MATCHES)
     results = []
+    searched = 0
     for path in walk(ctx, top):
         relative = path.relative_to(top).as_posix() if path != top else path.name
         if (wanted and not wanted(relative)) or (kind and path.suffix != f".{kind}"):
             continue
         text = read_text(ctx, path, "path")
+        searched += len(text)
+        if searched > MAX_SEARCHED:
+            results.append(f"[stopped after reading {MAX_SEARCHED:,} bytes: narrow the path, glob or type]")
+            break
         if "\0" in text[:8000]:
             continue  # binary
         results.extend(_found(ctx, path, text, regex, mode, args))
