@@ -53,20 +53,30 @@ def _tools(tool: Tool, meta: dict[str, Any], front: dict[str, Any], lost: list[L
 
     Ours are written ``mcp__toolcascade__NAME`` (Claude Code reaches them
     through ``toolcascade serve`` as its MCP server ``toolcascade``; the
-    adapter reads them back as ours). Another host's tools (Copilot's
+    adapter reads them back as ours). The host tools toolcascade runs as
+    built-ins (``Read``, ``Bash``: ``orchestrator.hosttools``) are Claude
+    Code's own, written by their names, with the permission patterns that
+    narrow them (``Bash(git:*)``). Another host's tools (Copilot's
     ``codebase``) are lost and never written, so no name changes meaning.
     Without a ``tools`` line Claude Code offers every tool it has: that is said too.
     """
     from .formats import SERVED
+    from .hosttools import IMPLEMENTED, IMPLEMENTED_ORDER, RULES
     from .tool import wire_name
 
+    claude = (tool.format or "").startswith("claude-")
     ours = [str(n) for n in meta.pop("tools", None) or []]
     host = [str(n) for n in meta.pop(HOST_TOOLS, None) or []]
-    written = [SERVED + name for name in ours if wire_name(name) == name]
+    rules = meta.pop(RULES, None)
+    if claude and ours == list(IMPLEMENTED_ORDER) and not host:
+        return  # the adapter's reading of a file without a tools line: every tool, written as it was
+    written = [
+        _host_tool(name, rules) if name in IMPLEMENTED else SERVED + name for name in ours if wire_name(name) == name
+    ]
     unreachable = [name for name in ours if wire_name(name) != name]
     if unreachable:
         lost.append(Lost("tools", f"{', '.join(unreachable)}: Claude Code cannot name these tools (not written)"))
-    if (tool.format or "").startswith("claude-"):
+    if claude:
         written += host
     elif host:
         lost.append(
@@ -77,8 +87,16 @@ def _tools(tool: Tool, meta: dict[str, Any], front: dict[str, Any], lost: list[L
         )
     if written:
         front["tools"] = ", ".join(written)
-    elif ours or host or not (tool.format or "").startswith("claude-"):
+    else:  # a command's file without tools offers none here; a subagent without them gets every tool
         lost.append(Lost("tools", "no tools line: Claude Code offers the subagent every tool it has"))
+
+
+def _host_tool(name: str, rules: Any) -> str:
+    """A host tool as Claude Code names it: ``Bash``, or ``Bash(git:*), Bash(npm test)`` when patterns narrow it."""
+    patterns = rules.get(name) if isinstance(rules, Mapping) else None
+    if not patterns:
+        return name
+    return ", ".join(f"{name}({pattern})" for pattern in ([patterns] if isinstance(patterns, str) else patterns))
 
 
 def _model(meta: dict[str, Any], front: dict[str, Any], lost: list[Lost]) -> None:

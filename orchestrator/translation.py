@@ -162,7 +162,9 @@ def format_fields(tool: Tool, meta: dict[str, Any], lost: list[Lost], written: s
 
 def report_rest(meta: dict[str, Any], lost: list[Lost], generated: tuple[str, ...], tool: Tool) -> None:
     """Report every key left in ``meta`` as lost (the annotations adapters generate excepted)."""
-    adapter_keys = {FORMAT_FIELDS, HOST_TOOLS, "prompty"}
+    from .hosttools import RULES
+
+    adapter_keys = {FORMAT_FIELDS, HOST_TOOLS, RULES, "prompty"}
     for key, value in meta.items():
         if key == "$static" and isinstance(value, list) and set(value) <= adapter_keys:
             continue

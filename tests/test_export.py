@@ -20,6 +20,7 @@ from orchestrator import ConfigurationError, Manager
 from orchestrator.cli import cli
 from orchestrator.export import export_tool
 from orchestrator.frozen import thaw
+from orchestrator.hosttools import IMPLEMENTED
 
 pytestmark = pytest.mark.anyio
 
@@ -351,7 +352,10 @@ def test_every_fixture_exports_loads_back_and_renders_the_same_or_says_why(tmp_p
     loaded = back.find_tool(back_ref)  # loads back: never a ToolDefinitionError
     assert loaded.format == fmt
     # Every tool it offers is ours, and every host tool it names is kept as data: nothing fails to run for them.
-    assert not set(loaded.metadata.get("tools") or ()) - set(tool.metadata.get("tools") or ())
+    offered = set(loaded.metadata.get("tools") or ()) - set(tool.metadata.get("tools") or ())
+    if "tools" in lost:  # no tools line, and said so: Claude Code's own tools, which we run too, come back
+        offered -= IMPLEMENTED
+    assert not offered
     explained = lost & set(REQUEST_FIELDS) or any(field.startswith("messages") for field in lost)
     if not explained:  # nothing said about the request: it must be the same
         args = sample_args(thaw(tool.metadata.get("params")))
@@ -366,12 +370,14 @@ def test_export_claude_agent_never_writes_another_hosts_tools(tmp_path):
     exported = export_tool(tool, "claude-agent")
     head = exported.text.split("\n---\n", 1)[0]
     assert "codebase" not in head and "editFiles" not in head
-    assert "\ntools: mcp__toolcascade__summarize\n" in head + "\n"
+    assert "github/*" not in head  # VS Code's own, which we do not run
+    # codebase and editFiles run as our host tools: Claude Code's own Grep, Glob, Read, Edit and Write there
+    assert "\ntools: mcp__toolcascade__summarize, Grep, Glob, Read, Edit, Write\n" in head + "\n"
     lost = {item.field: item.why for item in exported.lost}
-    assert "not written" in lost["host-tools"] and "codebase" in lost["host-tools"]
+    assert "not written" in lost["host-tools"] and "github/*" in lost["host-tools"]
     back, ref = exported_back(tmp_path, tool.name, exported)
     loaded = back.find_tool(ref)
-    assert list(loaded.metadata["tools"]) == ["summarize"] and "host-tools" not in loaded.metadata
+    assert list(loaded.metadata["tools"]) == list(tool.metadata["tools"]) and "host-tools" not in loaded.metadata
 
 
 def test_export_claude_agent_says_when_no_tools_line_widens_what_claude_code_offers(write, tmp_path):
@@ -570,3 +576,19 @@ async def test_export_prompty_writes_a_thread_input_back_as_a_thread(tmp_path, w
     back = await Manager([tmp_path / "b"]).invoke("relay", args, overrides=plain)
     assert back == await first.invoke("relay", args, overrides=plain)
     assert [message["role"] for message in back] == ["system", "user", "assistant", "user"]
+
+
+def test_export_claude_agent_writes_the_host_tools_we_run_by_claude_codes_names(write, tmp_path):
+    write(
+        "p/.claude/agents/tester.md",
+        "---\nname: tester\ndescription: Runs git.\ntools: Bash(git:*), Read, WebSearch\n---\nRun.\n",
+    )
+    write("p/.claude/agents/open.md", "---\nname: open\ndescription: Every tool.\n---\nRun.\n")
+    write("p/tools/reader.md", "---\ndescription: Reads.\nmetadata:\n  tools: [Read, Grep]\n---\n{{ args.prompt }}\n")
+    manager = Manager([tmp_path / "p" / "tools", tmp_path / "p"])
+    narrowed = export_tool(manager.find_tool("tester"), "claude-agent")
+    assert "\ntools: Bash(git:*), Read, WebSearch\n" in narrowed.text and narrowed.lost == ()
+    every = export_tool(manager.find_tool("open"), "claude-agent")  # no tools line, as the file had none
+    assert "tools:" not in every.text and not [item for item in every.lost if item.field == "tools"]
+    ours = export_tool(manager.find_tool("reader"), "claude-agent")
+    assert "\ntools: Read, Grep\n" in ours.text and "mcp__toolcascade__Read" not in ours.text
