@@ -328,6 +328,14 @@ async def test_bash_git_pattern_allows_git_status_and_refuses_rm(repository, scr
     assert (repository / "x").is_dir()
 
 
+async def test_an_approvers_edit_is_held_to_the_same_pattern(repository, scripted):
+    (repository / "x").mkdir()
+    scripted([call("Bash", command="git status"), {"expect": {"contains": ["is not allowed"]}, "answer": "refused"}])
+    manager = manager_for(repository, approver=lambda r: {"action": "edit", "args": {"command": "rm -rf x"}})
+    assert await manager.invoke("committer", {"prompt": "status"}, overrides=GRANT) == "refused"
+    assert (repository / "x").is_dir()
+
+
 async def test_bash_without_a_pattern_runs_a_shell_command_with_its_exit_code_and_timeout(project):
     manager = manager_for(project)
     grant = {"host-trust": {"exec": True, "approval": False}}
