@@ -20,11 +20,19 @@ What maps:
   mustache`` back.
 - **claude-agent** (``.claude/agents/NAME.md``): ``name``, ``description``,
   ``tools`` (ours as ``mcp__toolcascade__NAME``, the name Claude Code gives
-  them through ``toolcascade serve``, read back as ours; Claude Code's own
-  when the tool came from a Claude Code file; another host's never), ``model``
+  them through ``toolcascade serve``, read back as ours; the host tools we
+  run as built-ins, ``Read`` or ``Bash(git:*)``, by Claude Code's own names;
+  Claude Code's others when the tool came from a Claude Code file; another
+  host's never), ``model``
   (an alias of ``orchestrator.formats.aliases()`` when one names it); the
   body is the system prompt. A subagent's user message is the caller's task,
   so only a tool whose prompt is ``{{ args.prompt }}`` maps without loss.
+
+``params`` and ``returns`` in Picoschema shorthand are written as the JSON
+Schema they mean (``schema.json_schema``). A Prompty file's sections are
+written as its author wrote them (``formats.prompty.authored``): without the
+``|default('')`` reads and history markers its adapter adds, a thread
+input as ``kind: thread``.
 
 A field reported lost is never written. Body lines that would read back as
 Prompty role markers (``TOOLS:``, ``# Human:``) are written as jinja2
