@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator import ApprovalDenied, Interrupted, Manager, SecurityError
+from orchestrator import ApprovalDenied, ConfigurationError, Interrupted, Manager, SecurityError
 from orchestrator.cli import cli
 
 pytestmark = pytest.mark.anyio
@@ -205,6 +205,8 @@ async def test_glob_grep_and_ls_search_the_project(project):
     around = await manager.invoke("Grep", {"pattern": "Ship", "output_mode": "content", "-B": 1, "glob": "*.md"})
     assert around == f"docs/notes.md:3:The launch code is {SECRET}.\ndocs/notes.md:4:Ship it on Friday."
     assert await manager.invoke("Grep", {"pattern": "greet", "type": "md"}) == "No matches found"
+    with pytest.raises(ConfigurationError, match="not a folder"):
+        await manager.invoke("LS", {"path": "docs/notes.md"})
     listing = await manager.invoke("LS", {"ignore": ["src"]})
     assert listing.splitlines() == ["./", "  .claude/", "  .github/", "  docs/"]
 

@@ -5,6 +5,7 @@ Args as Claude Code's: ``path`` (the folder; default the project folder) and
 folder (the run's cwd) are listed, symlinks followed first.
 """
 
+from orchestrator import ConfigurationError
 from orchestrator.hosttools import MAX_WALK, bounded, confine, matcher, shown
 
 frontmatter = {
@@ -26,6 +27,10 @@ frontmatter = {
 def main(ctx):
     args = ctx.args
     folder = confine(ctx, args.get("path", "."), "path")
+    if not folder.is_dir():
+        raise ConfigurationError(
+            f"path: {shown(ctx, folder)!r} is not a folder: Read reads a file", tool="LS", key="path"
+        )
     skip = [matcher(glob) for glob in args.get("ignore", [])]
     entries = []
     for index, entry in enumerate(sorted(folder.iterdir())):
