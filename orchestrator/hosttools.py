@@ -69,7 +69,7 @@ MAX_MATCHES = 100
 MAX_FILE = 2_000_000
 MAX_WALK = 20_000
 MAX_SEARCHED = 200_000_000
-"""Bytes one search (Grep) reads in all before it stops and says so."""
+"""Characters one search (Grep) reads in all before it stops and says so."""
 PASSED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "SHELL", "TZ")
 """The environment variables a command sees: none that could hold a key (``OPENAI_API_KEY`` stays with the program)."""
 SKIPPED = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv"})

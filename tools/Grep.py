@@ -65,7 +65,7 @@ def main(ctx):
         text = read_text(ctx, path, "path")
         searched += len(text)
         if searched > MAX_SEARCHED:
-            results.append(f"[stopped after reading {MAX_SEARCHED:,} bytes: narrow the path, glob or type]")
+            results.append(f"[stopped after reading {MAX_SEARCHED:,} characters: narrow the path, glob or type]")
             break
         if "\0" in text[:8000]:
             continue  # binary
