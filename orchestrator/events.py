@@ -31,6 +31,7 @@ KINDS = (
     "approval.request",
     "approval.decision",
     "chain.stopped",
+    "agent.instructions",
 )
 
 
@@ -89,11 +90,16 @@ Listener = Callable[[Event], Any]
 def describe(event: Event) -> str | None:
     """The line for a person about ``event`` (``run --verbose`` prints it on stderr), or None when it needs none.
 
-    ``chain.stopped``: ``cache ended the chain of 'summarize': the tool's body did not run``.
+    ``chain.stopped``: ``cache ended the chain of 'summarize': the tool's body did not run``;
+    ``agent.instructions``: one line per instruction file, applied or not and why.
     """
+    data = event.data
+    if event.kind == "agent.instructions":  # which instruction files apply, and why (orchestrator.instructions)
+        return "\n".join(
+            f"{f['file']} ({f['host']}): {'applied: ' if f['applied'] else ''}{f['reason']}" for f in data["files"]
+        )
     if event.kind != "chain.stopped":
         return None
-    data = event.data
     skipped = ", ".join(data["skipped"])
     head = f"{data['entry']} ended the chain of {event.tool!r}"
     if data["body_ran"]:

@@ -387,3 +387,19 @@ def test_the_cli_runs_an_agent_with_the_instructions_of_its_working_folder(proje
     monkeypatch.chdir(project / "src")
     result = CliRunner().invoke(cli, ["run", "helper", '{"file": "app.py"}', "--path", str(project / "tools")])
     assert (result.exit_code, result.output.strip()) == (0, "done")
+
+
+def test_run_verbose_says_which_instruction_files_applied_and_why(project, monkeypatch):
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    agent(project, "helper", [{"answer": "done"}], **{"model-pipeline": {}}, **ALL)
+    monkeypatch.chdir(project / "src")
+    result = CliRunner().invoke(
+        cli, ["run", "helper", '{"file": "app.py"}', "--path", str(project / "tools"), "--verbose"]
+    )
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stderr.splitlines() if "AGENTS.md (agents)" in line]
+    assert said and said[0].split(": ", 1)[-1]  # the file, its host, and whether and why it applied
+    assert any(line.startswith("AGENTS.md (agents): applied") for line in result.stderr.splitlines())
