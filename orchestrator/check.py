@@ -26,6 +26,7 @@ from .authorities import FOLDER_FILE, load_authority
 from .cascade import make_level
 from .collisions import check_collisions, check_middleware_args, check_replaced
 from .errors import OrchestratorError
+from .formats.rendering import leniency_note
 from .interpolate import has_templates, is_template
 from .loader import KNOWN_KEYS, read_text, split_frontmatter
 from .ordering import build_chain
@@ -236,9 +237,12 @@ def _check_reached(
 
 
 def _check_adapted(manager: Manager, tool: Tool, names: frozenset[str], report: Report, run: Snapshot) -> None:
-    """A file of another format: what its adapter could not carry over, host tools, tools that do not exist."""
+    """A file of another format: what its adapter could not carry over, leniency, host tools, missing tools."""
     for line, message in tool.problems:
         report.warn(tool.path, line, f"{tool.format}: {message}")
+    note = leniency_note(tool.metadata)
+    if note is not None:
+        report.warn(tool.path, None, f"{tool.format}: {note}")
     host = tool.metadata.get("host-tools")
     if host:
         report.warn(

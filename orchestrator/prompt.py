@@ -111,7 +111,7 @@ _CONFIGURING = ("params", "returns", "model", "tools", "system")
 
 def _misspelt(meta: Mapping[str, Any]) -> str | None:
     """``'paramz' is not a tool; did you mean 'params'?`` when a metadata key misses one of those by an edit."""
-    from .check import one_edit_apart  # only when a template already failed
+    from .typos import one_edit_apart  # only when a template already failed
 
     for key in meta:
         for name in _CONFIGURING:

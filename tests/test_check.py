@@ -487,3 +487,10 @@ def test_check_reports_a_missing_partial_with_did_you_mean_and_a_refused_name(ma
     assert [(p.line, p.severity) for p in found] == [(5, "error"), (6, "error")]
     assert "'shared/macro'" in found[0].message and "did you mean 'shared/macros'?" in found[0].message
     assert "'../x'" in found[1].message and "refused" in found[1].message
+
+
+def test_check_notes_that_a_prompty_file_renders_leniently(manager, write):
+    from orchestrator.formats.rendering import NOTE
+
+    write("tools/pet.prompty", "---\nname: pet\ndescription: x\n---\nuser:\nHi {{ pet.name }}\n")
+    assert lines(manager) == [f"{os.path.join('tools', 'pet.prompty')}: warning: prompty: {NOTE}"]
