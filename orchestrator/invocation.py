@@ -3,7 +3,8 @@
 ``invoke`` extracts the ``$`` options, checks the depth and stack limits,
 binds the context (``orchestrator.binding``) and runs it under the call's
 timeout; at the top level a call held for a decision is suspended for
-``resume``. ``run`` runs a bound context's chain, observed (``invoke.start``
+``resume``, and a finished call goes to the manager's run log when it has
+one (``orchestrator.runlog``). ``run`` runs a bound context's chain, observed (``invoke.start``
 / ``invoke.end`` events) when someone listens and traced when a tracer is
 set. ``run_sync`` is the event loop of the sync wrappers. The Manager's
 methods of the same names are these functions.
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 _frames = chain.frames
+_TIMED_OUT: Any = object()  # the result of a call its timeout cancelled
+_UNTIMED = (0.0, 0.0)  # when a call not recorded began
 
 
 def run_sync(what: str, call: Callable[[], Coroutine[Any, Any, T]], backend: str) -> T:
@@ -78,6 +81,8 @@ async def invoke(
         name = ref.name if isinstance(ref, Tool) else ref
         raise too_deep(manager, name, parent, depth > manager.max_depth, manager.max_stack)
     token = _frames.set((None, 0, frame, height, inner))  # this invocation's mark (chain.frames)
+    recorder = manager.recorder if parent is None else None  # the run log's: it records top-level calls only
+    begun = recorder.begin() if recorder is not None else _UNTIMED
     given = args
     ctx: Context | None = None
     try:
@@ -91,11 +96,18 @@ async def invoke(
         seconds = options["timeout"]
         if seconds is None:
             ctx = prepare(manager, ref, args, parent, None, options, caller=caller, guarded=guarded)[0]
-            return await manager.run(ctx, caller)
-        with anyio.move_on_after(seconds):  # extract_options checked it is a positive number
-            ctx = prepare(manager, ref, args, parent, None, options, caller=caller, guarded=guarded)[0]
-            return await manager.run(ctx, caller)
-        raise InvocationTimeout(f"timed out after {seconds} s", tool=str(ref.name if isinstance(ref, Tool) else ref))
+            result = await manager.run(ctx, caller)
+        else:
+            result = _TIMED_OUT
+            with anyio.move_on_after(seconds):  # extract_options checked it is a positive number
+                ctx = prepare(manager, ref, args, parent, None, options, caller=caller, guarded=guarded)[0]
+                result = await manager.run(ctx, caller)
+            if result is _TIMED_OUT:
+                name = str(ref.name if isinstance(ref, Tool) else ref)
+                raise InvocationTimeout(f"timed out after {seconds} s", tool=name)
+        if recorder is not None:
+            recorder.finish(begun, ctx, ref, args, caller, result)
+        return result
     except Exception as exc:
         if parent is None:  # once, where the error leaves the engine: which tool's code raised it
             name_tool(exc)
@@ -104,7 +116,12 @@ async def invoke(
 
                 options = {"context": context, "middleware": middleware, "overrides": overrides, "timeout": timeout}
                 state = ctx.shared.kept_state if ctx is not None else None
-                raise await suspend(manager, ref, given, options, exc, state) from exc
+                paused = await suspend(manager, ref, given, options, exc, state)
+                if recorder is not None:
+                    recorder.finish(begun, ctx, ref, args, caller, error=paused)
+                raise paused from exc
+            if recorder is not None:
+                recorder.finish(begun, ctx, ref, args, caller, error=exc)
         raise
     finally:
         _frames.reset(token)

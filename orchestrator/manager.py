@@ -18,7 +18,7 @@ from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -38,6 +38,10 @@ from .options import NO_OPTIONS, folders
 from .planner import Planner
 from .registry import Registry, SearchPath, builtin_folder
 from .tool import Tool, ToolInfo
+
+if TYPE_CHECKING:
+    from .recorder import Recorder
+    from .runlog import RunLog
 
 log = logging.getLogger("orchestrator")
 
@@ -75,7 +79,10 @@ class Manager:
     the calls the ``approval`` middleware holds (see ``orchestrator.approval``).
     ``formats`` selects the file formats read per search path (see
     ``orchestrator.formats``); ``executor`` runs delegated units (see
-    ``orchestrator.executor``; in process by default).
+    ``orchestrator.executor``; in process by default). ``runlog`` records
+    every top-level call in a run log (see ``orchestrator.runlog``): a path,
+    a ``RunLog``, or True for the CLI's file; None (the default) records
+    nothing.
 
     A Manager is a context manager, sync and async (``with Manager(...) as
     manager:`` / ``async with``): leaving the block calls ``close()``, which
@@ -98,6 +105,7 @@ class Manager:
         approver: Callable[..., Any] | None = None,
         formats: Any = None,
         executor: Any = None,
+        runlog: Any = None,
     ) -> None:
         self.paths = (*(SearchPath.of(p) for p in folders(paths)), SearchPath.of(builtin_folder("tools")))
         self.trusted = frozenset(Path(p).resolve() for p in folders(trusted_paths))
@@ -117,6 +125,12 @@ class Manager:
         self.approver = approver
         self.executor = executor
         self._sessions = sessions
+        self.recorder: Recorder | None = None  # the run log's recorder (orchestrator.runlog); None: nothing is recorded
+        if runlog is not None and runlog is not False:
+            from .recorder import recorder_for  # sqlite and the recorder only for programs that keep a run log
+
+            self.recorder = recorder_for(self, runlog)
+        self.runlog: RunLog | None = self.recorder.runlog if self.recorder is not None else None
         self._store: Any = None
         self._resources: dict[Hashable, Any] = {}
         self._resources_lock = threading.Lock()
@@ -245,6 +259,8 @@ class Manager:
             _open.discard(self)
             last = self._holds and not _open
         self.registry.freshness.close()
+        if self.recorder is not None:
+            self.recorder.close()  # what is pending is written
         with self._resources_lock:
             kept = list(self._resources.values())
             self._resources.clear()

@@ -1,0 +1,206 @@
+"""The recorder: what joins a Manager to its run log (``Manager(runlog=...)``).
+
+The top-level ``invoke`` (``orchestrator.invocation``) hands the recorder
+each finished call; the recorder listens to the manager's events for the
+run's model turns (``model.request``, ``model.response``, ``tool.start``,
+``tool.end``: a run's top-level ``invoke.start`` opens it), and hands the
+whole to the ``RunLog``, whose writer thread redacts and writes it. A call
+made elsewhere (a unit on an executor, a batch line) is recorded with
+``record``. Nothing here ever fails the call it records.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from .errors import ConfigurationError
+from .runlog import Call, RunLog, default_runlog
+
+if TYPE_CHECKING:
+    from .callers import Caller
+    from .context import Context
+    from .events import Event
+    from .manager import Manager
+
+log = logging.getLogger("orchestrator.runlog")
+
+OPEN_RUNS = 1_024  # runs whose events are being collected at once (a run that never finishes is forgotten)
+TURN_KINDS = frozenset({"model.request", "model.response", "tool.start", "tool.end"})
+
+
+class Recorder:
+    """Hands a Manager's finished top-level calls to its ``RunLog``, with the model turns its events told.
+
+    ``owned``: the manager opened the log (from a path) and closes it; a
+    ``RunLog`` the program passed stays the program's (``close`` writes what
+    is pending).
+    """
+
+    def __init__(self, manager: Manager, runlog: RunLog, *, owned: bool) -> None:
+        self.runlog = runlog
+        self.owned = owned
+        self._manager = manager
+        self._turns: OrderedDict[str, list[Event]] = OrderedDict()
+        self._described: dict[str, tuple[str | None, Any, Any]] = {}
+        self._listening = self.listen
+        manager.events.listeners.append(self._listening)
+
+    def listen(self, event: Event) -> None:
+        """Keep a run's model turns (an event listener: the run's top-level ``invoke.start`` opens it)."""
+        kind = event.kind
+        if kind == "invoke.start":
+            if event.depth == 0 and event.run not in self._turns:
+                self._turns[event.run] = []
+                if len(self._turns) > OPEN_RUNS:
+                    self._turns.popitem(last=False)
+        elif kind in TURN_KINDS:
+            turns = self._turns.get(event.run)
+            if turns is not None:
+                turns.append(event)
+
+    @staticmethod
+    def begin() -> tuple[float, float]:
+        """When a call starts: wall-clock time and the performance counter."""
+        return time.time(), time.perf_counter()
+
+    def finish(
+        self,
+        begun: tuple[float, float],
+        ctx: Context | None,
+        ref: Any,
+        args: Any,
+        caller: Caller | None,
+        result: Any = None,
+        error: BaseException | None = None,
+    ) -> None:
+        """Record a finished top-level call (``ctx`` is None when it failed before its context was made).
+
+        Never raises: a failure to record is a warning.
+        """
+        try:
+            seconds = time.perf_counter() - begun[1]
+            name = str(getattr(ref, "name", ref))
+            run = ctx.shared.id if ctx is not None else _new_id()
+            call = Call(id=run, ref=name, args=args, started=begun[0], seconds=seconds, result=result, error=error)
+            call.caller = caller.name if caller is not None else None
+            call.lookup = self._params
+            if ctx is not None:
+                self._fill(call, ctx)
+            self.runlog.add(call)
+        except Exception as exc:
+            log.warning("run log %s: cannot record a run: %s", self.runlog.path, exc)
+
+    def _fill(self, call: Call, ctx: Context) -> None:
+        shared = ctx.shared
+        call.tool = ctx.tool.name
+        meta = ctx.meta
+        call.meta = meta
+        call.params, call.returns = meta.get("params"), meta.get("returns")
+        call.events = self._turns.pop(shared.id, ())
+        call.usage = dict(shared.usage)
+        call.env = bool(ctx.trust.get("env"))
+        model = meta.get("model")
+        if isinstance(model, Mapping) and isinstance(model.get("api-key-env"), str):
+            call.secrets.append(os.environ.get(model["api-key-env"]))
+        try:
+            call.levels = self._manager.planner.plan(ctx.tool, ctx.paths, shared.checked).levels
+        except Exception:  # a tool registered or changed meanwhile: its levels are left out
+            call.levels = ()
+
+    def record(
+        self,
+        ref: str,
+        args: Any,
+        *,
+        started: float,
+        seconds: float,
+        result: Any = None,
+        error: BaseException | None = None,
+    ) -> None:
+        """Record a top-level call made outside this manager's ``invoke`` (a unit on an executor, a batch line).
+
+        Its tool's ``params`` and ``returns`` are looked up for redaction;
+        its metadata hash, levels and model turns are unknown here.
+        """
+        call = Call(id=_new_id(), ref=ref, args=args, started=started, seconds=seconds, result=result, error=error)
+        call.lookup = self._params
+        call.tool, call.params, call.returns = self._schemas(ref)
+        self.runlog.add(call)
+
+    def _schemas(self, ref: str) -> tuple[str | None, Any, Any]:
+        """``ref``'s tool name, ``params`` and ``returns``, looked up once per ref (a batch records many lines)."""
+        found = self._described.get(ref)
+        if found is None:
+            try:
+                info = self._manager.describe(ref)
+                found = info.name, info.params, self._manager.find_tool(ref).metadata.get("returns")
+            except Exception:
+                found = None, {"x-redact": True}, None  # its params are unknown: its args are not kept
+            if len(self._described) >= OPEN_RUNS:
+                self._described.clear()
+            self._described[ref] = found
+        return found
+
+    def _params(self, ref: str) -> Any:
+        """A called tool's merged ``params`` (for the arguments of ``tool.start``); unknown: all redacted."""
+        try:
+            return self._manager.describe(ref).params
+        except Exception:
+            return {"x-redact": True}
+
+    def close(self) -> None:
+        """Stop listening; write what is pending (and close the log when the manager opened it)."""
+        listeners = self._manager.events.listeners
+        if self._listening in listeners:
+            listeners.remove(self._listening)
+        if self.owned:
+            self.runlog.close()
+        else:
+            self.runlog.flush()
+
+
+def _new_id() -> str:
+    from .binding import run_id
+
+    return run_id()
+
+
+def recorder_for(manager: Manager, runlog: Any) -> Recorder | None:
+    """The recorder ``Manager(runlog=value)`` means: a path or a ``RunLog``, ``True`` for ``default_runlog()``.
+
+    Raises:
+        ConfigurationError: anything else.
+    """
+    if runlog is None or runlog is False:
+        return None
+    if runlog is True:
+        found = default_runlog()
+        return Recorder(manager, found, owned=True) if found is not None else None
+    if isinstance(runlog, RunLog):
+        return Recorder(manager, runlog, owned=False)
+    if isinstance(runlog, (str, os.PathLike)):
+        return Recorder(manager, RunLog(runlog), owned=True)
+    raise ConfigurationError(
+        f"runlog must be a path, a RunLog, True (the default file) or None, not {type(runlog).__name__}",
+        key="runlog",
+    )
+
+
+async def recorded(manager: Manager, tool: str, args: Any, call: Callable[[], Awaitable[Any]]) -> Any:
+    """``await call()`` (a call made on an executor, as ``run --executor`` does), recorded when ``manager`` keeps a run log."""
+    recorder = manager.recorder
+    if recorder is None:
+        return await call()
+    started, clock = recorder.begin()
+    try:
+        result = await call()
+    except Exception as exc:
+        recorder.record(tool, args, started=started, seconds=time.perf_counter() - clock, error=exc)
+        raise
+    recorder.record(tool, args, started=started, seconds=time.perf_counter() - clock, result=result)
+    return result

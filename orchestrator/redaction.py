@@ -1,0 +1,204 @@
+"""A finished call as a run log row: redacted, its secrets cut out, its values bounded.
+
+``row`` runs on the run log's writer thread (``orchestrator.runlog``), never
+on the event loop. An arg or result part whose ``params`` / ``returns``
+schema says ``x-redact: true`` becomes ``[redacted]`` (``redact``), and the
+text of what was redacted (4 characters or more) is cut out of every other
+string of the run: the result, the error, the model's answers and the tool
+calls' arguments (those are redacted by the called tool's own ``params``).
+So are the values (8 characters or more) of environment variables whose
+names look secret (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSW*`` ...),
+every environment value for a tool with ``trust: {env: true}``, the value of
+the variable an agent's ``api-key-env`` names, and a paused run's resume
+token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from .events import Event
+    from .runlog import Call
+
+REDACTED = "[redacted]"
+MAX_TEXT = 200_000  # characters of one arg, result or model answer kept; the rest is cut
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|PRIVATE|COOKIE|SESSION|DSN", re.IGNORECASE)
+_TURN_DATA = {
+    "model.request": ("model", "messages", "tools", "response_format"),
+    "model.response": ("model", "content", "calls", "finish_reason", "usage"),
+    "tool.start": ("call", "arguments"),
+    "tool.end": ("call", "error", "held"),
+}
+
+
+def row(call: Call, environment: Mapping[str, str]) -> tuple[Any, ...]:
+    """The row of ``call``: redacted, its secrets cut out, its values bounded."""
+    secrets = list(call.secrets)
+    args = redact(_plain_args(call.args), _schema(call.params), secrets)
+    result = redact(call.result, _schema(call.returns), secrets) if call.error is None else None
+    status, error = "ok", None
+    if call.error is not None:
+        status = "interrupted" if type(call.error).__name__ == "Interrupted" else "error"
+        token = getattr(call.error, "token", None)
+        if isinstance(token, str):
+            secrets.append(token)
+        notes = getattr(call.error, "__notes__", ())
+        error = {"type": type(call.error).__name__, "message": " ".join([str(call.error), *notes])}
+    turns = [_turn(event, call.lookup, secrets) for event in call.events]
+    secrets += [value for name, value in environment.items() if call.env or SECRET_NAME.search(name)]
+    usage = dict(call.usage) if call.usage else None
+    body = {
+        "args": _bounded(args),
+        "result": _bounded(result),
+        "error": error,
+        "meta_hash": _digest(call.meta) if call.meta is not None else None,
+        "levels": [_level(level) for level in call.levels],
+        "usage": usage,
+        "cost": None,
+        "turns": turns,
+    }
+    cut = _cutter(secrets)
+    if cut is not None:
+        body = _scrub(body, cut)
+        error = body["error"]
+    model = next((t["data"].get("model") for t in turns if t["data"].get("model")), None)
+    tokens = usage.get("total_tokens") if usage else None
+    text = json.dumps(body, ensure_ascii=False, default=str)
+    return (
+        call.id,
+        call.started,
+        call.seconds,
+        call.ref,
+        call.tool,
+        call.caller,
+        status,
+        error["type"] if error else None,
+        str(model) if model is not None else None,
+        tokens if isinstance(tokens, int) else None,
+        text,
+    )
+
+
+def redact(value: Any, schema: Any, found: list[Any]) -> Any:
+    """``value`` with every part its ``schema`` marks ``x-redact: true`` replaced by ``[redacted]``.
+
+    What was replaced is added to ``found`` (to be cut out of the rest of the run).
+    """
+    if not isinstance(schema, Mapping):
+        return value
+    if schema.get("x-redact") is True:
+        found.append(value)
+        return REDACTED
+    properties = schema.get("properties")
+    if isinstance(value, Mapping) and isinstance(properties, Mapping):
+        return {key: redact(item, properties.get(key), found) for key, item in value.items()}
+    items = schema.get("items")
+    if isinstance(value, list) and isinstance(items, Mapping):
+        return [redact(item, items, found) for item in value]
+    return value
+
+
+def secret_environment() -> dict[str, str]:
+    """The environment's values worth cutting out of a run: 8 characters or more."""
+    return {name: value for name, value in os.environ.items() if len(value) >= 8}
+
+
+def _schema(value: Any) -> Any:
+    if value is None:
+        return None
+    from .schema import json_schema
+
+    try:
+        return json_schema(value)
+    except ConfigurationError:
+        return None
+
+
+def _plain_args(args: Any) -> Any:
+    """Args without their ``$`` options (a ``$context`` may hold anything)."""
+    if isinstance(args, Mapping):
+        return {key: value for key, value in args.items() if not (isinstance(key, str) and key.startswith("$"))}
+    return args
+
+
+def _turn(event: Event, lookup: Callable[[str], Any] | None, secrets: list[Any]) -> dict[str, Any]:
+    data = {key: event.data.get(key) for key in _TURN_DATA.get(event.kind, ()) if key in event.data}
+    called = data.get("call")
+    if event.kind == "tool.start" and lookup is not None and isinstance(called, str):
+        arguments = data.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except ValueError:
+                pass
+        data["arguments"] = redact(arguments, _schema(lookup(called)), secrets)
+    if "content" in data:
+        data["content"] = _bounded(data["content"])
+    turn = {"kind": event.kind, "tool": event.tool, "depth": event.depth, "iteration": event.iteration}
+    return {**turn, "time": event.time, "data": data}
+
+
+def _bounded(value: Any) -> Any:
+    """``value``, or the first ``MAX_TEXT`` characters of its JSON when it is longer."""
+    if isinstance(value, str):
+        return value if len(value) <= MAX_TEXT else value[:MAX_TEXT] + f"... [{len(value) - MAX_TEXT} more]"
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return value if len(text) <= MAX_TEXT else {"cut": len(text) - MAX_TEXT, "head": text[:MAX_TEXT]}
+
+
+def _digest(meta: Mapping[str, Any]) -> str:
+    text = json.dumps(meta, sort_keys=True, ensure_ascii=False, default=repr)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _level(level: Any) -> dict[str, Any]:
+    path = getattr(level, "path", None)
+    return {"kind": getattr(level, "kind", None), "name": getattr(level, "name", None), "path": path and str(path)}
+
+
+def _cutter(secrets: Sequence[Any]) -> re.Pattern[str] | None:
+    """One pattern matching every secret's text (strings of 4 characters or more, longest first)."""
+    texts: set[str] = set()
+    for secret in secrets:
+        if isinstance(secret, str):
+            texts.add(secret)
+        elif secret is not None and not isinstance(secret, bool):
+            texts.add(json.dumps(secret, ensure_ascii=False, default=str))
+            texts.update(_strings(secret))
+    texts = {text for text in texts if len(text) >= 4}
+    if not texts:
+        return None
+    return re.compile("|".join(re.escape(text) for text in sorted(texts, key=len, reverse=True)))
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
+def _scrub(value: Any, cut: re.Pattern[str]) -> Any:
+    if isinstance(value, str):
+        return cut.sub(REDACTED, value)
+    if isinstance(value, Mapping):
+        return {_scrub(str(key), cut): _scrub(item, cut) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrub(item, cut) for item in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return cut.sub(REDACTED, str(value))

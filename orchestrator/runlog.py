@@ -1,0 +1,443 @@
+"""The run log: every top-level call, kept in a local SQLite file for ``toolcascade logs``.
+
+A ``RunLog`` is the store: one SQLite file (stdlib ``sqlite3``, WAL mode, a
+busy timeout, mode 0600), ``runs.db`` in the user state folder unless
+``TOOLCASCADE_RUNLOG`` names another file (``off``: the CLI records
+nothing). A file that is not a toolcascade run log (corrupt, or another
+application's database) is refused with a ``ConfigurationError`` and never
+written. Calls are written on the log's own writer thread, in batches, never
+on the event loop; a write that fails is a warning of the
+``orchestrator.runlog`` logger and never fails the call it records. With
+every batch, rows past ``keep_runs`` (10,000) and older than ``keep_days``
+are pruned, and ``secure_delete`` overwrites what is pruned.
+
+A run's row: the run id, ref, tool, caller, status (``ok``, ``error``,
+``interrupted``), error type, model, total tokens, start and duration; its
+body (JSON) holds the args, the result or the error's type and message, the
+merged metadata's hash (``meta_hash``), the cascade levels of the tool's
+plan (``levels``; a call's own overrides are not among them), the token
+usage, and the model turns (``turns``: each ``model.request`` with how many
+messages it held, each ``model.response`` with its text, tool calls, finish
+reason and usage, each tool call's arguments and outcome). ``cost`` is
+always null: the ``genai-prices`` table is not a dependency. What is
+redacted, and what never reaches the file, is ``orchestrator.redaction``'s;
+who hands the calls over, ``orchestrator.recorder``'s.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .cachefolder import state_folder
+from .errors import ConfigurationError
+from .redaction import row, secret_environment
+
+if TYPE_CHECKING:
+    from .events import Event
+
+log = logging.getLogger("orchestrator.runlog")
+
+ENVIRONMENT = "TOOLCASCADE_RUNLOG"
+KEEP_ENVIRONMENT = "TOOLCASCADE_RUNLOG_KEEP"
+LOG_FILE = "runs.db"
+OFF = ("off", "0", "false", "no")
+KEEP_RUNS = 10_000
+BUSY_TIMEOUT_MS = 10_000
+# PRAGMA application_id of a toolcascade run log ("tcrl"): any other SQLite file is refused, never altered.
+APPLICATION_ID = 0x7463726C
+MAX_PENDING = 10_000  # calls waiting for the writer; past it a call is dropped (with one warning)
+BATCH = 256  # calls per write transaction
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, started REAL NOT NULL, seconds REAL NOT NULL,
+    ref TEXT NOT NULL, tool TEXT, caller TEXT, status TEXT NOT NULL, error TEXT, model TEXT, tokens INTEGER,
+    body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS runs_id ON runs (id);
+CREATE INDEX IF NOT EXISTS runs_started ON runs (started);
+"""
+_COLUMNS = "id, started, seconds, ref, tool, caller, status, error, model, tokens"
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """One line of ``toolcascade logs``: a run without its args, result and turns.
+
+    ``status`` is ``ok``, ``error`` or ``interrupted`` (paused for a
+    decision); ``error_type`` the error's type; ``tokens`` the run's total tokens
+    (None for a run that asked no model).
+    """
+
+    id: str
+    started: float
+    seconds: float
+    ref: str
+    tool: str | None
+    caller: str | None
+    status: str
+    error_type: str | None
+    model: str | None
+    tokens: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The info as plain JSON."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+@dataclass(slots=True)
+class Call:
+    """One finished top-level call as the recorder hands it to the log: raw, redacted on the writer thread.
+
+    ``params`` and ``returns`` are the tool's schemas (redaction), ``meta``
+    its merged metadata (hashed), ``levels`` its plan's cascade levels,
+    ``events`` the run's model turns, ``env`` whether its templates saw the
+    environment, ``lookup`` how to find a called tool's ``params``.
+    """
+
+    id: str
+    ref: str
+    args: Any
+    started: float
+    seconds: float
+    result: Any = None
+    error: BaseException | None = None
+    tool: str | None = None
+    caller: str | None = None
+    meta: Mapping[str, Any] | None = None
+    levels: Sequence[Any] = ()
+    events: Sequence[Event] = ()
+    usage: Mapping[str, Any] | None = None
+    env: bool = False
+    lookup: Callable[[str], Any] | None = None
+    params: Any = None
+    returns: Any = None
+    secrets: list[Any] = field(default_factory=list)
+
+
+class RunLog:
+    """A run log in one SQLite file; ``add`` from any thread, read with ``runs``, ``get`` and ``export``.
+
+    ``keep_runs`` rows are kept (the oldest go first), and none older than
+    ``keep_days`` days when it is set. The file is created on the first
+    write, mode 0600. ``close()`` (idempotent) writes what is pending.
+
+    Raises:
+        ConfigurationError: ``keep_runs`` or ``keep_days`` is not a positive number.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, keep_runs: int | None = KEEP_RUNS, keep_days: float | None = None
+    ) -> None:
+        if keep_runs is not None and (not isinstance(keep_runs, int) or isinstance(keep_runs, bool) or keep_runs < 1):
+            raise ConfigurationError(
+                f"keep_runs must be a positive integer or None, not {keep_runs!r}", key="keep_runs"
+            )
+        if keep_days is not None and (not isinstance(keep_days, (int, float)) or keep_days <= 0):
+            raise ConfigurationError(f"keep_days must be a positive number or None, not {keep_days!r}", key="keep_days")
+        self.path = Path(path).expanduser()
+        self.keep_runs = keep_runs
+        self.keep_days = keep_days
+        self.closed = False
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._broken = False  # the file was refused: nothing more is written to it
+        self._dropped = 0
+
+    def __repr__(self) -> str:
+        return f"RunLog({str(self.path)!r})"
+
+    # -- writing ---------------------------------------------------------------
+
+    def add(self, call: Call) -> None:
+        """Queue ``call`` for the writer thread; never blocks, never raises (a closed log drops it)."""
+        if self.closed or self._broken:
+            return
+        if self._queue.qsize() >= MAX_PENDING:
+            self._dropped += 1
+            if self._dropped == 1:
+                log.warning("run log %s: more than %d runs wait to be written; dropping runs", self.path, MAX_PENDING)
+            return
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._work, name="toolcascade-runlog", daemon=True)
+                    self._thread.start()
+                    atexit.register(self.close)
+        self._queue.put(call)
+
+    def flush(self, timeout: float | None = 30.0) -> None:
+        """Wait until every call added before is written (or failed with a warning)."""
+        if self._thread is None or not self._thread.is_alive():
+            return
+        done = threading.Event()
+        self._queue.put(done)
+        done.wait(timeout)
+
+    def close(self) -> None:
+        """Write what is pending and stop the writer thread; idempotent. Later ``add`` calls are dropped."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            thread = self._thread
+        if thread is not None:
+            self._queue.put(None)
+            thread.join(30.0)
+            atexit.unregister(self.close)
+
+    def _work(self) -> None:
+        db: sqlite3.Connection | None = None
+        try:
+            while True:
+                batch = [self._queue.get()]
+                while len(batch) < BATCH:
+                    try:
+                        batch.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                calls = [item for item in batch if isinstance(item, Call)]
+                if calls and not self._broken:
+                    db = self._write(db, calls)
+                for item in batch:
+                    if isinstance(item, threading.Event):
+                        item.set()
+                if any(item is None for item in batch):
+                    return
+        finally:
+            if db is not None:
+                db.close()
+
+    def _write(self, db: sqlite3.Connection | None, calls: list[Call]) -> sqlite3.Connection | None:
+        """Write ``calls`` in one transaction and prune; the connection to keep (None after a failure)."""
+        rows = []
+        environment = secret_environment()
+        for call in calls:
+            try:
+                rows.append(row(call, environment))
+            except Exception as exc:  # a value we cannot encode: that run is lost, never the call
+                log.warning("run log %s: cannot record a run of %r: %s", self.path, call.ref, exc)
+        if not rows:
+            return db
+        try:
+            if db is None:
+                db = self._connect(create=True)
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany(f"INSERT INTO runs ({_COLUMNS}, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                self._prune(db)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        except ConfigurationError as exc:
+            self._broken = True
+            log.warning("run log %s: %s; nothing is recorded", self.path, exc)
+            return None
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("run log %s: %d runs not recorded: %s", self.path, len(rows), exc)
+            if db is not None:
+                db.close()
+            return None
+        return db
+
+    def _prune(self, db: sqlite3.Connection) -> None:
+        """Drop the runs older than ``keep_days``, then all but the newest ``keep_runs``."""
+        if self.keep_days is not None:
+            db.execute("DELETE FROM runs WHERE started < ?", (time.time() - self.keep_days * 86_400,))
+        if self.keep_runs is not None:
+            db.execute(
+                "DELETE FROM runs WHERE seq <= (SELECT seq FROM runs ORDER BY seq DESC LIMIT 1 OFFSET ?)",
+                (self.keep_runs,),
+            )
+
+    # -- the file --------------------------------------------------------------
+
+    def _connect(self, *, create: bool) -> sqlite3.Connection:
+        """A connection to a checked (and, with ``create``, prepared) run log.
+
+        Raises:
+            ConfigurationError: the file is corrupt, another application's, or cannot be opened.
+        """
+        if create and not self.path.exists():
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+            except OSError as exc:
+                raise ConfigurationError(f"cannot create the run log: {exc}", path=self.path) from exc
+        try:
+            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise ConfigurationError(f"cannot open the run log: {exc}", path=self.path) from exc
+        try:
+            self._check(db, create)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _check(self, db: sqlite3.Connection, create: bool) -> None:
+        try:
+            ours = db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+            if not ours and db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                raise ConfigurationError(
+                    "this SQLite file belongs to another application, not a toolcascade run log; choose another "
+                    f"file (Manager(runlog=...), {ENVIRONMENT}) or move it away",
+                    path=self.path,
+                )
+            db.execute("PRAGMA secure_delete = ON")  # pruned runs are overwritten, not left in free pages
+            if ours or not create:
+                return
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                db.execute("PRAGMA journal_mode = WAL")
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+                    for statement in filter(str.strip, _SCHEMA.split(";")):
+                        db.execute(statement)
+                    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as exc:
+            raise ConfigurationError(
+                f"the run log is unreadable ({exc}): is it a toolcascade run log? Move it away or point "
+                f"{ENVIRONMENT} at another file",
+                path=self.path,
+            ) from exc
+
+    def _read(self, sql: str, parameters: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Rows of a query on the file as it is; no file, or one never written, has none.
+
+        Raises:
+            ConfigurationError: the file is not a toolcascade run log.
+        """
+        self.flush()
+        if not self.path.exists():
+            return []
+        db = self._connect(create=False)
+        try:
+            if db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+                return []  # an empty file: nothing was ever written
+            return db.execute(sql, tuple(parameters)).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise ConfigurationError(f"the run log is unreadable ({exc})", path=self.path) from exc
+        finally:
+            db.close()
+
+    # -- reading ---------------------------------------------------------------
+
+    def runs(
+        self,
+        limit: int | None = 20,
+        *,
+        tool: str | None = None,
+        since: float | None = None,
+        status: str | None = None,
+    ) -> list[RunInfo]:
+        """The last ``limit`` runs, newest first: of ``tool`` (its name or ref), started at ``since`` or later,
+        with ``status`` (``ok``, ``error``, ``interrupted``).
+
+        Raises:
+            ConfigurationError: the file is not a toolcascade run log.
+        """
+        where, parameters = _filters(tool, since, status)
+        sql = f"SELECT {_COLUMNS} FROM runs{where} ORDER BY seq DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            parameters.append(limit)
+        return [RunInfo(*found) for found in self._read(sql, parameters)]
+
+    def get(self, run: str) -> dict[str, Any] | None:
+        """The whole run whose id is ``run`` (or starts with it, when only one does); None when there is none.
+
+        Raises:
+            ConfigurationError: the file is not a toolcascade run log, or ``run`` is the start of several ids.
+        """
+        found = self._read(f"SELECT {_COLUMNS}, body FROM runs WHERE id = ? ORDER BY seq DESC LIMIT 1", [run])
+        if not found and run:
+            sql = f"SELECT {_COLUMNS}, body FROM runs WHERE substr(id, 1, ?) = ? ORDER BY seq DESC LIMIT 2"
+            found = self._read(sql, [len(run), run])
+            if len({entry[0] for entry in found}) > 1:
+                raise ConfigurationError(f"{run!r} starts more than one run id: give more of it", key="run")
+        return _whole(found[0]) if found else None
+
+    def export(
+        self, *, tool: str | None = None, since: float | None = None, status: str | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Every run (filtered as ``runs`` does), oldest first, as the dicts ``get`` returns.
+
+        Raises:
+            ConfigurationError: the file is not a toolcascade run log.
+        """
+        where, parameters = _filters(tool, since, status)
+        for found in self._read(f"SELECT {_COLUMNS}, body FROM runs{where} ORDER BY seq", parameters):
+            yield _whole(found)
+
+
+def _filters(tool: str | None, since: float | None, status: str | None) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    parameters: list[Any] = []
+    if tool is not None:
+        clauses.append("(tool = ? OR ref = ?)")
+        parameters += [tool, tool]
+    if since is not None:
+        clauses.append("started >= ?")
+        parameters.append(since)
+    if status is not None:
+        clauses.append("status = ?")
+        parameters.append(status)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), parameters
+
+
+def _whole(found: tuple[Any, ...]) -> dict[str, Any]:
+    body = json.loads(found[-1])
+    if not isinstance(body, dict):
+        raise ConfigurationError("the run log holds a corrupt row: its body is not an object")
+    return {**RunInfo(*found[:-1]).to_json(), **body}
+
+
+def default_runlog() -> RunLog | None:
+    """The log the CLI records in: ``TOOLCASCADE_RUNLOG`` (``off``: none), else ``runs.db`` in the state folder.
+
+    None as well when no home folder is known. Retention comes from
+    ``TOOLCASCADE_RUNLOG_KEEP``: a row count (``5000``), days (``30d``),
+    or both (``5000,30d``).
+
+    Raises:
+        ConfigurationError: a malformed ``TOOLCASCADE_RUNLOG_KEEP``.
+    """
+    chosen = os.environ.get(ENVIRONMENT, "").strip()
+    if chosen.lower() in OFF:
+        return None
+    if chosen:
+        path = Path(chosen)
+    else:
+        folder = state_folder()
+        if folder is None:
+            return None
+        path = folder / LOG_FILE
+    keep_runs: int | None = KEEP_RUNS
+    keep_days: float | None = None
+    for part in filter(None, (p.strip() for p in os.environ.get(KEEP_ENVIRONMENT, "").split(","))):
+        try:
+            if part.endswith("d"):
+                keep_days = float(part[:-1])
+            else:
+                keep_runs = int(part)
+        except ValueError:
+            raise ConfigurationError(
+                f"{KEEP_ENVIRONMENT} must be a row count (5000), days (30d) or both (5000,30d), not {part!r}"
+            ) from None
+    return RunLog(path, keep_runs=keep_runs, keep_days=keep_days)
