@@ -65,10 +65,15 @@ ENGINE_SETTINGS = frozenset(
         "max-iterations",
         "max-consecutive-errors",
         "max-tool-calls",
+        "host-trust",
+        "host-rules",
+        "media-urls",
+        "instructions",
     }
 )
-"""Metadata keys that choose models, endpoints, secrets, offered tools, trust or the agent loop's bounds:
-never from an untrusted caller."""
+"""Metadata keys that choose models, endpoints, secrets, offered tools, trust (the host tools' ``host-trust``
+and ``host-rules`` included), what an agent may fetch or read, or the agent loop's bounds: never from an
+untrusted caller."""
 GUARDS = frozenset({"approval", "call-limit", "circuit-breaker", "agent-execute", "model"})
 """Middleware that guards calls for the program: an untrusted caller may not remove it with ``$middleware``.
 

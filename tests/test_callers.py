@@ -34,6 +34,10 @@ def test_callers_may_remove_and_use_their_own_tools():
         ({"context": {"locals": {"middleware": {"weather": {}}}}}, r"pass extra middleware as \$middleware"),
         ({"overrides": {"max-tool-calls": 5000}}, r"may not set 'max-tool-calls': it is an engine setting"),
         ({"overrides": {"max-iterations": 10**6}}, r"may not set 'max-iterations': it is an engine setting"),
+        ({"overrides": {"host-trust": {"exec": True}}}, r"may not set 'host-trust': it is an engine setting"),
+        ({"overrides": {"host-rules": {"Bash": ["*"]}}}, r"may not set 'host-rules': it is an engine setting"),
+        ({"overrides": {"media-urls": True}}, r"may not set 'media-urls': it is an engine setting"),
+        ({"overrides": {"instructions": True}}, r"may not set 'instructions': it is an engine setting"),
         ({"middleware": {"agent-execute": {"remove": True}}}, r"may not remove 'agent-execute'"),
         ({"middleware": {"model": {"remove": True}}}, r"may not remove 'model'"),
         (
