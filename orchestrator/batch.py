@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 import click
@@ -30,6 +32,9 @@ from .errors import ConfigurationError, Interrupted
 from .executor import executor_for, unit_for
 from .exits import SUSPENDED, reporting
 from .flags import debug_option, path_option, set_option
+
+if TYPE_CHECKING:
+    from .recorder import Recorder
 
 CONCURRENCY = 256  # units in flight by default
 CHUNK = 64  # units per actor call when the executor takes several at once (Ray)
@@ -139,12 +144,15 @@ async def run_batch(
     chunk: int | None = None,
     window: int | None = None,
     on_line: Callable[[], None] | None = None,
+    recorder: Recorder | None = None,
 ) -> Summary:
     """Run the unit ``base`` with the args of every line of ``source`` not yet in ``output``; append the records.
 
     ``chunk`` units go in one call when the executor has ``submit_many``
     (default ``CHUNK``); ``window`` bounds the finished records waiting for
     an older line (default ``WINDOW_PER_UNIT`` x ``concurrency``).
+    ``recorder`` records each line as a run in its run log (the duration of
+    a line run in a group of ``chunk`` is the group's).
 
     Raises:
         ConfigurationError: a bad concurrency, or an output that is not a file.
@@ -163,7 +171,7 @@ async def run_batch(
 
         async def run(group: list[tuple[int, Any]]) -> None:
             try:
-                await _run_group(executor, many, base, group, writer)
+                await _run_group(executor, many, base, group, writer, recorder)
             finally:
                 slots.release()
 
@@ -238,10 +246,16 @@ class _Writer:
 
 
 async def _run_group(
-    executor: Any, many: Any, base: Mapping[str, Any], group: list[tuple[int, Any]], writer: _Writer
+    executor: Any,
+    many: Any,
+    base: Mapping[str, Any],
+    group: list[tuple[int, Any]],
+    writer: _Writer,
+    recorder: Recorder | None = None,
 ) -> None:
     """Run one group of lines (one ``submit_many`` call, or one ``submit``) and hand each outcome to ``writer``."""
     units = [{**base, "args": args} for _, args in group]
+    started, clock = time.time(), time.perf_counter()
     if many is not None:
         try:
             outcomes = await many(units)
@@ -252,7 +266,18 @@ async def _run_group(
             outcomes = [await executor.submit(units[0])]
         except Exception as exc:
             outcomes = [exc]
-    for (number, _), outcome in zip(group, outcomes, strict=True):
+    seconds = time.perf_counter() - clock
+    for (number, args), outcome in zip(group, outcomes, strict=True):
+        if recorder is not None:
+            failed = isinstance(outcome, Exception)
+            recorder.record(
+                str(base["tool"]),
+                args,
+                started=started,
+                seconds=seconds,
+                result=None if failed else outcome,
+                error=outcome if failed else None,
+            )
         if isinstance(outcome, Exception):
             writer.finish(number, {"error": error_record(outcome)})
         else:
@@ -302,32 +327,38 @@ def _run_command(
     working_dir: Path | None,
     paths: Sequence[Path],
     overrides: dict[str, Any],
+    no_log: bool = False,
 ) -> Summary:
-
+    """Run the batch as ``batch`` does; every line goes to the run log unless ``no_log``."""
     if output.resolve() == source.resolve():
         raise ConfigurationError("the results file must not be the args file", key="output")
     executor = make_executor(executor_spec, pool, working_dir)
-    manager = command_manager(paths)
+    manager = command_manager(paths, runlog=not no_log)
     manager.find_tool(tool)  # a typo fails here, once, not on every line
     base = unit_for(manager, tool, None, overrides=overrides or None, root=getattr(executor, "root", None))
     total = max(count_lines(source) - len(done_lines(output)), 0)
     progress = _progress(total)
 
+    recorder = manager.recorder
+    running = partial(run_batch, executor, base, source, output, concurrency=concurrency, recorder=recorder)
+
     async def main() -> Summary:
         try:
             if progress is None:
-                return await run_batch(executor, base, source, output, concurrency=concurrency)
+                return await running()
             with progress:
                 task = progress.add_task("batch", total=total)
-                return await run_batch(
-                    executor, base, source, output, concurrency=concurrency, on_line=lambda: progress.advance(task)
-                )
+                return await running(on_line=lambda: progress.advance(task))
         finally:
             closing = getattr(executor, "aclose", None)
             if closing is not None and getattr(executor, "actors", None) is not None:
                 await closing()
 
-    return anyio.run(main)
+    try:
+        return anyio.run(main)
+    finally:
+        if recorder is not None:
+            recorder.close()  # what is pending is written before the process ends
 
 
 @click.command(short_help="Run a tool over every line of a JSON Lines file.")
@@ -353,6 +384,7 @@ def _run_command(
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Ship this folder to the Ray workers (runtime_env working_dir); tool folders inside it travel.",
 )
+@click.option("--no-log", is_flag=True, help="Keep these runs out of the run log (see toolcascade logs).")
 @path_option
 @set_option
 @debug_option
@@ -366,6 +398,7 @@ def batch(
     working_dir: Path | None,
     paths: Sequence[Path],
     overrides: dict[str, Any],
+    no_log: bool,
     debug: bool,
 ) -> None:
     """Invoke TOOL once per line of ARGS.jsonl (each line is the args, as JSON).
@@ -375,7 +408,8 @@ def batch(
     Lines already in RESULTS.jsonl are skipped, so an interrupted batch
     resumes where it stopped. A summary goes to stderr; the exit status is 1
     when a line failed, else 3 when a line waits for a decision (its record
-    holds the token for toolcascade resume).
+    holds the token for toolcascade resume). Each line is a run in the run log
+    (toolcascade logs) unless --no-log or TOOLCASCADE_RUNLOG=off.
 
     \b
     Examples:
@@ -384,7 +418,9 @@ def batch(
       toolcascade batch score items.jsonl -o scores.jsonl --executor ray=ray://head:10001 --working-dir .
     """
     with reporting(debug):
-        summary = _run_command(tool, source, output, executor_spec, concurrency, pool, working_dir, paths, overrides)
+        summary = _run_command(
+            tool, source, output, executor_spec, concurrency, pool, working_dir, paths, overrides, no_log
+        )
     click.echo(summary.line(output), err=True)
     if summary.errors:
         sys.exit(1)

@@ -64,6 +64,7 @@ LAZY = {
     "batch": "orchestrator.batch:batch",
     "export": "orchestrator.export:export",
     "init": "orchestrator.scaffold:init",
+    "logs": "orchestrator.logs:logs",
 }
 
 
@@ -153,6 +154,7 @@ def cli() -> None:
     help="Run the whole invocation as one unit on this executor (process: worker processes on this machine; "
     "ray: a local Ray, or the cluster at ADDRESS); it is also the default engine of `delegate: {}`.",
 )
+@click.option("--no-log", is_flag=True, help="Keep this run out of the run log (see toolcascade logs).")
 @debug_option
 def run(
     tool: str,
@@ -163,6 +165,7 @@ def run(
     store: Path | None,
     verbose: bool,
     executor_spec: str | None,
+    no_log: bool,
     debug: bool,
 ) -> None:
     """Invoke TOOL with ARGS (JSON; '-' reads JSON from stdin; default {}).
@@ -172,7 +175,8 @@ def run(
     on stderr; piped, stdout carries only the result. An answer with
     returns prints once, as JSON. Errors print one line on stderr and exit 1;
     a call held for approval with nobody to ask prints what is held and the
-    resume command on stderr and exits 3.
+    resume command on stderr and exits 3. The run is recorded in the run log
+    (toolcascade logs) unless --no-log or TOOLCASCADE_RUNLOG=off.
 
     \b
     Examples:
@@ -185,8 +189,9 @@ def run(
     value = parse_args(args)
     usage = Usage() if verbose else None
     try:
+        again = resume_options(paths, store)
         result, screen = running(
-            tool, value, paths, overrides, session, store, usage, executor_spec, debug, resume_options(paths, store)
+            tool, value, paths, overrides, session, store, usage, executor_spec, debug, again, no_log
         )
         echo_result(result, screen)
     finally:  # a failed or paused run says what it used too
@@ -205,8 +210,13 @@ def running(
     executor_spec: str | None,
     debug: bool,
     again: Sequence[str],
+    no_log: bool = False,
 ) -> tuple[Any, Screen | None]:
-    """Invoke ``tool`` as ``run`` does; its result and, on a terminal, what was shown of it."""
+    """Invoke ``tool`` as ``run`` does; its result and, on a terminal, what was shown of it.
+
+    The run goes to the run log (``Manager(runlog=True)``) unless ``no_log``;
+    what is pending is written before the command ends.
+    """
     with reporting(debug, again), progress(tool) as live:
         executor = None
         if executor_spec is not None and session:
@@ -220,7 +230,7 @@ def running(
             from .approval import terminal
 
             asker = terminal()
-        manager = command_manager(paths, executor=executor, approver=asker, sessions=store)
+        manager = command_manager(paths, executor=executor, approver=asker, sessions=store, runlog=not no_log)
         screen = None
         if live is not None:
             screen = Screen(live, lambda _name: answers_in_json(manager, tool, overrides))
@@ -228,12 +238,18 @@ def running(
         context = {"session": session} if session else None
         if usage is not None:
             manager.events.listeners.extend([usage, say_stopped])
-        if executor is None:
-            result = manager.invoke_sync(tool, value, overrides=overrides or None, context=context)
-        else:
-            from .executor import invoke_on
+        try:
+            if executor is None:
+                result = manager.invoke_sync(tool, value, overrides=overrides or None, context=context)
+            else:
+                from .executor import invoke_on
+                from .recorder import recorded
 
-            result = anyio.run(partial(invoke_on, executor, manager, tool, value, overrides=overrides or None))
+                call = partial(invoke_on, executor, manager, tool, value, overrides=overrides or None)
+                result = anyio.run(recorded, manager, tool, value, call)
+        finally:
+            if manager.recorder is not None:
+                manager.recorder.close()  # the process may end at once: what is pending is written now
     return result, screen
 
 
