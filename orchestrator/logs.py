@@ -131,7 +131,9 @@ def list_runs(
 
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     for head in heads:
-        table.add_column(head, justify="right" if head in ("TOKENS", "SECONDS") else "left", no_wrap=head == "RUN")
+        table.add_column(
+            head, justify="right" if head in ("TOKENS", "SECONDS") else "left", no_wrap=head in ("RUN", "STARTED")
+        )
     for info, cells in zip(found, rows, strict=True):
         table.add_row(*cells, style="red" if info.status == "error" else None)
     display(table)

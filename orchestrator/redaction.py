@@ -15,6 +15,7 @@ token.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -175,10 +176,13 @@ def _cutter(secrets: Sequence[Any]) -> re.Pattern[str] | None:
         elif secret is not None and not isinstance(secret, bool):
             texts.add(json.dumps(secret, ensure_ascii=False, default=str))
             texts.update(_strings(secret))
-    texts = {text for text in texts if len(text) >= 4}
-    if not texts:
-        return None
-    return re.compile("|".join(re.escape(text) for text in sorted(texts, key=len, reverse=True)))
+    return _pattern(tuple(sorted((text for text in texts if len(text) >= 4), key=lambda t: (-len(t), t))))
+
+
+@functools.lru_cache(maxsize=64)
+def _pattern(texts: tuple[str, ...]) -> re.Pattern[str] | None:
+    """The pattern of ``texts``, compiled once (the environment's secrets are the same for every run)."""
+    return re.compile("|".join(map(re.escape, texts))) if texts else None
 
 
 def _strings(value: Any) -> Iterator[str]:
