@@ -210,3 +210,19 @@ def test_batch_records_every_line_unless_no_log(project):
     )
     assert again.exit_code in (0, 1)
     assert len(runs(log)) == 3
+
+
+def test_a_run_on_an_executor_is_recorded_too(project):
+    log = project / "runs.db"
+    tools = str(project / "tools")
+    done = toolcascade(
+        log, "run", "greet", '{"name": "Ada", "pin": "8812-0045"}', "--path", tools, "--executor", "inprocess"
+    )
+    assert done.exit_code == 0 and done.stdout == "Hello Ada #8812-0045\n"
+    failed = toolcascade(log, "run", "broken", "--path", tools, "--executor", "inprocess")
+    assert failed.exit_code == 1
+    broken, greet = runs(log)
+    assert (greet.tool, greet.status, broken.tool, broken.status) == ("greet", "ok", "broken", "error")
+    assert f"error: {broken.error_type}:" in failed.output  # the error as the caller got it back
+    assert RunLog(log).get(greet.id)["args"] == {"name": "Ada", "pin": "[redacted]"}  # type: ignore[index]
+    assert b"8812-0045" not in b"".join(path.read_bytes() for path in project.glob("runs.db*"))
