@@ -33,6 +33,7 @@ DOCUMENTED = {
     "ModelError",
     "OrchestratorError",
     "OrderCycleError",
+    "RefusedAnswerError",
     "ReturnsValidationError",
     "SecurityError",
     "SessionLostError",
