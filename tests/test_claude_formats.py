@@ -110,7 +110,11 @@ async def test_subagent_body_is_the_system_prompt_and_the_task_the_user_message(
     scripted(
         sonnet=[
             {
-                "expect": {"contains": ["careful senior reviewer", "Review utils.py"], "tools": ["changelog"]},
+                "expect": {
+                    "contains": ["careful senior reviewer", "Review utils.py"],
+                    # Claude Code's Read, Grep, Glob and Bash(git diff:*) run as our built-ins: offered too.
+                    "tools": ["changelog", "Read", "Grep", "Glob", "Bash"],
+                },
                 "calls": [{"name": "changelog", "arguments": {}}],
             },
             {"expect": {"contains": ["1.4.0"], "last-role": "tool"}, "answer": "LGTM, add a test."},
@@ -122,7 +126,9 @@ async def test_subagent_body_is_the_system_prompt_and_the_task_the_user_message(
     # Text that looks like jinja2 in a Claude file stays literal: it is not our template language.
     system = manager.explain("code-reviewer", {"prompt": "x"}).key("system").value
     assert "`if {{ not x }}` stays as written" in system
-    assert list(tool.metadata["host-tools"]) == ["Read", "Grep", "Glob", "Bash(git diff:*)"]
+    assert list(tool.metadata["tools"]) == ["changelog", "Read", "Grep", "Glob", "Bash"]
+    assert tool.metadata["host-rules"] == {"Bash": ["git diff:*"]}
+    assert "host-tools" not in tool.metadata  # every name it lists runs
     assert tool.metadata["format-fields"] == {"color": "purple"}
 
 
@@ -184,10 +190,16 @@ def test_show_json_gives_the_format_and_how_each_field_was_mapped(project, monke
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["format"] == "claude-agent"
-    assert data["host_tools"] == ["Read", "Grep", "Glob", "Bash(git diff:*)"]
+    assert data["host_tools"] == []  # Read, Grep, Glob and Bash(git diff:*) run as built-ins
     mapped = {(m["source"], m["target"]): m for m in data["mapping"]}
     assert mapped[("model", "model")]["note"].startswith("alias sonnet -> ")
-    assert mapped[("tools", "host-tools")]["lossless"] is False
+    notes = [m["note"] for m in data["mapping"] if (m["source"], m["target"]) == ("tools", "tools")]
+    assert "our tools, offered to the model: changelog" in notes
+    assert any(
+        n.startswith("Claude Code's tools, run by toolcascade's built-ins: Read, Grep, Glob, Bash") for n in notes
+    )
+    assert mapped[("tools", "host-rules")]["note"] == "permission patterns narrow the tools: Bash(git diff:*)"
+    assert ("tools", "host-tools") not in mapped
     assert mapped[("body", "system")]["lossless"] is True
     assert mapped[("color", "format-fields")]["note"] == "kept as data: not used by toolcascade"
 
@@ -197,11 +209,18 @@ def test_show_text_lists_the_mapping_and_host_tools(project, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "claude-command (read through its adapter" in result.output
     assert "mapping from claude-command" in result.output
-    assert "Bash(git status:*), Bash(git diff --staged:*) (kept as data: never offered, never run)" in result.output
+    assert "Claude Code's tools, run by toolcascade's built-ins: Bash" in result.output
+    assert "permission patterns narrow the tools: Bash(git status:*), Bash(git diff --staged:*)" in result.output
+    assert "kept as data: never offered, never run" not in result.output  # no host tool of commit stays data
     assert "!`git status --short` is not supported: commands are never run" in result.output
 
 
 def test_check_reports_unsupported_features_and_host_tools_with_file_and_line(project, monkeypatch):
+    (project / ".claude/agents/researcher.md").write_text(
+        "---\nname: researcher\ndescription: Looks things up\ntools: Read, WebSearch, mcp__github__get_pr\n---\n"
+        "Find the answer.\n",
+        encoding="utf-8",
+    )
     result = cli_in(project, monkeypatch, "check", "--path", "tools", "--path", ".")
     lines = result.output.splitlines()
     assert result.exit_code == 0, result.output  # warnings only
@@ -213,10 +232,12 @@ def test_check_reports_unsupported_features_and_host_tools_with_file_and_line(pr
         ".claude/commands/commit.md:9: warning: claude-command: @docs/COMMITS.md is not supported: "
         "files are never read into the prompt (it stays text)" in lines
     )
-    assert any(
-        line.startswith(".claude/agents/code-reviewer.md:4: warning: claude-agent: host tools Read, Grep, Glob")
-        for line in lines
+    # Host tools we do not run are kept as data and reported; the ones we run (Read, Bash...) are neither.
+    assert (
+        ".claude/agents/researcher.md:4: warning: claude-agent: host tools WebSearch, mcp__github__get_pr are kept "
+        "as data: never offered to a model, never run" in lines
     )
+    assert not any(line.startswith(".claude/agents/code-reviewer.md") for line in lines), lines
     assert not any("collect.py" in line or "template.md" in line for line in lines)
 
 

@@ -64,20 +64,27 @@ def test_copilot_inputs_become_required_string_params_with_placeholders():
     assert adapted.prompt.startswith("Create a React component named {{ args['component'] }}\nin {{ args['folder'] }}")
 
 
-def test_copilot_tools_vscode_and_mcp_names_are_host_tools_ours_are_offered():
+def test_copilot_tools_ours_and_vscode_names_we_run_are_offered_the_rest_are_host_tools():
     meta = adapt(PROMPTS / "new-component.prompt.md").metadata
-    assert meta["host-tools"] == ["codebase", "editFiles", "search", "github/*"]
-    assert meta["tools"] == ["summarize"]
+    assert meta["host-tools"] == ["github/*"]
+    # codebase -> Grep, Glob, Read; editFiles -> Edit, Write; search -> Glob, Grep (VSCODE_HOST_TOOLS), each once.
+    assert meta["tools"] == ["summarize", "Grep", "Glob", "Read", "Edit", "Write"]
     assert meta["format-fields"] == {"mode": "agent"}
     assert meta["$static"] == ["host-tools", "format-fields"]
 
 
-def test_copilot_editor_variables_and_file_references_are_reported_and_kept_as_text():
+def test_copilot_editor_variables_and_file_references_are_reported_and_kept_as_text(write):
     adapted = adapt(PROMPTS / "new-component.prompt.md")
     problems = dict((message.split(" ")[0], line) for line, message in adapted.problems)
     assert problems["${selection}"] == 13
     assert problems["#file:../../docs/components.md"] == 10
-    assert problems["#codebase"] == 11
+    assert "#codebase" not in problems and "#codebase" in adapted.prompt  # it names a tool we run: only text
+    fetching = adapt(
+        write("p/look.prompt.md", "---\ntools: ['fetch', 'codebase']\n---\nUse #codebase,\nthen #fetch.\n")
+    )
+    assert [(line, m) for line, m in fetching.problems if m.startswith("#")] == [
+        (5, "#fetch names a VS Code tool: it stays text and never runs")
+    ]
     assert any("../../STYLE.md" in message for _line, message in adapted.problems)
     assert "${selection}" in adapted.prompt and "#file:../../docs/components.md" in adapted.prompt
 
@@ -128,9 +135,10 @@ async def test_copilot_with_the_scripted_model(project):
     assert result == "Notes drafted."
 
 
-async def test_copilot_host_tools_are_never_offered_to_the_model(project, write):
+async def test_copilot_offers_ours_and_the_built_ins_never_the_host_tools(project, write):
     write("project/tools/summarize.md", "---\ndescription: Summarizes.\n---\nsummary\n")
-    turn = {"answer": "done", "expect": {"tools": ["summarize"]}}  # only ours: codebase, editFiles ... are not
+    # ours and the built-ins codebase, editFiles and search map to are offered; github/* never is
+    turn = {"answer": "done", "expect": {"tools": ["summarize", "Grep", "Glob", "Read", "Edit", "Write"]}}
     result = await Manager([project / "tools", project]).invoke(
         "new-component",
         {"component": "A", "folder": "b"},

@@ -72,7 +72,7 @@ def test_frontmatter_that_is_not_strict_yaml_is_read_key_by_key_as_the_host_read
     assert tool.description.startswith("Use this agent when a release needs a plan. Examples:\n<example>\n")
     # The lines of the <example> block that look like keys stay in the description: the tag is still open.
     assert 'user: "plan the 2.0 release"\n' in tool.description and tool.description.endswith("</example>")
-    assert list(tool.metadata["host-tools"]) == ["Read", "Grep", "Glob"]
+    assert list(tool.metadata["tools"]) == ["Read", "Grep", "Glob"]  # the key after </example> is a key again
     assert tool.metadata["format-fields"] == {"color": "blue"}
     assert tool.metadata["model"] == "anthropic:claude-sonnet-4-5"
 
@@ -169,16 +169,35 @@ async def test_a_skill_is_found_by_its_folder_and_its_name_is_a_display_name(pro
 
 def test_space_separated_allowed_tools_are_separate_names(project):
     tool = manager_for(project).find_tool("hookify")
-    assert list(tool.metadata["host-tools"]) == ["Read", "Edit", "Bash(git log:*)"]
-    assert "tools" not in tool.metadata
+    assert list(tool.metadata["tools"]) == ["Read", "Edit", "Bash"]
+    assert tool.metadata["host-rules"] == {"Bash": ["git log:*"]}
+    assert "host-tools" not in tool.metadata
 
 
 # -- the host's tools -------------------------------------------------------------------------
 
 
-async def test_claude_code_tools_are_never_offered_and_never_fail_a_run(project, scripted):
-    scripted(sonnet=[{"expect": {"tools": [], "contains": ["numbered steps", "ship 2.0"]}, "answer": "1. tag"}])
-    assert await manager_for(project).invoke("planner", {"prompt": "ship 2.0"}) == "1. tag"
+async def test_claude_code_tools_we_run_are_offered_the_others_kept_as_host_tools_never_failing_a_run(
+    project, scripted
+):
+    (project / ".claude/agents/scout.md").write_text(
+        "---\nname: scout\ndescription: Looks around.\ntools: Read, WebSearch, Task, mcp__x__y\nmodel: haiku\n---\n"
+        "You look around and report.\n",
+        encoding="utf-8",
+    )
+    scripted(
+        sonnet=[
+            {
+                "expect": {"tools": ["Read", "Grep", "Glob"], "contains": ["numbered steps", "ship 2.0"]},
+                "answer": "1. tag",
+            }
+        ],
+        haiku=[{"expect": {"tools": ["Read"], "contains": ["look around", "the repo"]}, "answer": "seen"}],
+    )
+    manager = manager_for(project)
+    assert await manager.invoke("planner", {"prompt": "ship 2.0"}) == "1. tag"
+    assert list(manager.find_tool("scout").metadata["host-tools"]) == ["WebSearch", "Task", "mcp__x__y"]
+    assert await manager.invoke("scout", {"prompt": "the repo"}) == "seen"
 
 
 async def test_copilot_tools_we_do_not_know_stay_the_hosts(project):
