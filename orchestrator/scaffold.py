@@ -147,7 +147,9 @@ def ignore_local(folder: Path) -> None:
     ignore = folder / ".gitignore"
     text = ignore.read_text(encoding="utf-8") if ignore.is_file() else ""
     if LOCAL_FILE not in text.splitlines():
-        ignore.write_text(text + ("" if not text or text.endswith("\n") else "\n") + LOCAL_FILE + "\n", encoding="utf-8")
+        ignore.write_text(
+            text + ("" if not text or text.endswith("\n") else "\n") + LOCAL_FILE + "\n", encoding="utf-8"
+        )
 
 
 @click.command(short_help="Create a starter folder: a tool, a middleware, an authority.")
