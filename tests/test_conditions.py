@@ -251,8 +251,14 @@ async def test_r_chain_12_a_middleware_names_its_own_check_and_show_says_its_doc
         "    return bool(args and args.get('caps')) and target.meta.get('loud') is not None\n"
         "async def main(ctx):\n    return str(await ctx.target.manager.next()).upper()\n",
     )
-    write("tools/quiet.py", "frontmatter = {'metadata': {'loud': {'caps': False}}}\nasync def main(ctx):\n    return 'hi'\n")
-    write("tools/shout.py", "frontmatter = {'metadata': {'loud': {'caps': True}}}\nasync def main(ctx):\n    return 'hi'\n")
+    write(
+        "tools/quiet.py",
+        "frontmatter = {'metadata': {'loud': {'caps': False}}}\nasync def main(ctx):\n    return 'hi'\n",
+    )
+    write(
+        "tools/shout.py",
+        "frontmatter = {'metadata': {'loud': {'caps': True}}}\nasync def main(ctx):\n    return 'hi'\n",
+    )
     events: list[Event] = []
     manager = Manager([tools], on_event=events.append)
     assert await manager.invoke("quiet") == "hi"
