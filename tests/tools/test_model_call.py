@@ -59,7 +59,9 @@ async def test_model_call_adds_usage_to_the_run(write, tools):
 async def test_model_call_refuses_truncated_answers_and_missing_tool_calls(tools):
     manager = Manager([tools])
     with pytest.raises(ModelError, match="cut off at max-tokens"):
-        await manager.invoke("model-call", request([{"answer": "a", "finish": "length", "usage": {"completion_tokens": 4096}}]))
+        await manager.invoke(
+            "model-call", request([{"answer": "a", "finish": "length", "usage": {"completion_tokens": 4096}}])
+        )
     tools_offered = [{"name": "t", "description": "", "parameters": {"type": "object"}}]
     with pytest.raises(ModelError, match="tool-choice is 'required'"):
         await manager.invoke("model-call", request(["a"], tools=tools_offered, **{"tool-choice": "required"}))
