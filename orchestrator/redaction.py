@@ -16,7 +16,6 @@ token.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import re
@@ -158,6 +157,8 @@ def _bounded(value: Any) -> Any:
 
 
 def _digest(meta: Mapping[str, Any]) -> str:
+    import hashlib  # on the writer thread: OpenSSL's load stays off a command's start
+
     text = json.dumps(meta, sort_keys=True, ensure_ascii=False, default=repr)
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
