@@ -20,6 +20,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigurationError
@@ -39,8 +40,11 @@ _TURN_DATA = {
 }
 
 
-def row(call: Call, environment: Mapping[str, str]) -> tuple[Any, ...]:
-    """The row of ``call``: redacted, its secrets cut out, its values bounded."""
+def row(call: Call, environment: Environment) -> tuple[Any, ...]:
+    """The row of ``call``: redacted, its secrets cut out, its values bounded.
+
+    ``environment`` is ``secret_environment()``, read once per batch of rows.
+    """
     secrets = list(call.secrets)
     args = redact(_plain_args(call.args), _schema(call.params), secrets)
     result = redact(call.result, _schema(call.returns), secrets) if call.error is None else None
@@ -53,7 +57,7 @@ def row(call: Call, environment: Mapping[str, str]) -> tuple[Any, ...]:
         notes = getattr(call.error, "__notes__", ())
         error = {"type": type(call.error).__name__, "message": " ".join([str(call.error), *notes])}
     turns = [_turn(event, call.lookup, secrets) for event in call.events]
-    secrets += [value for name, value in environment.items() if call.env or SECRET_NAME.search(name)]
+    secrets += environment.values if call.env else environment.secrets
     usage = dict(call.usage) if call.usage else None
     body = {
         "args": _bounded(args),
@@ -106,9 +110,19 @@ def redact(value: Any, schema: Any, found: list[Any]) -> Any:
     return value
 
 
-def secret_environment() -> dict[str, str]:
-    """The environment's values worth cutting out of a run: 8 characters or more."""
-    return {name: value for name, value in os.environ.items() if len(value) >= 8}
+@dataclass(frozen=True, slots=True)
+class Environment:
+    """The environment's values to cut out of a run: ``secrets`` (named like one) and all ``values``."""
+
+    secrets: tuple[str, ...]
+    values: tuple[str, ...]
+
+
+def secret_environment() -> Environment:
+    """The environment's values (8 characters or more) to cut out of the runs written now."""
+    found = [(name, value) for name, value in os.environ.items() if len(value) >= 8]
+    secrets = tuple(value for name, value in found if SECRET_NAME.search(name))
+    return Environment(secrets, tuple(value for _name, value in found))
 
 
 def _schema(value: Any) -> Any:
