@@ -58,6 +58,7 @@ BUSY_TIMEOUT_MS = 10_000
 APPLICATION_ID = 0x7463726C
 MAX_PENDING = 10_000  # calls waiting for the writer; past it a call is dropped (with one warning)
 BATCH = 256  # calls per write transaction
+GATHER_SECONDS = 0.05  # how long the writer waits after a call for more to write with it
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, started REAL NOT NULL, seconds REAL NOT NULL,
@@ -201,6 +202,8 @@ class RunLog:
         try:
             while True:
                 batch = [self._queue.get()]
+                if isinstance(batch[0], Call):
+                    time.sleep(GATHER_SECONDS)  # let a burst of calls gather: one transaction, few thread switches
                 while len(batch) < BATCH:
                     try:
                         batch.append(self._queue.get_nowait())
@@ -296,6 +299,7 @@ class RunLog:
                     path=self.path,
                 )
             db.execute("PRAGMA secure_delete = ON")  # pruned runs are overwritten, not left in free pages
+            db.execute("PRAGMA synchronous = NORMAL")  # WAL: a power cut may lose the last runs, never the file
             if ours or not create:
                 return
             if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
