@@ -26,6 +26,7 @@ print(manager.invoke_sync("style-guide"))
 print(manager.invoke_sync("reviewer", {"prompt": "Review: toolcascade runs the markdown you already have"}))
 
 explained = manager.explain("reviewer", {"prompt": "x"})
-print("host tools kept as data:", ", ".join(explained.host_tools))
+# word-count is ours; Read and Grep are Claude Code's own tools, which toolcascade runs as built-ins.
+print("offered to the model:", ", ".join(manager.find_tool("reviewer").metadata["tools"]))
 for mapped in explained.mapping:
     print(f"  {mapped['source']} -> {mapped['target']}: {mapped['note'] or 'as is'}")
