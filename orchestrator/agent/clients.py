@@ -17,9 +17,11 @@ when ``Manager.close()`` asks it to. A loop that has already ended closed
 its own clients, so ``close()`` never raises.
 
 The agent loop tells the providers whose clients to use with ``keeping(manager)``
-around its model requests; a request made outside one (a program invoking
-``model-call`` itself) or after the Manager closed gets a client of its
-own, closed after the request, as before.
+around its model requests, and so does ``model-call`` (``keeping(ctx.owner)``),
+so a program invoking ``model-call`` itself reuses the Manager's client too.
+A request made outside one (a program calling a provider's ``complete``
+directly) or after the Manager closed gets a client of its own, closed after
+the request.
 """
 
 from __future__ import annotations
