@@ -24,7 +24,7 @@ _PACKAGE = Path(__file__).resolve().parent
 NAME_MAX = 255  # bytes in one file or folder name (ext4, APFS, NTFS alike)
 
 # Files in a tools folder that are never tools.
-RESERVED = frozenset({"AUTHORITY.md", "README.md"})
+RESERVED = frozenset({"AUTHORITY.md", "AUTHORITY.local.md", "README.md"})
 
 UNSEEN: Any = object()  # Registry.seen() of a path never looked at
 

@@ -86,3 +86,10 @@ def test_show_names_each_level_with_its_file(write, tools, placed, monkeypatch):
     assert ["user", "authority"] in shown["levels"] and shown["files"]["user"] == str(user / "AUTHORITY.md")
     plain = CliRunner().invoke(cli, ["show", "say"], env={"COLUMNS": "200"})
     assert plain.exit_code == 0 and str(user / "AUTHORITY.md") in plain.output.replace("\n", "")
+
+
+def test_a_local_authority_is_never_a_tool(write, tools, placed):
+    write("tools/AUTHORITY.md", "---\nmetadata:\n  tone: plain\n---\n")
+    write("tools/AUTHORITY.local.md", "---\ndescription: this checkout's settings\nmetadata:\n  tone: mine\n---\n")
+    write("tools/say.py", TONE)
+    assert [info.ref for info in Manager([tools]).list_tools()] == ["say"]

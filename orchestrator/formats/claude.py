@@ -81,7 +81,7 @@ from .fields import (
 from .lenient import Leniency
 from .plugins import ROOT_VARIABLE, Place, fill_root, place
 
-RESERVED = frozenset({"README.md", "AUTHORITY.md"})
+RESERVED = frozenset({"README.md", "AUTHORITY.md", "AUTHORITY.local.md"})
 FORMAT_FIELDS = "format-fields"
 HOST_TOOLS = "host-tools"
 # Resources listed in a skill's mapping: enough to show what is there.
