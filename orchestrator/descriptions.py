@@ -9,6 +9,7 @@ invocation takes (``orchestrator.binding``).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .binding import prepare
@@ -20,6 +21,7 @@ from .schema import json_schema
 from .tool import ToolInfo
 
 if TYPE_CHECKING:
+    from .context import Context
     from .manager import Manager
 
 
@@ -88,4 +90,45 @@ def explain(
     planner, checked = manager.planner, ctx.shared.checked
     plan = planner.plan(ctx.tool, ctx.paths, checked)
     conditions = {e.name: planner.condition(e.name, ctx.paths, checked) for e in ctx.chain if e.fn is None}
-    return explanation(ctx, plan, merged, verdicts, origins, cycle=cycle, render=render, conditions=conditions)
+    explained = explanation(ctx, plan, merged, verdicts, origins, cycle=cycle, render=render, conditions=conditions)
+    return replace(explained, **composed(manager, ctx, merged.values, args))
+
+
+def composed(manager: Manager, ctx: Context, meta: Mapping[str, Any], args: Any) -> dict[str, Any]:
+    """What ``show`` adds of issue 30's composition: partials used, shorthand schemas expanded, instruction files.
+
+    Each is read only where the tool has one: a template with a ``{%`` statement, a shorthand ``params`` or
+    ``returns``, an agent whose metadata asks for instructions.
+    """
+    from .partials import uses
+    from .picoschema import is_shorthand
+
+    tool = ctx.tool
+    found: dict[str, Any] = {
+        "partials": tuple(
+            {
+                "name": use.name,
+                "level": use.level,
+                "line": use.line,
+                "path": str(use.path) if use.path is not None else None,
+                "error": str(use.error) if use.error is not None else None,
+                "via": use.via,
+            }
+            for use in uses(tool, ctx.paths)
+        ),
+        "schemas": {
+            key: json_schema(meta[key], key, tool) for key in ("params", "returns") if is_shorthand(meta.get(key))
+        },
+    }
+    if meta.get("instructions") and meta.get("model") is not None:
+        from dataclasses import asdict
+
+        from .instructions import explain_instructions
+
+        found["instructions"] = tuple(
+            asdict(verdict)
+            for verdict in explain_instructions(
+                meta, args, ctx.cwd, tool=tool.name, paths=[sp.root for sp in ctx.paths], limits=manager.limits
+            )
+        )
+    return found

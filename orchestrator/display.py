@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from . import panels
 from .explain import when_words
 from .frozen import thaw
 from .ordering import DEFAULT_AFTER, DEFAULT_BEFORE
@@ -271,28 +272,15 @@ def explanation_view(data: dict[str, Any], *, brief: bool = False) -> list[Any]:
     else:
         view.append(Text("chain: empty (the body runs on its own)"))
     if data.get("mcp"):
-        view += ["", mcp_view(data["mcp"])]
+        view += ["", panels.mcp_view(data["mcp"])]
+    composed = panels.composed_view(data)
+    if composed is not None:
+        view += ["", composed]
     if data.get("prompt"):
         title = "prompt (rendered with ARGS)" if data.get("rendered") else "prompt (as written)"
         view.append("")
         view.append(Panel(Text(data["prompt"]), title=title, title_align="left", box=box.ROUNDED, expand=False))
     return view
-
-
-def mcp_view(offered: dict[str, Any]) -> Any:
-    """How the tool is offered over MCP (``orchestrator.annotations``): as what, its title and hints, and why."""
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
-    if "error" in offered:
-        return Text(f"mcp: not served: {offered['error']}", style="red")
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold", no_wrap=True)
-    grid.add_column(overflow="fold")
-    for field, reason in offered["reasons"].items():
-        grid.add_row(Text(field), Text(reason if field != "title" or not offered["title"] else offered["title"]))
-    return Group(Text("served over MCP (mcp)", style="italic"), grid)
 
 
 def header(data: dict[str, Any]) -> Any:
@@ -315,8 +303,17 @@ def header(data: dict[str, Any]) -> Any:
             head.add_row(f"  {name}", Text(files[name]))
     head.add_row("phases", Text(" → ".join(data["phases"])))
     for note in ("$static", "$dynamic", "$locked", "$private"):
-        if data["annotations"].get(note):
-            head.add_row(note, Text(", ".join(data["annotations"][note])))
+        names = data["annotations"].get(note)
+        if not names:
+            continue
+        if note == "$static":  # most are the default authority's engine settings: name those this tool sets
+            keys = {item["key"] for item in data["keys"]}
+            here = [name for name in names if name in keys]
+            rest = len(names) - len(here)
+            more = f"{rest} more, not set on this tool (--json lists them)" if rest else ""
+            head.add_row(note, Text(", ".join([*here, more] if more else here)))
+            continue
+        head.add_row(note, Text(", ".join(names)))
     if data["annotations"].get("$attach"):
         head.add_row("$attach", Text(str(data["annotations"]["$attach"])))
     for row in notices(data):

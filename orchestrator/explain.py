@@ -72,6 +72,9 @@ class Explanation:
     problems: tuple[tuple[int | None, str], ...] = ()  # what the adapter found unsupported (line, message)
     replaces: str | None = None  # the built-in this tool takes the place of ("built-in execute.py"), if any
     files: dict[str, str] = field(default_factory=dict)  # each level's file by level name (user, managed, local ...)
+    partials: tuple[dict[str, Any], ...] = ()  # each partial its templates name: name, level, line, path or error
+    schemas: dict[str, Any] = field(default_factory=dict)  # params/returns written as shorthand, as JSON Schema
+    instructions: tuple[dict[str, Any], ...] = ()  # an agent's instruction files for these args: applied and why
 
     def key(self, name: str) -> KeyExplanation:
         """The explanation of one key.
