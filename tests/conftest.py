@@ -22,6 +22,8 @@ def _index_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         "TOOLCASCADE_CACHE": str(folder),
         "TOOLCASCADE_CONFIG": str(placed / "user"),
         "TOOLCASCADE_MANAGED": str(placed / "managed" / "AUTHORITY.md"),
+        # The CLI's run log goes to a file of the session's own, never the developer's state folder.
+        "TOOLCASCADE_RUNLOG": str(folder / "runs.db"),
     }
     before = {name: os.environ.get(name) for name in chosen}
     os.environ.update(chosen)
