@@ -113,6 +113,10 @@ def _check(manager: Manager, run: Snapshot) -> list[Problem]:
             _check_authority(manager, path, root, near, report, run)
         except Exception as exc:
             report.error(exc, path)
+    from .instructions import instruction_problems  # instruction files its host would ignore (issue 30)
+
+    for problem in instruction_problems(manager.cwd, [sp.root for sp in user_paths], manager.limits):
+        report.add(problem.path, problem.line, problem.message, problem.severity)
     return report.problems()
 
 

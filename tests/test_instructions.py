@@ -403,3 +403,17 @@ def test_run_verbose_says_which_instruction_files_applied_and_why(project, monke
     said = [line for line in result.stderr.splitlines() if "AGENTS.md (agents)" in line]
     assert said and said[0].split(": ", 1)[-1]  # the file, its host, and whether and why it applied
     assert any(line.startswith("AGENTS.md (agents): applied") for line in result.stderr.splitlines())
+
+
+def test_the_check_command_reports_instruction_files_their_host_would_ignore(project, monkeypatch):
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    (project / ".cursor" / "rules" / "stringly.mdc").write_text('---\nglobs: "*.py"\nalwaysApply: "yes"\n---\nBody.\n')
+    monkeypatch.chdir(project)
+    result = CliRunner().invoke(cli, ["check", "--path", "tools"])
+    assert result.exit_code != 0
+    lines = [line for line in result.output.splitlines() if "stringly.mdc" in line]
+    assert lines and lines[0].startswith(str(Path(".cursor") / "rules" / "stringly.mdc") + ":3:")
+    assert "alwaysApply must be true or false" in lines[0]
