@@ -43,10 +43,9 @@ it for ``check``.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from difflib import get_close_matches
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,7 +56,7 @@ from .loader import cut_frontmatter, load_yaml, read_text
 from .problems import Problem
 
 if TYPE_CHECKING:
-    from .context import Context
+    pass
 
 HOSTS = ("agents", "claude", "copilot", "cursor", "toolcascade")
 """The hosts whose instruction files can be read, as ``instructions.hosts`` names them."""
@@ -145,10 +144,10 @@ def chosen_hosts(meta: Mapping[str, Any], tool: str | None = None) -> tuple[str,
         return ()
     if value is True:
         return HOSTS
-    wrong = f"instructions must be true, false or {{hosts: [{', '.join(HOSTS)}]}}, not {value!r}"[:300]
-    if not isinstance(value, Mapping) or set(value) - {"hosts"}:
-        raise ConfigurationError(wrong, tool=tool, key="instructions")
-    hosts = value.get("hosts", list(HOSTS))
+    wrong = f"instructions must be true, false or {{hosts: [{', '.join(HOSTS)}], tools: {{TOOL: text}}}}, not {value!r}"
+    if not isinstance(value, Mapping) or set(value) - {"hosts", "tools"}:
+        raise ConfigurationError(wrong[:300], tool=tool, key="instructions")
+    hosts = value.get("hosts", [] if "tools" in value else list(HOSTS))  # only tools: no host's files
     if isinstance(hosts, str) or not isinstance(hosts, Sequence):
         raise ConfigurationError(wrong, tool=tool, key="instructions.hosts")
     for host in hosts:
@@ -157,6 +156,29 @@ def chosen_hosts(meta: Mapping[str, Any], tool: str | None = None) -> tuple[str,
             hint = f"; did you mean {near[0]!r}?" if near else f"; the hosts are {', '.join(HOSTS)}"
             raise ConfigurationError(f"unknown instruction host {host!r}{hint}", tool=tool, key="instructions.hosts")
     return tuple(h for h in HOSTS if h in hosts)
+
+
+def tool_instructions(meta: Mapping[str, Any], tool: str | None = None, path: Path | None = None) -> list[Instruction]:
+    """The instructions ``instructions.tools`` in metadata gives, each added after the agent calls its tool.
+
+    ``instructions: {tools: {Bash: "Quote every path."}}`` (set by an
+    authority for its folder's agents, or by the agent itself).
+
+    Raises:
+        ConfigurationError: ``tools`` is not a mapping of tool names to text.
+    """
+    value = meta.get("instructions")
+    given = value.get("tools") if isinstance(value, Mapping) else None
+    if given is None:
+        return []
+    if not isinstance(given, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in given.items()):
+        raise ConfigurationError(
+            f"instructions.tools must map tool names to text, not {given!r}"[:300], tool=tool, key="instructions.tools"
+        )
+    return [
+        Instruction(path or Path(), f"instructions.tools.{name}", "metadata", text.strip(), tools=(name,))
+        for name, text in given.items()
+    ]
 
 
 def discover(cwd: Path, root: Path) -> list[tuple[str, Path]]:
@@ -331,7 +353,7 @@ def named_files(value: Any, cwd: Path, root: Path) -> list[str]:
     return list(found)
 
 
-def _matching(globs: Sequence[str], files: Sequence[str]) -> tuple[str, str] | None:
+def matching(globs: Sequence[str], files: Sequence[str]) -> tuple[str, str] | None:
     """The first (glob, file) that matches, wcmatch-style; None when none does.
 
     Raises:
@@ -368,7 +390,7 @@ def judge(instruction: Instruction, files: Sequence[str]) -> Verdict:
         return verdict(True, said.get(i.host, "always applied: its host reads it for every request"))
     if set(i.globs) & _ALWAYS:
         return verdict(True, f"{i.glob_key} {'**'!r} matches every file: always applied")
-    hit = _matching(i.globs, files) if i.globs and files else None
+    hit = matching(i.globs, files) if i.globs and files else None
     if hit is not None:
         return verdict(True, f"{i.glob_key} {hit[0]!r} matched {hit[1]}")
     later = []
@@ -424,11 +446,11 @@ def explain_instructions(
             )
             verdicts.append(Verdict(rel, host, False, f"not read: {why}", "never"))
             continue
-        verdicts.append(judge(_read(host, path, root, limits), files))
-    return verdicts
+        verdicts.append(judge(load_instruction(host, path, root, limits), files))
+    return verdicts + [judge(given, files) for given in tool_instructions(meta, tool)]
 
 
-def _read(host: str, path: Path, root: Path, limits: Limits) -> Instruction:
+def load_instruction(host: str, path: Path, root: Path, limits: Limits) -> Instruction:
     """``read_instruction``, with an unreadable file, or a link out of the project, as one never applied."""
     rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
     if not path.resolve().is_relative_to(root):  # a checkout's AGENTS.md -> ~/.ssh/id_rsa never reaches a model
@@ -444,141 +466,8 @@ def instruction_problems(cwd: Path, paths: Iterable[Path] = (), limits: Limits =
     root = project_root(cwd, paths)
     found = []
     for host, path in discover(cwd, root):
-        instruction = _read(host, path, root, limits)
+        instruction = load_instruction(host, path, root, limits)
         if instruction.problem is not None:
             found.append(Problem(str(path), instruction.line, instruction.problem, instruction.severity))
         found += [Problem(str(path), line, message, severity) for line, message, severity in instruction.notes]
     return found
-
-
-class AgentInstructions:
-    """The instructions of one agent run: its system messages, and those its tool calls bring in later.
-
-    ``system`` are the messages of the files that apply from the start
-    (``Conversation.begin`` puts them in the preamble). ``weave`` is called
-    for every request with the conversation as it stands: after the tool
-    results of the turn whose call first brings an instruction in (its
-    tool, or a file its arguments name that a glob matches) it inserts that
-    instruction as a system message. So a continued session or a resumed
-    run gets them at the same places; one whose call a rewrite (``compact``)
-    removed stays, ahead of the conversation.
-    """
-
-    def __init__(
-        self,
-        system: list[Instruction],
-        pending: list[Instruction],
-        cwd: Path,
-        root: Path,
-        refs: Mapping[str, str],
-        announce: Callable[[list[Verdict]], None],
-    ) -> None:
-        self.system = [_message(i) for i in system]
-        self.pending = pending
-        self.cwd = cwd
-        self.root = root
-        self.refs = refs  # wire name -> tool ref
-        self.announce = announce
-        self.announced: set[str] = set()
-        self._brought: dict[str, list[tuple[Instruction, str]]] = {}
-
-    def weave(self, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """``messages`` with each pending instruction after the tool results of the turn that brought it in."""
-        if not self.pending:
-            return list(messages)
-        out: list[dict[str, Any]] = []
-        added: set[str] = set()
-        fresh: list[Verdict] = []
-        kept = [i for i in self.pending if i.file in self.announced]  # brought in earlier in this run
-        index = 0
-        while index < len(messages):
-            message = messages[index]
-            out.append(message)
-            index += 1
-            calls = message.get("tool_calls") if message.get("role") == "assistant" else None
-            if not calls:
-                continue
-            while index < len(messages) and messages[index].get("role") == "tool":
-                out.append(messages[index])
-                index += 1
-            for instruction, reason in self._bring(calls):
-                if instruction.file in added:
-                    continue
-                added.add(instruction.file)
-                out.append(_message(instruction))
-                if instruction.file not in self.announced:
-                    self.announced.add(instruction.file)
-                    fresh.append(Verdict(instruction.file, instruction.host, True, reason, "after-call"))
-        if fresh:
-            self.announce(fresh)
-        # a call rewritten away (compact) keeps what it brought in, ahead of the conversation
-        return [*(_message(i) for i in kept if i.file not in added), *out]
-
-    def _bring(self, calls: Sequence[Mapping[str, Any]]) -> list[tuple[Instruction, str]]:
-        """The pending instructions a turn's calls bring in, each with why (memoised by call)."""
-        brought: list[tuple[Instruction, str]] = []
-        for call in calls:
-            wire = str(call.get("name"))
-            key = json.dumps([wire, call.get("arguments")], sort_keys=True, default=str)
-            if key not in self._brought:
-                ref = self.refs.get(wire, wire)
-                arguments = call.get("arguments")
-                if isinstance(arguments, str):
-                    try:
-                        arguments = json.loads(arguments or "{}")
-                    except ValueError:
-                        arguments = None
-                files = named_files(arguments, self.cwd, self.root)
-                why = ((i, _called(i, ref, wire, files)) for i in self.pending)
-                self._brought[key] = [(i, reason) for i, reason in why if reason is not None]
-            brought += self._brought[key]
-        return brought
-
-
-def _called(instruction: Instruction, ref: str, wire: str, files: Sequence[str]) -> str | None:
-    """Why a call to ``ref`` naming ``files`` brings ``instruction`` in; None when it does not."""
-    if ref in instruction.tools or wire in instruction.tools:
-        return f"the agent called {ref}"
-    hit = _matching(instruction.globs, files) if instruction.globs and files else None
-    if hit is None:
-        return None
-    return f"{instruction.glob_key} {hit[0]!r} matched {hit[1]}, named in a call to {ref}"
-
-
-def _message(instruction: Instruction) -> dict[str, Any]:
-    """The system message that carries an instruction file."""
-    return {"role": "system", "content": f"Instructions from {instruction.file}:\n\n{instruction.text}"}
-
-
-def agent_instructions(ctx: Context, wire: Mapping[str, Mapping[str, Any]]) -> AgentInstructions | None:
-    """The instructions of the agent of ``ctx`` (None when its metadata reads none); emits their verdicts.
-
-    ``wire`` maps the names the model calls tools by to the offered tools (their ``ref``).
-
-    Raises:
-        ConfigurationError: a malformed ``instructions`` key; wcmatch missing when a glob is matched.
-    """
-    hosts = chosen_hosts(ctx.meta, ctx.tool.name)
-    if not hosts:
-        return None
-    owner = ctx.owner
-    root = project_root(ctx.cwd, (Path(sp.root) for sp in owner.paths))
-    files = named_files(ctx.args, Path(ctx.cwd), root)
-    system, pending, verdicts = [], [], []
-    for host, path in discover(ctx.cwd, root):
-        if host in hosts:
-            instruction = _read(host, path, root, owner.limits)
-            verdict = judge(instruction, files)
-            verdicts.append(verdict)
-            if verdict.applied:
-                system.append(instruction)
-            elif verdict.when == "after-call":
-                pending.append(instruction)
-
-    def announce(found: list[Verdict]) -> None:
-        owner.emit(EVENT, ctx, None, files=[asdict(v) for v in found])
-
-    if verdicts:
-        announce(verdicts)
-    refs = {name: str(tool["ref"]) for name, tool in wire.items()}
-    return AgentInstructions(system, pending, Path(ctx.cwd), root, refs, announce)

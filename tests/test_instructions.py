@@ -417,3 +417,32 @@ def test_the_check_command_reports_instruction_files_their_host_would_ignore(pro
     lines = [line for line in result.output.splitlines() if "stringly.mdc" in line]
     assert lines and lines[0].startswith(str(Path(".cursor") / "rules" / "stringly.mdc") + ":3:")
     assert "alwaysApply must be true or false" in lines[0]
+
+
+async def test_metadata_names_an_instruction_added_only_after_the_agent_calls_its_tool(project):
+    """`instructions: {tools: {TOOL: text}}`: a folder's authority or the agent says what to follow when using a tool."""
+    script = [
+        {"calls": [{"name": "read", "arguments": {"path": "README"}}], "expect": {"last-role": "user"}},
+        {"calls": [{"name": "shell", "arguments": {"command": "ls"}}], "expect": {"last-role": "tool"}},
+        {"answer": "done", "expect": {"contains": "Never run rm -rf"}},
+    ]
+    meta = {"instructions": {"tools": {"shell": "Never run rm -rf."}}}
+    agent(project, "careful", script, tools=["read", "shell"], **meta)
+    events: list[Event] = []
+    manager = Manager([project / "tools"], cwd=project, on_event=events.append)
+    box: dict[str, Any] = {}
+    assert await manager.invoke("careful", {"file": "src"}, context={"nonlocals": box}) == "done"
+    first, second, third = box["requests"]
+    assert not any("Never run rm -rf" in str(m["content"]) for m in first + second)  # no host's files, no rule yet
+    assert sum("Never run rm -rf" in str(m["content"]) for m in third) == 1
+    announced = [e.data["files"] for e in events if e.kind == "agent.instructions"]
+    assert announced[0] == [
+        {
+            "file": "instructions.tools.shell",
+            "host": "metadata",
+            "applied": False,
+            "reason": "not applied yet: added after the agent calls shell",
+            "when": "after-call",
+        }
+    ]
+    assert announced[-1][0]["reason"] == "the agent called shell"

@@ -15,7 +15,7 @@ from ..sessions import check_unchanged
 
 if TYPE_CHECKING:
     from ..context import Context
-    from ..instructions import AgentInstructions
+    from .briefing import AgentInstructions
 
 ROLES = ("system", "user", "assistant", "tool")
 """Roles a message of a (rewritten) conversation may have."""

@@ -84,12 +84,12 @@ from ..errors import (
     OrchestratorError,
     ReturnsValidationError,
 )
-from ..instructions import agent_instructions
 from ..interrupts import RESUMING as RESUMING  # re-exported: the key was defined here
 from ..interrupts import Suspension
 from ..options import extract_options
 from ..prompt import render_prompt
 from .answer import bounded
+from .briefing import agent_instructions
 from .clients import keeping
 from .conversation import Conversation, Saver, preamble
 from .media import prompt_content
