@@ -100,7 +100,8 @@ class Roots:
 
 
 def roots_of(tool: Tool | None, paths: tuple[SearchPath, ...]) -> Roots:
-    """The folders ``tool``'s templates include from: its own folder, then each search path it may use.
+    """The folders ``tool``'s templates include from: its own folder, each search path it may use, then
+    the ``authorities/`` folder beside each (so a named authority's templates find the partials it ships).
 
     The package's built-in tools folder is left out: it holds no partials.
     """
@@ -116,6 +117,10 @@ def roots_of(tool: Tool | None, paths: tuple[SearchPath, ...]) -> Roots:
             continue  # someone else's text never renders where env may be open
         if sp.folder != builtin:  # the package's own tools hold no partials
             folders.append((sp.root, sp.root))
+    for sp in paths:
+        named = sp.root.parent / "authorities"
+        if sp.folder != builtin and (sp.trusted or not tool.trusted) and named.is_dir():
+            folders.append((named, named))
     return Roots(tuple(folders))
 
 

@@ -309,3 +309,19 @@ async def test_a_tool_from_a_paths_folder_includes_from_its_own_folder_and_the_t
     assert await manager.invoke("host") == "own words, house style"
     with pytest.raises(InterpolationError, match="untrusted folders never see env"):
         await manager.invoke("host2")  # its partials are as untrusted as it is
+
+
+async def test_a_named_authoritys_templates_find_the_partials_it_ships_beside_it(tmp_path: Path) -> None:
+    """A partial resolves as a ref does across authorities: `authorities/` beside a search path is searched too."""
+    tools = tmp_path / "tools"
+    put(
+        tmp_path / "authorities" / "house.md", "---\nmetadata:\n  system: 'Speak {% include \"house-voice\" %}.'\n---\n"
+    )
+    put(tmp_path / "authorities" / "house-voice.jinja", "as the house does")
+    put(
+        tools / "speak.py",
+        'frontmatter = {"authority": "house"}\n\ndef main(ctx):\n    return ctx.meta["system"]\n',
+    )
+    assert await Manager([tools]).invoke("speak") == "Speak as the house does."
+    manager = Manager([tools])
+    assert roots_of(manager.find_tool("speak"), manager.paths).folders[-1][0] == tmp_path / "authorities"
