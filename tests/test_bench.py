@@ -169,10 +169,17 @@ async def test_w3_times_the_page_beside_the_parts_it_cannot_do_without(tmp_path:
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # LangChain's agent runs on asyncio
 async def test_langchain_baseline_runs_the_agent_loop_through_its_public_api() -> None:
-    """`agent.ainvoke` runs model -> tool (through the middleware) -> model, every call, whatever ran before."""
-    pytest.importorskip("langchain")
+    """`agent.ainvoke` runs model -> tool (through the middleware) -> model, every call, whatever ran before.
+
+    Without the bench extra (as in CI) the baseline is None, which the bench prints as "not installed".
+    """
+    import importlib.util
+
     from bench.baselines import langchain_agent_call, langchain_toolnode_call
 
+    if importlib.util.find_spec("langchain") is None:
+        assert langchain_agent_call(0) is None and langchain_toolnode_call(1) is None
+        return
     for count in (0, 3):
         call = langchain_agent_call(count)
         assert call is not None

@@ -177,13 +177,28 @@ async def test_a_burst_of_spinning_calls_times_out_on_time_and_the_loop_stays_fr
     workers.add(result["pid"])
 
 
-async def test_a_cancelled_call_kills_its_worker(manager: Manager, workers: set[int]) -> None:
-    with anyio.move_on_after(0.5):  # no $timeout: the caller's own cancel scope
-        await manager.invoke("spin")
-    pids = set(workers) | set(pool().pids)
-    assert pids
-    workers |= pids
-    await gone(pids)
+SPIN_MARKED = (
+    'import os\n\nfrontmatter = {"metadata": {"delegate": {"engine": "process", "pool": 2}}}\n\n'
+    "def main(ctx):\n"
+    "    with open(ctx.args['mark'], 'w') as mark:\n        mark.write(str(os.getpid()))\n"
+    "    while True:\n        pass\n"
+)
+
+
+async def test_a_cancelled_call_kills_its_worker(manager: Manager, workers: set[int], write: Any, tmp_path: Path):
+    """Cancelled once its worker is spinning (the worker says its pid: a loaded machine may take seconds to start it)."""
+    write("tools/spin-marked.py", SPIN_MARKED)
+    mark = tmp_path / "worker.pid"
+    with anyio.CancelScope() as scope:  # no $timeout: the caller's own cancel scope
+        async with anyio.create_task_group() as group:
+            group.start_soon(manager.invoke, "spin-marked", {"mark": str(mark)})
+            with anyio.fail_after(60):
+                while not mark.exists() or not mark.read_text():
+                    await anyio.sleep(0.02)
+            scope.cancel()
+    pid = int(mark.read_text())
+    workers.add(pid)
+    await gone({pid})
 
 
 async def test_a_worker_serves_call_after_call_and_sees_the_callers_search_paths(
