@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -29,6 +33,45 @@ def stop(process: subprocess.Popen) -> None:  # type: ignore[type-arg]
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=10)
+
+
+def fakellm_http(url: str, method: str = "GET") -> dict[str, Any]:
+    """A tiny stdlib client for fakellm's control endpoints (``/_fakellm/stats``, ``/_fakellm/reset``)."""
+    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return json.loads(response.read() or b"{}")  # type: ignore[no-any-return]
+
+
+@contextmanager
+def fakellm_server(folder: Path, rules: Any) -> Iterator[str]:
+    """A real fakellm (an OpenAI- and Anthropic-compatible server) on 127.0.0.1 with ``rules``; yields its URL."""
+    import yaml
+
+    config = folder / "rules.yaml"
+    config.write_text(yaml.safe_dump(rules))
+    port = free_port()
+    exe = Path(sys.executable).parent / "fakellm"
+    process = subprocess.Popen(
+        [str(exe), "serve", "--host", "127.0.0.1", "--port", str(port), "--config", str(config)],
+        cwd=folder,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            fakellm_http(f"{base}/_fakellm/stats")
+            break
+        except (urllib.error.URLError, ConnectionError):
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                raise RuntimeError("fakellm did not start") from None
+            time.sleep(0.1)
+    try:
+        yield base
+    finally:
+        stop(process)
 
 
 def listening(process: subprocess.Popen, port: int, seconds: float) -> bool:  # type: ignore[type-arg]

@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-from pathlib import Path
-
 import pytest
 import yaml
-from servers import free_port, stop
+from servers import fakellm_http as http
+from servers import fakellm_server
 
 from orchestrator import ConfigurationError, Manager, ModelError
 from orchestrator.agent.openai import _wire
@@ -47,41 +40,10 @@ RULES = {
 }
 
 
-def http(url: str, method: str = "GET") -> dict:
-    """A tiny stdlib client for fakellm's control endpoints."""
-    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
-    with urllib.request.urlopen(request, timeout=5) as response:
-        return json.loads(response.read() or b"{}")
-
-
 @pytest.fixture(scope="module")
 def fakellm(tmp_path_factory):
-    folder: Path = tmp_path_factory.mktemp("fakellm")
-    config = folder / "rules.yaml"
-    config.write_text(yaml.safe_dump(RULES))
-    port = free_port()
-    exe = Path(sys.executable).parent / "fakellm"
-    process = subprocess.Popen(
-        [str(exe), "serve", "--host", "127.0.0.1", "--port", str(port), "--config", str(config)],
-        cwd=folder,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            http(f"{base}/_fakellm/stats")
-            break
-        except (urllib.error.URLError, ConnectionError):
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
-                raise RuntimeError("fakellm did not start") from None
-            time.sleep(0.1)
-    try:
+    with fakellm_server(tmp_path_factory.mktemp("fakellm"), RULES) as base:
         yield base
-    finally:
-        stop(process)
 
 
 @pytest.fixture

@@ -8,12 +8,6 @@ and to see that each one is closed.
 from __future__ import annotations
 
 import gc
-import json
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +15,8 @@ import anthropic
 import openai
 import pytest
 import yaml
-from servers import free_port, stop
+from servers import fakellm_http as http
+from servers import fakellm_server
 
 from orchestrator import Manager
 
@@ -50,40 +45,10 @@ RULES = {
 }
 
 
-def http(url: str, method: str = "GET") -> dict[str, Any]:
-    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
-    with urllib.request.urlopen(request, timeout=5) as response:
-        return json.loads(response.read() or b"{}")  # type: ignore[no-any-return]
-
-
 @pytest.fixture(scope="module")
 def fakellm(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    folder: Path = tmp_path_factory.mktemp("fakellm-clients")
-    config = folder / "rules.yaml"
-    config.write_text(yaml.safe_dump(RULES))
-    port = free_port()
-    exe = Path(sys.executable).parent / "fakellm"
-    process = subprocess.Popen(
-        [str(exe), "serve", "--host", "127.0.0.1", "--port", str(port), "--config", str(config)],
-        cwd=folder,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            http(f"{base}/_fakellm/stats")
-            break
-        except (urllib.error.URLError, ConnectionError):
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
-                raise RuntimeError("fakellm did not start") from None
-            time.sleep(0.1)
-    try:
+    with fakellm_server(tmp_path_factory.mktemp("fakellm-clients"), RULES) as base:
         yield base
-    finally:
-        stop(process)
 
 
 def requests_seen(fakellm: str) -> int:
