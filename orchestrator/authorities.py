@@ -335,7 +335,4 @@ class Authorities:
         self.registry.watch((str(path),), checked)
         if not is_file(path):
             return None
-        found = self.registry.load(
-            path, lambda p: load_authority(p, None, self.registry.limits), checked, ("authority", None)
-        )
-        return replace(found, name=name, inherit=(), folder=False, placed=placed)
+        return replace(self._load(path, None, checked), name=name, inherit=(), folder=False, placed=placed)
