@@ -6,6 +6,7 @@ import os
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,3 +83,15 @@ def tools(tmp_path: Path) -> Path:
     folder = tmp_path / "tools"
     folder.mkdir(exist_ok=True)
     return folder
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """Point model aliases at offline scripted models: ``scripted(sonnet=turns, ...)`` (as other formats' files name models)."""
+    import json
+
+    def _set(**turns: list[Any]) -> None:
+        table = {alias: {"provider": "scripted", "script": script} for alias, script in turns.items()}
+        monkeypatch.setenv("TOOLCASCADE_MODEL_ALIASES", json.dumps(table))
+
+    return _set

@@ -35,17 +35,6 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def scripted(monkeypatch: pytest.MonkeyPatch):
-    """Point the model aliases at scripted models: ``scripted(alias=turns, ...)``."""
-
-    def _set(**turns: list) -> None:
-        table = {alias: {"provider": "scripted", "script": script} for alias, script in turns.items()}
-        monkeypatch.setenv("TOOLCASCADE_MODEL_ALIASES", json.dumps(table))
-
-    return _set
-
-
 def manager_for(project: Path, **options) -> Manager:
     return Manager([project / "tools", project], **options)
 

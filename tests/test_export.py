@@ -6,7 +6,6 @@ the same params, model and prompt (rendered, or sent to the scripted model).
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -60,17 +59,6 @@ metadata:
 ---
 {{ args.prompt }}
 """
-
-
-@pytest.fixture
-def scripted_alias(monkeypatch: pytest.MonkeyPatch):
-    """Point model aliases at scripted models: ``scripted_alias(alias=turns, ...)``."""
-
-    def _set(**turns: list) -> None:
-        table = {alias: {"provider": "scripted", "script": script} for alias, script in turns.items()}
-        monkeypatch.setenv("TOOLCASCADE_MODEL_ALIASES", json.dumps(table))
-
-    return _set
 
 
 def cli_run(*args: str):
@@ -470,13 +458,13 @@ def test_any_command_body_exports_loads_back_and_renders_the_same_or_says_why(fi
             assert rendered(back, ref, args) == rendered(source, "cmd", args)
 
 
-async def test_export_claude_agent_of_a_prompt_file_makes_its_request_the_subagents_task(tmp_path, scripted_alias):
+async def test_export_claude_agent_of_a_prompt_file_makes_its_request_the_subagents_task(tmp_path, scripted):
     project = FIXTURES / "hosts"
     exported = export_tool(Manager([project / "tools", project]).find_tool("tidy"), "claude-agent")
     body = exported.text.split("\n---\n", 1)[1]
     assert body == "Sort and group the imports; remove the unused ones.\n"  # no template of the input left in it
     assert "params" not in {item.field for item in exported.lost}  # the input is the subagent's task
-    scripted_alias(inherit=[{"expect": {"contains": ["remove the unused ones", "src/app.py"]}, "answer": "tidied"}])
+    scripted(inherit=[{"expect": {"contains": ["remove the unused ones", "src/app.py"]}, "answer": "tidied"}])
     back, ref = exported_back(tmp_path, "tidy", exported)  # the alias table is read when the file loads
     assert await back.invoke(ref, {"prompt": "src/app.py"}) == "tidied"
 

@@ -37,17 +37,6 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def scripted(monkeypatch: pytest.MonkeyPatch):
-    """Point the ``sonnet`` alias at a scripted model replaying ``turns``."""
-
-    def _set(turns: list) -> None:
-        table = {"sonnet": {"provider": "scripted", "script": turns}}
-        monkeypatch.setenv("TOOLCASCADE_MODEL_ALIASES", json.dumps(table))
-
-    return _set
-
-
 def manager_for(project: Path, **options) -> Manager:
     return Manager([project], cwd=project, **options)
 
@@ -86,7 +75,7 @@ def test_a_subagent_without_tools_gets_every_host_tool_we_run_as_claude_code_giv
 
 async def test_an_agent_offered_write_without_the_grant_still_reads(project, scripted):
     scripted(
-        [
+        sonnet=[
             {"expect": {"tools": ["Bash", "Edit", "Glob", "Grep", "LS", "Read", "Write"]}, **call("LS", path="docs")},
             {"expect": {"contains": ["notes.md"]}, **call("Write", file_path="docs/new.md", content="x")},
             {"expect": {"contains": ["needs the 'write' grant"]}, "answer": "read only"},
@@ -115,7 +104,7 @@ async def test_a_copilot_prompt_files_vs_code_tools_map_onto_the_built_ins(proje
     assert prompt.metadata["tools"] == ["Grep", "Glob", "Read", "Bash"]
     assert prompt.metadata["host-tools"] == ["fetch"]
     scripted(
-        [
+        sonnet=[
             {"expect": {"tools": ["Bash", "Glob", "Grep", "Read"]}, **call("Grep", pattern="function greet")},
             {"expect": {"contains": ["src/app.js"]}, **call("Read", file_path="src/app.js", limit=1)},
             {"expect": {"contains": ["export function greet(name) {"]}, "answer": "src/app.js:1"},
@@ -128,13 +117,13 @@ async def test_a_copilot_prompt_files_vs_code_tools_map_onto_the_built_ins(proje
 
 
 async def test_a_subagent_with_read_and_grep_answers_from_the_file_it_read(project, scripted):
-    scripted(READ_THEN_ANSWER)
+    scripted(sonnet=READ_THEN_ANSWER)
     answer = await manager_for(project).invoke("reader", {"prompt": "What is the launch code?"})
     assert answer == f"The code is {SECRET}."
 
 
 def test_the_cli_runs_the_subagent_in_the_current_folder(project, scripted, monkeypatch):
-    scripted(READ_THEN_ANSWER)
+    scripted(sonnet=READ_THEN_ANSWER)
     monkeypatch.chdir(project)
     env = {"NO_COLOR": "1", "COLUMNS": "200", "FORCE_COLOR": None, "TTY_COMPATIBLE": None}
     result = CliRunner(env=env).invoke(
@@ -147,7 +136,7 @@ def test_the_cli_runs_the_subagent_in_the_current_folder(project, scripted, monk
 async def test_a_read_outside_the_project_is_a_security_error_the_model_hears(project, scripted, tmp_path):
     (tmp_path / "secret.txt").write_text("outside secret\n")
     scripted(
-        [
+        sonnet=[
             call("Read", file_path=str(tmp_path / "secret.txt")),
             {
                 "expect": {"contains": ["SecurityError", "outside the project folder"]},
@@ -216,7 +205,7 @@ async def test_glob_grep_and_ls_search_the_project(project):
 
 async def test_write_edit_and_bash_are_refused_without_the_grant(project, scripted):
     scripted(
-        [
+        sonnet=[
             call("Write", file_path="STATUS.md", content="ok"),
             {"expect": {"contains": ["SecurityError", "host-trust"]}, **call("Bash", command="git status")},
             {"expect": {"contains": ["'exec' grant"]}, "answer": "refused"},
@@ -229,7 +218,7 @@ async def test_write_edit_and_bash_are_refused_without_the_grant(project, script
 
 async def test_with_the_grant_each_write_asks_the_approver(project, scripted):
     scripted(
-        [
+        sonnet=[
             call("Write", file_path="STATUS.md", content="all good\n"),
             call("Edit", file_path="STATUS.md", old_string="good", new_string="green"),
             {"expect": {"contains": ["Replaced 1 occurrence"]}, "answer": "done"},
@@ -255,7 +244,7 @@ async def test_a_denied_write_does_not_run(project):
 
 
 async def test_without_an_approver_bash_holds_the_run(project, scripted, tmp_path):
-    scripted([call("Bash", command="git status"), "held"])
+    scripted(sonnet=[call("Bash", command="git status"), "held"])
     manager = manager_for(project, sessions=tmp_path / "s.db")
     with pytest.raises(Interrupted) as held:
         await manager.invoke("committer", {"prompt": "record"}, overrides=GRANT)
@@ -264,7 +253,7 @@ async def test_without_an_approver_bash_holds_the_run(project, scripted, tmp_pat
 
 async def test_a_held_write_runs_once_when_the_run_is_resumed_with_approval(project, scripted, tmp_path):
     scripted(
-        [
+        sonnet=[
             call("Write", file_path="STATUS.md", content="resumed\n"),
             {"expect": {"contains": ["Wrote 8 characters to STATUS.md"]}, "answer": "written"},
         ]
@@ -318,7 +307,7 @@ def repository(project: Path) -> Path:
 async def test_bash_git_pattern_allows_git_status_and_refuses_rm(repository, scripted):
     (repository / "x").mkdir()
     scripted(
-        [
+        sonnet=[
             call("Bash", command="git status --short"),
             {"expect": {"contains": ["?? docs/"]}, **call("Bash", command="rm -rf x")},
             {"expect": {"contains": ["SecurityError", "Bash(git:*)"]}, **call("Bash", command="git status; rm -rf x")},
@@ -332,7 +321,9 @@ async def test_bash_git_pattern_allows_git_status_and_refuses_rm(repository, scr
 
 async def test_an_approvers_edit_is_held_to_the_same_pattern(repository, scripted):
     (repository / "x").mkdir()
-    scripted([call("Bash", command="git status"), {"expect": {"contains": ["is not allowed"]}, "answer": "refused"}])
+    scripted(
+        sonnet=[call("Bash", command="git status"), {"expect": {"contains": ["is not allowed"]}, "answer": "refused"}]
+    )
     manager = manager_for(repository, approver=lambda r: {"action": "edit", "args": {"command": "rm -rf x"}})
     assert await manager.invoke("committer", {"prompt": "status"}, overrides=GRANT) == "refused"
     assert (repository / "x").is_dir()
