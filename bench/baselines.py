@@ -187,6 +187,23 @@ def tool_calling_model() -> Any:
     return ToolCallingModel()
 
 
+def noop_agent(count: int) -> Any:
+    """A ``create_agent`` agent with one tool (``noop``) and ``count`` pass-through ``awrap_tool_call`` middleware.
+
+    Raises:
+        ImportError: langchain is not installed.
+    """
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+
+    @tool
+    async def noop() -> int:
+        """Return 1."""
+        return 1
+
+    return create_agent(tool_calling_model(), tools=[noop], middleware=passing_middleware(count))
+
+
 def langchain_agent_call(count: int) -> Call | None:
     """One ``agent.ainvoke`` of a ``create_agent`` agent with ``count`` ``awrap_tool_call`` middleware, or None.
 
@@ -198,17 +215,9 @@ def langchain_agent_call(count: int) -> Call | None:
         RuntimeError: the agent did not run the tool and answer (a changed LangChain).
     """
     try:
-        from langchain.agents import create_agent
-        from langchain_core.tools import tool
+        agent = noop_agent(count)
     except ImportError:
         return None
-
-    @tool
-    async def noop() -> int:
-        """Return 1."""
-        return 1
-
-    agent = create_agent(tool_calling_model(), tools=[noop], middleware=passing_middleware(count))
     question: Any = {"messages": [{"role": "user", "content": "run noop"}]}  # the agent's input state
 
     async def call() -> Any:
@@ -241,18 +250,11 @@ def langchain_toolnode_call(count: int) -> Call | None:
     method is gone.
     """
     try:
-        from langchain.agents import create_agent
         from langchain.tools import ToolRuntime
-        from langchain_core.tools import tool
+
+        agent = noop_agent(count)
     except ImportError:
         return None
-
-    @tool
-    async def noop() -> int:
-        """Return 1."""
-        return 1
-
-    agent = create_agent(tool_calling_model(), tools=[noop], middleware=passing_middleware(count))
     node: Any = agent.nodes["tools"].bound  # the ToolNode create_agent built
     if not hasattr(node, "_arun_one"):  # private: another langgraph version runs tool calls differently
         return None
