@@ -261,7 +261,8 @@ class Freshness:
         item and a few attributes, each read atomic), so a lookup that finds
         nothing due takes no lock. Anything due (a notification waiting, the
         watcher's state moved, the interval passed, a fork) answers False,
-        and the caller takes the lock and settles.
+        and the caller takes the lock and settles. Its conditions are the
+        negation of ``settle``'s branches: a change to one changes the other.
         """
         if self._verified.get(paths) != self.epoch or generation != self._generation:
             return False
