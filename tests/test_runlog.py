@@ -206,17 +206,22 @@ async def test_retention_keeps_the_newest_rows_and_drops_old_days(folder, tmp_pa
     log = RunLog(tmp_path / "runs.db", keep_runs=3, keep_days=1)
     with Manager([folder], runlog=log) as manager:
         for number in range(5):
-            await manager.invoke("greet", {"name": f"n{number}"})
+            await manager.invoke("greet", {"name": f"pruned-or-kept-{number}"})
         kept = log.runs(None)
         assert [run.id for run in kept] == [run.id for run in log.runs(3)]
-        assert [log.get(run.id)["args"]["name"] for run in kept] == ["n4", "n3", "n2"]  # type: ignore[index]
+        assert [log.get(run.id)["args"]["name"] for run in kept] == [
+            "pruned-or-kept-4",
+            "pruned-or-kept-3",
+            "pruned-or-kept-2",
+        ]  # type: ignore[index]
         assert manager.recorder is not None
         manager.recorder.record("greet", {"name": "old"}, started=time.time() - 3 * 86_400, seconds=0.1, result="x")
         await manager.invoke("greet", {"name": "new"})
         names = [log.get(run.id)["args"]["name"] for run in log.runs(None)]  # type: ignore[index]
-    assert names == ["new", "n4", "n3"]  # the 3-day-old run went as soon as it was written
+    assert names == ["new", "pruned-or-kept-4", "pruned-or-kept-3"]  # the 3-day-old run went as soon as it was written
     log.close()
-    assert b"n0" not in file_bytes(tmp_path / "runs.db")  # secure_delete: pruned rows are overwritten
+    # secure_delete: pruned rows are overwritten (a name long enough never to turn up in the file by chance)
+    assert b"pruned-or-kept-0" not in file_bytes(tmp_path / "runs.db")
 
 
 async def test_filters_by_tool_status_and_time(folder, tmp_path):
