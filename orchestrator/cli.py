@@ -65,6 +65,7 @@ LAZY = {
     "export": "orchestrator.export:export",
     "init": "orchestrator.scaffold:init",
     "logs": "orchestrator.logs:logs",
+    "eval": "orchestrator.evals:eval_",
 }
 
 
