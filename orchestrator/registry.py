@@ -203,17 +203,23 @@ class Registry(Folders):
                 return found[0]  # type: ignore[no-any-return]
         generation = self.generation
         snapshot = checked if type(checked) is Snapshot else self.reading
-        if snapshot is not None:
-            missed = snapshot.missed.get((ref, paths))
-            if missed is not None:
-                raise missed.with_traceback(None)  # as the cache of failed loads does; no growing traceback
-            try:
+        try:
+            if snapshot is not None:
+                missed = snapshot.missed.get((ref, paths))
+                if missed is not None:
+                    raise missed.with_traceback(None)  # as the cache of failed loads does; no growing traceback
+                try:
+                    tool, path, sp = self._find_file(ref, paths, checked)
+                except ToolNotFoundError as exc:
+                    snapshot.missed[(ref, paths)] = exc
+                    raise
+            else:
                 tool, path, sp = self._find_file(ref, paths, checked)
-            except ToolNotFoundError as exc:
-                snapshot.missed[(ref, paths)] = exc
+        except ToolNotFoundError:
+            remote = self._find_remote(ref, paths, checked, generation) if "/" in ref else None
+            if remote is None:
                 raise
-        else:
-            tool, path, sp = self._find_file(ref, paths, checked)
+            return remote
         if tool.root != sp.root or tool.trusted != sp.trusted:
             tool = self._as_found(path, tool, sp)
         located = self.derived["refs"].get((ref, paths))
@@ -221,6 +227,26 @@ class Registry(Folders):
         # ref's entry (dropped while loading) only [tool, run]: valid for this run alone.
         entry = [tool, located[1] | {str(path)}, checked] if located is not None else [tool, checked]
         self.store("tools", (ref, paths), entry, generation)
+        return tool
+
+    def _find_remote(
+        self, ref: str, paths: tuple[SearchPath, ...], checked: set[str] | None, generation: int
+    ) -> Tool | None:
+        """After a miss: the MCP server tool ``ref`` names (``orchestrator.remote``), or None.
+
+        Cached as a file is (with the authority files that declared its server) unless a running tool declared it.
+        """
+        from .remote import find_remote  # only a miss of a ref with a folder pays for the MCP client
+
+        deps: set[str] = set()
+        found = find_remote(self, ref, paths, deps)
+        if found is None:
+            return None
+        tool, cacheable = found
+        if checked is not None:
+            checked.update(deps)
+        if cacheable:
+            self.store("tools", (ref, paths), [tool, frozenset(deps), checked], generation)
         return tool
 
     def _find_file(

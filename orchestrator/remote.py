@@ -1,0 +1,259 @@
+"""Remote tools: an MCP server's tools, found by ref and run through the pipeline like any tool.
+
+``mcp-servers: {NAME: {command, args, env, cwd, timeout} | {url, headers,
+bearer-token-env, timeout}}`` is metadata, merged by the cascade. A ref
+``NAME/TOOL`` that names no file or function is the tool ``TOOL`` of the
+server ``NAME`` when that server is declared where the ref is looked up:
+
+1. by a tool running in this task (innermost first: the agent whose model
+   calls the tool, the program tool that invokes it), in its own file or
+   the authorities it inherits; else
+2. by the authorities a tool file in the folder ``NAME/`` of a search path
+   would inherit (that folder's ``AUTHORITY.md`` files up to the root, the
+   named authorities they inherit, ``default``, and the managed, user and
+   local levels).
+
+Declarations are read from files only (the cascade's levels, as written,
+never rendered): ``$overrides`` and ``$context`` cannot add or change a
+server. A level from a folder the program does not trust (the rule
+``orchestrator.agent.routes`` applies to model routes) may not set any part
+of an entry: starting a program or sending a header, token or variable is
+for trusted configuration only (``SecurityError`` naming the file, line and
+key). It may still ``$remove`` one.
+
+The tool (``kind: remote``, uri ``mcp://NAME/TOOL``) has the server's
+``inputSchema`` as ``params`` (so ``validate-args`` applies), its
+``outputSchema`` as ``returns`` (``validate-returns``), its description,
+and a body that calls the server through the Manager's pool
+(``orchestrator.remotes``). It stands in the folder ``NAME/`` of the search
+path where it was declared, so that folder's authorities (``approval``,
+``call-limit``, ``log``...) apply to it as to a file there. Found through an
+authority, it is cached like a file (until an authority changes or the
+server says its tools changed); found through a running tool, it is built
+again on each lookup.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .authorities import Authorities
+from .chain import frames
+from .errors import ConfigurationError, SecurityError, ToolNotFoundError
+from .planner import Planner
+from .registry import Registry, SearchPath
+from .remotes import Pool, RemoteToolError, ServerSpec, parse_server
+from .tool import Tool
+
+if TYPE_CHECKING:
+    from .cascade import Level
+    from .context import Context
+
+__all__ = ["KIND", "SERVERS", "RemoteToolError", "declared_servers", "find_remote", "pool_of", "remote_refs"]
+
+SERVERS = "mcp-servers"
+"""The metadata key declaring MCP servers."""
+KIND = "remote"
+"""``Tool.kind`` of an MCP server's tool."""
+
+_planners: weakref.WeakKeyDictionary[Registry, Planner] = weakref.WeakKeyDictionary()
+_pools: weakref.WeakKeyDictionary[Registry, Pool] = weakref.WeakKeyDictionary()
+
+
+def pool_of(registry: Registry) -> Pool:
+    """The pool of ``registry``'s remote tools (made on first use; a tool list change drops its remote tools)."""
+    pool = _pools.get(registry)
+    if pool is None or pool.closed:
+        pool = _pools[registry] = Pool(registry.changed)
+        weakref.finalize(registry, pool.close)
+    return pool
+
+
+def _planner(registry: Registry) -> Planner:
+    planner = _planners.get(registry)
+    if planner is None:
+        planner = _planners[registry] = Planner(registry, Authorities(registry))
+    return planner
+
+
+def find_remote(
+    registry: Registry, ref: str, paths: tuple[SearchPath, ...], deps: set[str]
+) -> tuple[Tool, bool] | None:
+    """The remote tool ``ref`` names, and whether it may be cached, or None when ``ref`` names no declared server.
+
+    Files the lookup read (authorities) join ``deps``.
+
+    Raises:
+        SecurityError: an untrusted level set the server's entry.
+        ConfigurationError: a malformed entry.
+        RemoteToolError: the server did not start or answer.
+        ToolNotFoundError: the server has no such tool (with "did you mean").
+    """
+    server, slash, remote = ref.partition("/")
+    if not slash or not remote or "/" in remote:
+        return None
+    found = _declared(registry, server, paths, deps)
+    if found is None:
+        return None
+    spec, root, trusted, cacheable = found
+    tools = pool_of(registry).list_tools(spec)
+    listed = tools.get(remote)
+    if listed is None:
+        from difflib import get_close_matches
+
+        near = get_close_matches(remote, list(tools), 3)
+        raise ToolNotFoundError(
+            ref,
+            [f"mcp://{server}"],
+            reason=f"MCP server {server!r} has no tool {remote!r}",
+            near=lambda: [f"{server}/{n}" for n in near],
+        )
+    return _tool(spec, ref, listed, root, trusted), cacheable
+
+
+def remote_refs(registry: Registry, server: str, paths: tuple[SearchPath, ...]) -> list[str] | None:
+    """The refs of every tool of ``server`` (``NAME/TOOL``) declared where ``paths`` look, or None when undeclared.
+
+    Raises:
+        the errors of ``find_remote``.
+    """
+    found = _declared(registry, server, paths, set())
+    if found is None:
+        return None
+    return sorted(f"{server}/{name}" for name in pool_of(registry).list_tools(found[0]))
+
+
+def declared_servers(registry: Registry, tool: Tool, paths: tuple[SearchPath, ...]) -> dict[str, Any]:
+    """The ``mcp-servers`` entries ``tool``'s files declare (its own and its authorities'), as written."""
+    value = _planner(registry).plan(tool, paths, None).raw.values.get(SERVERS)
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def _declared(
+    registry: Registry, server: str, paths: tuple[SearchPath, ...], deps: set[str]
+) -> tuple[ServerSpec, Path | None, bool, bool] | None:
+    """``server``'s spec, the root and trust its tools get, and whether the answer may be cached; None: undeclared."""
+    planner = _planner(registry)
+    frame = frames.get()
+    seen: set[int] = set()
+    while frame is not None:  # the tools running in this task, innermost first
+        ctx = frame[0]
+        for running in (ctx, getattr(ctx, "target", None)) if ctx is not None else ():
+            if running is None or id(running) in seen or running.tool.kind == KIND:
+                continue
+            seen.add(id(running))
+            plan = planner.plan(running.tool, running.paths, None)
+            entry = _entry(plan.raw.values, server)
+            if entry is not None:
+                spec = _checked(server, entry, plan.levels, running.tool, running.paths)
+                return spec, running.paths[0].root, running.tool.trusted, False
+        frame = frame[2]
+    for sp in paths:
+        probe = Tool(
+            name=f"{server}/*",
+            uri=f"mcp-servers:{sp.root / server}",
+            kind=KIND,
+            frontmatter={},
+            metadata={},
+            path=sp.root / server / "*",
+            root=sp.root,
+            trusted=sp.trusted,
+        )
+        plan = planner.plan(probe, paths, deps)
+        entry = _entry(plan.raw.values, server)
+        if entry is not None:
+            return _checked(server, entry, plan.levels, probe, paths), sp.root, sp.trusted, True
+    return None
+
+
+def _entry(values: Mapping[str, Any], server: str) -> Any:
+    servers = values.get(SERVERS)
+    if servers is None:
+        return None
+    if not isinstance(servers, Mapping):
+        raise ConfigurationError(f"{SERVERS} must be a mapping of server names to entries", key=SERVERS)
+    return servers.get(server)
+
+
+def _checked(server: str, entry: Any, levels: Sequence[Level], tool: Tool, paths: Sequence[SearchPath]) -> ServerSpec:
+    """The entry parsed, once no level from an untrusted folder set any part of it.
+
+    Raises:
+        SecurityError: such a level did (naming its file, line and key).
+        ConfigurationError: the entry is malformed.
+    """
+    roots = [sp.root for sp in paths if not sp.trusted]
+    if not tool.trusted and tool.root is not None:
+        roots.append(tool.root)
+    trusted_siblings = {sp.root.parent / "authorities" for sp in paths if sp.trusted}
+    setters: list[Level] = []
+    for level in levels:
+        removed = level.annotations.get("$remove")
+        if removed == SERVERS or isinstance(removed, list) and SERVERS in removed:
+            setters = []
+        value = level.data.get(SERVERS)
+        if value is not None and (not isinstance(value, Mapping) or server in value):
+            setters.append(level)
+    for level in setters:
+        if _untrusted(level, tool, roots, trusted_siblings):
+            who = "this tool" if level.kind == "tool" else f"{level.kind} {level.name!r}"
+            raise SecurityError(
+                f"{who} declares MCP server {server!r}, but it is a file from a folder the program does not trust: "
+                "such a file cannot start a program or choose where a request, a header or a token goes. Declare "
+                "the server in trusted configuration (an authority or tool in a trusted folder) or mark the folder "
+                "trusted (Manager(trusted_paths=[...]))",
+                tool=tool.name,
+                path=level.path,
+                line=level.lines.get(SERVERS),
+                key=f"{SERVERS}.{server}",
+            )
+    return parse_server(server, entry, tool.name)
+
+
+def _untrusted(level: Level, tool: Tool, roots: Sequence[Path], trusted_siblings: set[Path]) -> bool:
+    """Whether a level's file lies in a folder the program does not trust (or its ``authorities/`` sibling).
+
+    The rule of ``orchestrator.agent.routes`` for model routes.
+    """
+    if level.kind == "tool":
+        return not tool.trusted
+    if level.path is None:
+        return False  # a registered function's metadata: the program's own
+    for root in roots:
+        siblings = root.parent / "authorities"
+        if level.path.is_relative_to(root) or (
+            level.path.is_relative_to(siblings) and siblings not in trusted_siblings
+        ):
+            return True
+    return False
+
+
+def _tool(spec: ServerSpec, ref: str, listed: Any, root: Path | None, trusted: bool) -> Tool:
+    """The ``Tool`` for one listed MCP tool."""
+    server, remote = spec.name, listed.name
+    metadata: dict[str, Any] = {"params": dict(listed.input_schema or {"type": "object"})}
+    if listed.output_schema:
+        metadata["returns"] = dict(listed.output_schema)
+    description = listed.description or getattr(listed, "title", None) or f"{remote} on MCP server {server}"
+
+    async def body(ctx: Context) -> Any:
+        args = ctx.args if isinstance(ctx.args, Mapping) else {}
+        pool = pool_of(ctx.owner.registry)
+        ctx.owner.resource(("mcp-client-pool", id(pool)), lambda: pool)  # closed by Manager.close()
+        return await pool.call(spec, remote, args, ref)
+
+    return Tool(
+        name=ref,
+        uri=f"mcp://{server}/{remote}",
+        kind=KIND,
+        frontmatter={"name": ref, "description": description, "metadata": metadata},
+        metadata=metadata,
+        fn=body,
+        description=description,
+        path=None if root is None else root / server / remote,
+        root=root,
+        trusted=trusted,
+    )
