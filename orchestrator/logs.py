@@ -1,9 +1,10 @@
 """``toolcascade logs``: the runs the run log kept (``orchestrator.runlog``): list, show one, export.
 
 ``logs`` (or ``logs list``) prints the last runs, newest first: id, start,
-tool, model, tokens, duration and status; ``logs show ID`` one whole run
-(its args, each model turn and tool call, its result or error; ``--json``
-as stored); ``logs export`` every run as JSON Lines, oldest first. The
+tool, model, tokens, cost (a column only when some run has one: see
+``orchestrator.costs``), duration and status; ``logs show ID`` one whole run
+(its args, each model turn with the messages sent when they were kept, each
+tool call, its result or error; ``--json`` as stored); ``logs export`` every run as JSON Lines, oldest first. The
 filters ``--tool``, ``--since`` and ``--status`` apply to ``list`` and
 ``export``. Tables are drawn with rich on a terminal; piped, rows are plain
 tab-separated lines. The file is ``--log FILE``, else ``TOOLCASCADE_RUNLOG``,
@@ -121,8 +122,9 @@ def list_runs(
     if not found:
         click.echo(f"no runs in {runlog.path}", err=True)
         return
-    rows = [_cells(info) for info in found]
-    heads = ["RUN", "STARTED", "TOOL", "MODEL", "TOKENS", "SECONDS", "STATUS"]
+    priced = any(info.cost is not None for info in found)  # no prices extra, no priced model: no COST column
+    rows = [_cells(info, priced) for info in found]
+    heads = ["RUN", "STARTED", "TOOL", "MODEL", "TOKENS", *(["COST"] if priced else []), "SECONDS", "STATUS"]
     if not terminal():  # a pipe: plain rows, as list does
         click.echo(plain_rows([heads, *rows]))
         return
@@ -132,24 +134,33 @@ def list_runs(
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     for head in heads:
         table.add_column(
-            head, justify="right" if head in ("TOKENS", "SECONDS") else "left", no_wrap=head in ("RUN", "STARTED")
+            head,
+            justify="right" if head in ("TOKENS", "COST", "SECONDS") else "left",
+            no_wrap=head in ("RUN", "STARTED"),
         )
     for info, cells in zip(found, rows, strict=True):
         table.add_row(*cells, style="red" if info.status == "error" else None)
     display(table)
 
 
-def _cells(info: RunInfo) -> list[str]:
+def _cells(info: RunInfo, priced: bool = False) -> list[str]:
     status = info.status if info.error_type is None else f"{info.status}: {info.error_type}"
+    cost = [dollars(info.cost)] if priced else []
     return [
         info.id,
         _when(info.started),
         info.tool or info.ref,
         info.model or "-",
         str(info.tokens) if info.tokens is not None else "-",
+        *cost,
         f"{info.seconds:.3f}",
         status,
     ]
+
+
+def dollars(cost: float | None) -> str:
+    """A cost as ``logs`` and ``eval`` print it: ``$0.000210``, or ``-`` when unknown."""
+    return f"${cost:.6f}" if cost is not None else "-"
 
 
 def _when(started: float) -> str:
@@ -188,12 +199,15 @@ def describe_run(run: dict[str, Any]) -> list[str]:
         lines.append(f"model    {run['model']}")
     if run.get("usage"):
         lines.append(f"usage    {_json(run['usage'])}")
+    if run.get("cost") is not None:
+        lines.append(f"cost     {dollars(run['cost'])} ({run.get('prices') or 'unknown prices'})")
     if run.get("meta_hash"):
         levels = ", ".join(f"{level.get('kind')} {level.get('name')}" for level in run.get("levels") or [])
         lines.append(f"metadata {run['meta_hash']}" + (f" from {levels}" if levels else ""))
     lines.append(f"args     {_json(run.get('args'))}")
     for turn in run.get("turns") or []:
         lines.append(_turn_line(turn))
+        lines.extend(_messages(turn))
     error = run.get("error")
     if error:
         lines.append(f"error    {error.get('type')}: {error.get('message')}")
@@ -209,7 +223,9 @@ def _turn_line(turn: dict[str, Any]) -> str:
     kind = turn.get("kind")
     if kind == "model.request":
         offered = ", ".join(data.get("tools") or []) or "no tools"
-        return f"{where} asks {data.get('model')}: {data.get('messages')} messages, {offered}"
+        sent = data.get("messages")
+        count = len(sent) if isinstance(sent, list) else sent
+        return f"{where} asks {data.get('model')}: {count} messages, {offered}"
     if kind == "model.response":
         calls = ", ".join(data.get("calls") or [])
         said = data.get("content")
@@ -219,6 +235,25 @@ def _turn_line(turn: dict[str, Any]) -> str:
         return f"{where} -> {data.get('call')} {_json(data.get('arguments'))}"
     outcome = "held for a decision" if data.get("held") else data.get("error") or "done"
     return f"{where} <- {data.get('call')}: {outcome}"
+
+
+def _messages(turn: dict[str, Any]) -> list[str]:
+    """A request's messages as sent, one line each (``role: text``), when the run log kept them."""
+    sent = (turn.get("data") or {}).get("messages")
+    if turn.get("kind") != "model.request" or not isinstance(sent, list):
+        return []
+    lines = []
+    for message in sent:
+        if not isinstance(message, dict):
+            lines.append(f"        {_json(message)}")
+            continue
+        content = message.get("content")
+        text = content if isinstance(content, str) else _json(content)
+        calls = message.get("tool_calls")
+        if calls:
+            text = (text + " " if content else "") + f"calls {_json(calls)}"
+        lines.append(f"        {message.get('role')}: {text}")
+    return lines
 
 
 def _json(value: Any) -> str:
@@ -246,4 +281,4 @@ def export(
                 out.write(line + "\n")
 
 
-__all__ = ["describe_run", "logs", "since_time"]
+__all__ = ["describe_run", "dollars", "logs", "since_time"]

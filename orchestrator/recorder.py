@@ -6,7 +6,9 @@ run's model turns (``model.request``, ``model.response``, ``tool.start``,
 ``tool.end``: a run's top-level ``invoke.start`` opens it), and hands the
 whole to the ``RunLog``, whose writer thread redacts and writes it. A call
 made elsewhere (a unit on an executor, a batch line) is recorded with
-``record``. Nothing here ever fails the call it records.
+``record``. A tool whose merged metadata says ``runlog: false`` (set by
+itself, or for a whole folder by its ``AUTHORITY.md``) is never recorded.
+Nothing here ever fails the call it records.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ log = logging.getLogger("orchestrator.runlog")
 
 OPEN_RUNS = 1_024  # runs whose events are being collected at once (a run that never finishes is forgotten)
 TURN_KINDS = frozenset({"model.request", "model.response", "tool.start", "tool.end"})
+SWITCH = "runlog"  # metadata: ``runlog: false`` keeps a tool's runs (an authority's: its folder's) out of the log
 
 
 class Recorder:
@@ -46,7 +49,7 @@ class Recorder:
         self.owned = owned
         self._manager = manager
         self._turns: OrderedDict[str, list[Event]] = OrderedDict()
-        self._described: dict[str, tuple[str | None, Any, Any]] = {}
+        self._described: dict[str, tuple[str | None, Any, Any, bool]] = {}
         self._listening = self.listen
         manager.events.listeners.append(self._listening)
 
@@ -83,6 +86,9 @@ class Recorder:
         Never raises: a failure to record is a warning.
         """
         try:
+            if ctx is not None and ctx.meta.get(SWITCH) is False:  # its folder (or itself) keeps it out of the log
+                self._turns.pop(ctx.shared.id, None)
+                return
             seconds = time.perf_counter() - begun[1]
             name = str(getattr(ref, "name", ref))
             run = ctx.shared.id if ctx is not None else _new_id()
@@ -127,20 +133,29 @@ class Recorder:
         Its tool's ``params`` and ``returns`` are looked up for redaction;
         its metadata hash, levels and model turns are unknown here.
         """
+        tool, params, returns, kept = self._schemas(ref)
+        if not kept:
+            return
         call = Call(id=_new_id(), ref=ref, args=args, started=started, seconds=seconds, result=result, error=error)
         call.lookup = self._params
-        call.tool, call.params, call.returns = self._schemas(ref)
+        call.tool, call.params, call.returns = tool, params, returns
         self.runlog.add(call)
 
-    def _schemas(self, ref: str) -> tuple[str | None, Any, Any]:
-        """``ref``'s tool name, ``params`` and ``returns``, looked up once per ref (a batch records many lines)."""
+    def _schemas(self, ref: str) -> tuple[str | None, Any, Any, bool]:
+        """``ref``'s tool name, ``params``, ``returns`` and whether its runs are kept (``runlog`` is not false).
+
+        Looked up once per ref (a batch records many lines).
+        """
         found = self._described.get(ref)
         if found is None:
+            manager = self._manager
             try:
-                info = self._manager.describe(ref)
-                found = info.name, info.params, self._manager.find_tool(ref).metadata.get("returns")
+                info = manager.describe(ref)
+                tool = manager.find_tool(ref)
+                kept = manager.planner.plan(tool, manager.paths, set()).raw.values.get(SWITCH) is not False
+                found = info.name, info.params, tool.metadata.get("returns"), kept
             except Exception:
-                found = None, {"x-redact": True}, None  # its params are unknown: its args are not kept
+                found = None, {"x-redact": True}, None, True  # its params are unknown: its args are not kept
             if len(self._described) >= OPEN_RUNS:
                 self._described.clear()
             self._described[ref] = found

@@ -10,7 +10,10 @@ So are the values (8 characters or more) of environment variables whose
 names look secret (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSW*`` ...),
 every environment value for a tool with ``trust: {env: true}``, the value of
 the variable an agent's ``api-key-env`` names, and a paused run's resume
-token.
+token. The cut reaches the messages a ``model.request`` sent, when its
+event carries them. A run whose answers ``orchestrator.costs`` can price
+keeps its ``cost`` (US dollars) and the price table it came from
+(``prices``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .costs import table, total
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -67,8 +71,12 @@ def row(call: Call, environment: Environment) -> tuple[Any, ...]:
         "levels": [_level(level) for level in call.levels],
         "usage": usage,
         "cost": None,
+        "prices": None,
         "turns": turns,
     }
+    price = total(turns)
+    if price is not None:
+        body["cost"], body["prices"] = price, table()
     cut = _cutter(secrets)
     if cut is not None:
         body = _scrub(body, cut)
@@ -156,6 +164,8 @@ def _turn(event: Event, lookup: Callable[[str], Any] | None, secrets: list[Any])
         data["arguments"] = redact(arguments, _schema(lookup(called)), secrets)
     if "content" in data:
         data["content"] = _bounded(data["content"])
+    if isinstance(data.get("messages"), list):  # the messages as sent (an older agent sent their count)
+        data["messages"] = _bounded(data["messages"])
     turn = {"kind": event.kind, "tool": event.tool, "depth": event.depth, "iteration": event.iteration}
     return {**turn, "time": event.time, "data": data}
 

@@ -18,8 +18,12 @@ merged metadata's hash (``meta_hash``), the cascade levels of the tool's
 plan (``levels``; a call's own overrides are not among them), the token
 usage, and the model turns (``turns``: each ``model.request`` with how many
 messages it held, each ``model.response`` with its text, tool calls, finish
-reason and usage, each tool call's arguments and outcome). ``cost`` is
-always null: the ``genai-prices`` table is not a dependency. What is
+reason and usage, each tool call's arguments and outcome; a request's
+messages as sent when its event carries them), its ``cost`` in US dollars
+and the price table it came from (``prices``): null without the ``prices``
+extra or for a model the table does not know. ``runlog: false`` in a
+tool's metadata (an ``AUTHORITY.md`` sets it for its folder) keeps its runs
+out of the log (``orchestrator.recorder``). What is
 redacted, and what never reaches the file, is ``orchestrator.redaction``'s;
 who hands the calls over, ``orchestrator.recorder``'s.
 """
@@ -68,6 +72,7 @@ CREATE INDEX IF NOT EXISTS runs_id ON runs (id);
 CREATE INDEX IF NOT EXISTS runs_started ON runs (started);
 """
 _COLUMNS = "id, started, seconds, ref, tool, caller, status, error, model, tokens"
+_SELECT = _COLUMNS + ", json_extract(body, '$.cost')"  # a run's cost lives in its body: older files have no column
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +81,8 @@ class RunInfo:
 
     ``status`` is ``ok``, ``error`` or ``interrupted`` (paused for a
     decision); ``error_type`` the error's type; ``tokens`` the run's total tokens
-    (None for a run that asked no model).
+    (None for a run that asked no model); ``cost`` its price in US dollars (None
+    when no answer could be priced: see ``orchestrator.costs``).
     """
 
     id: str
@@ -89,6 +95,7 @@ class RunInfo:
     error_type: str | None
     model: str | None
     tokens: int | None
+    cost: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The info as plain JSON."""
@@ -357,7 +364,7 @@ class RunLog:
             ConfigurationError: the file is not a toolcascade run log.
         """
         where, parameters = _filters(tool, since, status)
-        sql = f"SELECT {_COLUMNS} FROM runs{where} ORDER BY seq DESC"
+        sql = f"SELECT {_SELECT} FROM runs{where} ORDER BY seq DESC"
         if limit is not None:
             sql += " LIMIT ?"
             parameters.append(limit)
@@ -369,9 +376,9 @@ class RunLog:
         Raises:
             ConfigurationError: the file is not a toolcascade run log, or ``run`` is the start of several ids.
         """
-        found = self._read(f"SELECT {_COLUMNS}, body FROM runs WHERE id = ? ORDER BY seq DESC LIMIT 1", [run])
+        found = self._read(f"SELECT {_SELECT}, body FROM runs WHERE id = ? ORDER BY seq DESC LIMIT 1", [run])
         if not found and run:
-            sql = f"SELECT {_COLUMNS}, body FROM runs WHERE substr(id, 1, ?) = ? ORDER BY seq DESC LIMIT 2"
+            sql = f"SELECT {_SELECT}, body FROM runs WHERE substr(id, 1, ?) = ? ORDER BY seq DESC LIMIT 2"
             found = self._read(sql, [len(run), run])
             if len({entry[0] for entry in found}) > 1:
                 raise ConfigurationError(f"{run!r} starts more than one run id: give more of it", key="run")
@@ -386,7 +393,7 @@ class RunLog:
             ConfigurationError: the file is not a toolcascade run log.
         """
         where, parameters = _filters(tool, since, status)
-        for found in self._read(f"SELECT {_COLUMNS}, body FROM runs{where} ORDER BY seq", parameters):
+        for found in self._read(f"SELECT {_SELECT}, body FROM runs{where} ORDER BY seq", parameters):
             yield _whole(found)
 
 

@@ -1,0 +1,168 @@
+"""The run log's costs, the messages a model request sent, and the per-folder switch (issue 31)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from orchestrator import Manager
+from orchestrator import costs as costs_module
+from orchestrator.cli import cli
+from orchestrator.runlog import RunLog
+
+pytestmark = pytest.mark.anyio
+
+# A python tool that tells what an agent tells: a model request with the messages it sent, then the answer.
+TALKER = """
+frontmatter = {"description": "Talks to a priced model.", "metadata": {"params": {"type": "object"}}}
+
+def main(ctx):
+    manager = ctx.owner
+    sent = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Summarize: " + ctx.args.get("text", "")},
+    ]
+    manager.emit("model.request", ctx, 1, model="openai:gpt-4o-mini", messages=sent, tools=[], response_format=False)
+    usage = {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100}
+    manager.emit("model.response", ctx, 1, model="gpt-4o-mini", content="Short.", calls=[], finish_reason="stop",
+                 usage=usage)
+    return "Short."
+"""
+
+
+def file_bytes(path: Path) -> bytes:
+    return b"".join(found.read_bytes() for found in path.parent.glob(path.name + "*"))
+
+
+@pytest.fixture
+def talker(write, tools: Path) -> Path:
+    write("tools/talker.py", TALKER)
+    return tools
+
+
+def priced(prompt: int, completion: int) -> float:
+    from genai_prices import Usage, calc_price
+
+    found = calc_price(
+        Usage(input_tokens=prompt, output_tokens=completion), model_ref="gpt-4o-mini", provider_id="openai"
+    )
+    return float(found.total_price)
+
+
+async def test_a_priced_answer_records_its_cost_and_the_price_table(talker, tmp_path):
+    log = tmp_path / "runs.db"
+    with Manager([talker], runlog=log) as manager:
+        await manager.invoke("talker", {"text": "a long story"})
+        assert manager.runlog is not None
+        (info,) = manager.runlog.runs()
+        run = manager.runlog.get(info.id)
+    assert run is not None
+    assert info.cost == pytest.approx(priced(1000, 100)) and info.cost > 0
+    assert run["cost"] == pytest.approx(info.cost)
+    import genai_prices
+
+    assert run["prices"] == f"genai-prices {genai_prices.__version__}"
+
+
+async def test_without_the_prices_extra_there_is_no_cost_and_no_error(talker, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "genai_prices", None)  # import genai_prices now fails, as when not installed
+    costs_module.table.cache_clear()
+    try:
+        log = tmp_path / "runs.db"
+        with Manager([talker], runlog=log) as manager:
+            assert await manager.invoke("talker", {"text": "x"}) == "Short."
+            assert manager.runlog is not None
+            (info,) = manager.runlog.runs()
+            run = manager.runlog.get(info.id)
+        assert info.cost is None and run is not None and run["cost"] is None and run["prices"] is None
+        listed = CliRunner(env={"NO_COLOR": "1"}).invoke(cli, ["logs", "list", "--log", str(log)])
+        assert listed.exit_code == 0 and "COST" not in listed.output and "talker" in listed.output
+    finally:
+        costs_module.table.cache_clear()
+
+
+def test_costs_of_models_the_table_does_not_know_are_unknown():
+    assert costs_module.cost("scripted", {"prompt_tokens": 1, "completion_tokens": 1}) is None
+    assert costs_module.cost("openai:no-such-model-xyz", {"prompt_tokens": 1, "completion_tokens": 1}) is None
+    assert costs_module.cost("openai:gpt-4o-mini", {"total_tokens": 5}) is None
+    turns = [
+        {"kind": "model.request", "data": {"model": "openai:gpt-4o-mini"}},
+        {"kind": "model.response", "data": {"usage": {"prompt_tokens": 10, "completion_tokens": 2}}},
+        {"kind": "model.request", "data": {"model": "openai:gpt-4o-mini"}},
+        {"kind": "model.response", "data": {"usage": {"prompt_tokens": 20, "completion_tokens": 4}}},
+    ]
+    assert costs_module.total(turns) == pytest.approx(priced(10, 2) + priced(20, 4))
+
+
+async def test_logs_lists_and_shows_the_cost(talker, tmp_path):
+    log = tmp_path / "runs.db"
+    with Manager([talker], runlog=log) as manager:
+        await manager.invoke("talker", {"text": "x"})
+    runner = CliRunner(env={"NO_COLOR": "1", "COLUMNS": "200"})
+    listed = runner.invoke(cli, ["logs", "list", "--log", str(log)])
+    assert listed.exit_code == 0
+    heads, row = listed.output.splitlines()[:2]
+    assert "COST" in heads.split("\t")
+    cell = row.split("\t")[heads.split("\t").index("COST")]
+    assert cell == f"${priced(1000, 100):.6f}"
+    (info,) = RunLog(log).runs()
+    shown = runner.invoke(cli, ["logs", "show", info.id, "--log", str(log)])
+    assert f"cost     ${priced(1000, 100):.6f} (genai-prices" in shown.output
+
+
+async def test_the_messages_a_request_sent_are_recorded_without_environment_secrets(talker, tmp_path, monkeypatch):
+    monkeypatch.setenv("VENDOR_API_KEY", "vk-5521-0042-hidden")
+    log = tmp_path / "runs.db"
+    with Manager([talker], runlog=log) as manager:
+        await manager.invoke("talker", {"text": "the key is vk-5521-0042-hidden, keep it"})
+        assert manager.runlog is not None
+        (info,) = manager.runlog.runs()
+        run = manager.runlog.get(info.id)
+    assert run is not None
+    request = run["turns"][0]
+    assert request["kind"] == "model.request"
+    assert request["data"]["messages"] == [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Summarize: the key is [redacted], keep it"},
+    ]
+    assert b"vk-5521-0042-hidden" not in file_bytes(log)
+    shown = CliRunner(env={"NO_COLOR": "1"}).invoke(cli, ["logs", "show", info.id, "--log", str(log)])
+    lines = shown.output.splitlines()
+    asks = next(i for i, line in enumerate(lines) if "asks openai:gpt-4o-mini: 2 messages" in line)
+    assert lines[asks + 1].strip() == "system: You are terse."
+    assert lines[asks + 2].strip() == "user: Summarize: the key is [redacted], keep it"
+
+
+SILENT_AUTHORITY = "---\nmetadata:\n  runlog: false\n---\n"
+NOTE = "---\nmetadata: {params: {type: object}}\n---\nNote {{ args.text }}\n"
+
+
+async def test_runlog_false_in_an_authority_keeps_its_folders_runs_out_of_the_log(write, tools, tmp_path):
+    write("tools/private/AUTHORITY.md", SILENT_AUTHORITY)
+    write("tools/private/diary.md", NOTE)
+    write("tools/public.md", NOTE)
+    log = tmp_path / "runs.db"
+    with Manager([tools], runlog=log) as manager:
+        assert await manager.invoke("private/diary", {"text": "secret plans"}) == "Note secret plans"
+        await manager.invoke("public", {"text": "hello"})
+        assert manager.recorder is not None
+        manager.recorder.record("private/diary", {"text": "batch line"}, started=0.0, seconds=0.1, result="x")
+        manager.recorder.record("public", {"text": "batch line"}, started=0.0, seconds=0.1, result="x")
+        assert manager.runlog is not None
+        found = [info.ref for info in manager.runlog.runs()]
+    assert found == ["public", "public"]
+    assert b"secret plans" not in file_bytes(log)
+
+
+async def test_a_tool_may_keep_itself_out_and_a_lower_level_may_turn_it_back_on(write, tools, tmp_path):
+    write("tools/private/AUTHORITY.md", SILENT_AUTHORITY)
+    write("tools/private/loud.md", "---\nmetadata: {runlog: true}\n---\nLoud\n")
+    write("tools/quiet.md", "---\nmetadata: {runlog: false}\n---\nQuiet\n")
+    with Manager([tools], runlog=tmp_path / "runs.db") as manager:
+        await manager.invoke("private/loud")
+        await manager.invoke("quiet")
+        assert manager.runlog is not None
+        assert [info.ref for info in manager.runlog.runs()] == ["private/loud"]
