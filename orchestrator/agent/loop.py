@@ -5,7 +5,8 @@ metadata middleware; every model request is an invocation of the built-in
 ``model-call`` tool (extend it through ``model-pipeline`` metadata, passed as
 its overrides: ``{retry: {attempts: 3}}``); every tool call is an independent
 ``ctx.manager.invoke`` with that tool's own pipeline, extended for this agent
-through ``tool-pipeline`` (its overrides on every call).
+through ``tool-pipeline`` (its overrides on every call). This module asks
+the model; ``turn.py`` runs the calls of each turn.
 
 Structured answers (``returns`` asking for an object) follow the agent's
 strategy (``returns.py``: ``native``, ``tool`` or ``prompted``, by provider
@@ -72,21 +73,16 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
-from ..approval import Decision
 from ..callers import Caller
 from ..errors import (
     ApprovalRequired,
     ConfigurationError,
     InvocationError,
     ModelError,
-    OrchestratorError,
     ReturnsValidationError,
 )
 from ..interrupts import RESUMING as RESUMING  # re-exported: the key was defined here
 from ..interrupts import Suspension
-from ..options import extract_options
 from ..prompt import render_prompt
 from .answer import bounded
 from .briefing import agent_instructions
@@ -97,7 +93,7 @@ from .model import Deltas, label, parse_model
 from .returns import FINAL_ANSWER, structured
 from .routes import authorize_model, authorize_pipeline, check_tool_pipeline
 from .toolset import NEXT, allowed_tools, offered_tools
-from .turn import batch, deciding_on, kept_outcomes, refuse_extra, runs_of
+from .turn import kept_outcomes, run_turn
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -262,7 +258,7 @@ class Agent:
                     {"role": "assistant", "content": response.get("content") or "", "tool_calls": calls}
                 )
                 turn = {"calls": calls, "runs": None, "outcomes": [None] * len(calls), "held": None}
-            outcomes = await self._turn(turn, iteration, decision)
+            outcomes = await run_turn(self, turn, iteration, decision)
             turn, decision = None, None
             calls = list(conversation.messages[-1].get("tool_calls") or [])
             for call, (_ok, _value, text) in zip(calls, outcomes, strict=True):
@@ -298,7 +294,7 @@ class Agent:
         looped = ""
         if same >= 2:
             first = (turns[-1] or [{}])[0]
-            shown = f"{self._ref(first.get('name'))}({json.dumps(first.get('arguments'), default=str)[:100]})"
+            shown = f"{self.ref(first.get('name'))}({json.dumps(first.get('arguments'), default=str)[:100]})"
             looped = (
                 f"; its last {same} turns each made the same call, {shown}: it is looping. Add "
                 "tool-pipeline: {circuit-breaker: {repeats: 3}} to tell it to stop and answer"
@@ -312,59 +308,7 @@ class Agent:
         if self.saver is not None:
             await self.saver.save(self.conversation)
 
-    async def _turn(
-        self, turn: dict[str, Any], iteration: int, decision: Decision | None
-    ) -> list[tuple[bool, Any, str]]:
-        """Run one turn's tool calls: the batch hook, then every call not finished yet; their outcomes in order.
-
-        ``turn`` is the turn's state (what a suspension saves): the model's
-        calls, the calls to run after the batch hook (``runs``), the finished
-        ``outcomes`` and the ``held`` call. ``decision`` (a resumed run's)
-        goes to the held batch or call, once.
-
-        Raises:
-            ApprovalRequired: a call (or the batch) waits for a decision; the turn's other calls finished first.
-        """
-        calls = turn["calls"]
-        if turn["runs"] is None:
-            refuse_extra(turn, self.max_calls, self.ctx.tool.name)
-            runs = runs_of(calls[: self.max_calls], self._ref)
-            if self.batch_pipeline:
-                try:
-                    with deciding_on(decision if turn["held"] == "batch" else None):
-                        runs = await batch(self.ctx, runs, self.batch_pipeline)
-                except ApprovalRequired as exc:
-                    turn["held"] = "batch"
-                    raise self._suspension(exc, turn) from exc
-                if turn["held"] == "batch":
-                    decision = None  # the batch used it
-            turn["runs"] = runs
-        runs = turn["runs"]
-        outcomes: list[Any] = turn["outcomes"]
-        held = turn["held"] if isinstance(turn["held"], int) else None
-        todo = [i for i, outcome in enumerate(outcomes) if outcome is None]
-        results: dict[int, tuple[bool, Any, str] | ApprovalRequired] = {}
-
-        async def one(index: int) -> None:
-            with deciding_on(decision if index == held else None):
-                results[index] = await self._call(calls[index], runs[index], iteration)
-
-        async with anyio.create_task_group() as group:
-            for index in todo:
-                group.start_soon(one, index)
-        waiting = []
-        for index in todo:
-            result = results[index]
-            if isinstance(result, ApprovalRequired):
-                waiting.append((index, result))
-            else:
-                outcomes[index] = list(result)
-        if waiting:
-            turn["held"] = waiting[0][0]
-            raise self._suspension(waiting[0][1], turn) from waiting[0][1]
-        return [(bool(o[0]), o[1], str(o[2])) for o in outcomes]
-
-    def _suspension(self, exc: ApprovalRequired, turn: dict[str, Any]) -> ApprovalRequired:
+    def suspension(self, exc: ApprovalRequired, turn: dict[str, Any]) -> ApprovalRequired:
         """What a held call raises out of the loop: with the loop's state when this agent is the top-level call.
 
         A nested agent (called by a model or a tool) has no state of its own to
@@ -389,7 +333,7 @@ class Agent:
         return Suspension(exc, json.loads(json.dumps(state, default=str)))
 
     def _is_next(self, call: Mapping[str, Any]) -> bool:
-        return self._ref(call.get("name")) == NEXT
+        return self.ref(call.get("name")) == NEXT
 
     @property
     def _tool_strategy(self) -> bool:
@@ -427,7 +371,7 @@ class Agent:
         self.retries -= 1
         return _AGAIN
 
-    def _ref(self, wire: Any) -> str:
+    def ref(self, wire: Any) -> str:
         """The tool ref behind a name the model used (the name itself when it is not offered)."""
         offered = self.wire.get(str(wire))
         return offered["ref"] if offered else str(wire)
@@ -499,7 +443,7 @@ class Agent:
             iteration,
             model=response.get("model"),
             content=response.get("content"),
-            calls=[self._ref(c.get("name")) for c in response.get("tool_calls") or []],
+            calls=[self.ref(c.get("name")) for c in response.get("tool_calls") or []],
             finish_reason=response.get("finish_reason"),
             usage=response.get("usage"),
             run_usage=dict(ctx.run.usage),
@@ -526,7 +470,7 @@ class Agent:
     def _named(self, data: dict[str, Any]) -> dict[str, Any]:
         """A delta as listeners see it: a tool call by its ref, as ``tool.start`` names it."""
         if "call" in data:
-            return {**data, "call": self._ref(data["call"])}
+            return {**data, "call": self.ref(data["call"])}
         return data
 
     def _answer(self, content: Any) -> Any:
@@ -538,49 +482,6 @@ class Agent:
         if content is None:
             raise ModelError("the model answered with neither text nor tool calls", tool=self.ctx.tool.name)
         return content
-
-    async def _call(
-        self, call: Mapping[str, Any], run: Mapping[str, Any], iteration: int
-    ) -> tuple[bool, Any, str] | ApprovalRequired:
-        """Run one tool call; every failure becomes an error result for the model, never a crash.
-
-        ``run`` is the call after the batch hook: its ``arguments`` (maybe
-        edited) or ``denied``. A call held for a decision returns its
-        ``ApprovalRequired``, for the turn to suspend once the others finished.
-        """
-        ctx = self.ctx
-        offered = self.wire.get(call.get("name", ""))
-        name = offered["ref"] if offered else str(call.get("name"))
-        self.manager.emit("tool.start", ctx, iteration, call=name, arguments=run.get("arguments"))
-        try:
-            if run.get("denied") is not None:
-                raise PermissionError(f"denied: {run['denied']}")
-            if offered is None:
-                log.warning("%s: the model called %r, which is not among its allowed tools", ctx.tool.name, name)
-                raise PermissionError(f"tool {name!r} is not available to this agent")
-            args = run.get("arguments")
-            if isinstance(args, str):
-                args = json.loads(args or "{}")
-            if not isinstance(args, dict):
-                raise TypeError("tool arguments must be a JSON object")
-            if name == NEXT:
-                extract_options(args, name, None, None, None, None)  # refuses unknown $ options
-                value = await ctx.target.manager.next()
-            else:
-                if offered["wrapped"]:
-                    args = args.get("value")  # params that are not an object schema travel as {value: ...}
-                value = await ctx.manager.invoke(name, args, overrides=self.tool_pipeline, caller=self.caller)
-        except ApprovalRequired as exc:
-            self.manager.emit("tool.end", ctx, iteration, call=name, error=None, held=True)
-            return exc
-        except Exception as exc:  # the model hears about any failure; cancellation still propagates
-            if not isinstance(exc, (OrchestratorError, PermissionError)):
-                log.debug("%s: tool call %r failed", ctx.tool.name, name, exc_info=True)
-            text = f"error: {type(exc).__name__}: {exc}"
-            self.manager.emit("tool.end", ctx, iteration, call=name, error=text)
-            return False, None, text
-        self.manager.emit("tool.end", ctx, iteration, call=name, error=None)
-        return True, value, value if isinstance(value, str) else json.dumps(value, default=str)
 
 
 def _calls(calls: Sequence[Mapping[str, Any]]) -> list[tuple[Any, str]]:

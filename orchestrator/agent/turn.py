@@ -1,8 +1,9 @@
-"""One turn's tool calls: the calls past ``max-tool-calls``, the batch hook, and what ``required`` returns.
+"""One turn's tool calls: the calls past ``max-tool-calls``, the batch hook, running them, what ``required`` returns.
 
 A turn's state is a plain dict (what a suspension saves): the model's
 ``calls``, the ``runs`` after the batch hook, the finished ``outcomes`` and
-the ``held`` call. The agent loop runs the calls; these functions shape them.
+the ``held`` call. The agent loop asks the model; ``run_turn`` runs the
+calls the model made, each through ``run_call``, concurrently.
 """
 
 from __future__ import annotations
@@ -13,11 +14,16 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from ..approval import Decision, deciding
-from ..errors import InvocationError
+from ..errors import ApprovalRequired, InvocationError, OrchestratorError
+from ..options import extract_options
+from .toolset import NEXT
 
 if TYPE_CHECKING:
     from ..context import Context
+    from .loop import Agent
 
 log = logging.getLogger("orchestrator.agent")
 
@@ -111,3 +117,101 @@ def kept_outcomes(
 def deciding_on(decision: Decision | None) -> AbstractContextManager[None]:
     """``approval.deciding(decision)``, or nothing when there is no decision to hand on."""
     return deciding(decision) if decision is not None else nullcontext()
+
+
+async def run_turn(
+    agent: Agent, turn: dict[str, Any], iteration: int, decision: Decision | None
+) -> list[tuple[bool, Any, str]]:
+    """Run one turn's tool calls: the batch hook, then every call not finished yet; their outcomes in order.
+
+    ``turn`` is the turn's state (what a suspension saves): the model's
+    calls, the calls to run after the batch hook (``runs``), the finished
+    ``outcomes`` and the ``held`` call. ``decision`` (a resumed run's)
+    goes to the held batch or call, once.
+
+    Raises:
+        ApprovalRequired: a call (or the batch) waits for a decision; the turn's other calls finished first.
+    """
+    calls = turn["calls"]
+    if turn["runs"] is None:
+        refuse_extra(turn, agent.max_calls, agent.ctx.tool.name)
+        runs = runs_of(calls[: agent.max_calls], agent.ref)
+        if agent.batch_pipeline:
+            try:
+                with deciding_on(decision if turn["held"] == "batch" else None):
+                    runs = await batch(agent.ctx, runs, agent.batch_pipeline)
+            except ApprovalRequired as exc:
+                turn["held"] = "batch"
+                raise agent.suspension(exc, turn) from exc
+            if turn["held"] == "batch":
+                decision = None  # the batch used it
+        turn["runs"] = runs
+    runs = turn["runs"]
+    outcomes: list[Any] = turn["outcomes"]
+    held = turn["held"] if isinstance(turn["held"], int) else None
+    todo = [i for i, outcome in enumerate(outcomes) if outcome is None]
+    results: dict[int, tuple[bool, Any, str] | ApprovalRequired] = {}
+
+    async def one(index: int) -> None:
+        with deciding_on(decision if index == held else None):
+            results[index] = await run_call(agent, calls[index], runs[index], iteration)
+
+    async with anyio.create_task_group() as group:
+        for index in todo:
+            group.start_soon(one, index)
+    waiting = []
+    for index in todo:
+        result = results[index]
+        if isinstance(result, ApprovalRequired):
+            waiting.append((index, result))
+        else:
+            outcomes[index] = list(result)
+    if waiting:
+        turn["held"] = waiting[0][0]
+        raise agent.suspension(waiting[0][1], turn) from waiting[0][1]
+    return [(bool(o[0]), o[1], str(o[2])) for o in outcomes]
+
+
+async def run_call(
+    agent: Agent, call: Mapping[str, Any], run: Mapping[str, Any], iteration: int
+) -> tuple[bool, Any, str] | ApprovalRequired:
+    """Run one tool call; every failure becomes an error result for the model, never a crash.
+
+    ``run`` is the call after the batch hook: its ``arguments`` (maybe
+    edited) or ``denied``. A call held for a decision returns its
+    ``ApprovalRequired``, for the turn to suspend once the others finished.
+    """
+    ctx = agent.ctx
+    manager = agent.manager
+    offered = agent.wire.get(call.get("name", ""))
+    name = offered["ref"] if offered else str(call.get("name"))
+    manager.emit("tool.start", ctx, iteration, call=name, arguments=run.get("arguments"))
+    try:
+        if run.get("denied") is not None:
+            raise PermissionError(f"denied: {run['denied']}")
+        if offered is None:
+            log.warning("%s: the model called %r, which is not among its allowed tools", ctx.tool.name, name)
+            raise PermissionError(f"tool {name!r} is not available to this agent")
+        args = run.get("arguments")
+        if isinstance(args, str):
+            args = json.loads(args or "{}")
+        if not isinstance(args, dict):
+            raise TypeError("tool arguments must be a JSON object")
+        if name == NEXT:
+            extract_options(args, name, None, None, None, None)  # refuses unknown $ options
+            value = await ctx.target.manager.next()
+        else:
+            if offered["wrapped"]:
+                args = args.get("value")  # params that are not an object schema travel as {value: ...}
+            value = await ctx.manager.invoke(name, args, overrides=agent.tool_pipeline, caller=agent.caller)
+    except ApprovalRequired as exc:
+        manager.emit("tool.end", ctx, iteration, call=name, error=None, held=True)
+        return exc
+    except Exception as exc:  # the model hears about any failure; cancellation still propagates
+        if not isinstance(exc, (OrchestratorError, PermissionError)):
+            log.debug("%s: tool call %r failed", ctx.tool.name, name, exc_info=True)
+        text = f"error: {type(exc).__name__}: {exc}"
+        manager.emit("tool.end", ctx, iteration, call=name, error=text)
+        return False, None, text
+    manager.emit("tool.end", ctx, iteration, call=name, error=None)
+    return True, value, value if isinstance(value, str) else json.dumps(value, default=str)
