@@ -1,4 +1,4 @@
-"""What the host tools (``tools/Read.py``, ``Glob``, ``Grep``, ``LS``, ``Write``, ``Edit``, ``Bash``) share.
+"""What the host tools (``tools/Read.py``, ``Glob``, ``Grep``, ``LS``, ``Write``, ``Edit``, ``Bash``, ``WebFetch``) share.
 
 Claude Code's own tools, as built-ins with Claude Code's input schemas, so a
 subagent or command that lists ``tools: Read, Grep`` gets them for real.
@@ -13,7 +13,8 @@ subagent or command that lists ``tools: Read, Grep`` gets them for real.
   ``MAX_LINE`` per line, ``MAX_MATCHES`` paths, ``MAX_FILE`` bytes read per
   file, ``MAX_WALK`` entries walked) and says when it stopped.
 - **Grants.** Reading needs none. ``Write``/``Edit`` need ``write``, ``Bash``
-  needs ``exec``, in the ``host-trust`` metadata of the agent that calls
+  needs ``exec``, ``WebFetch`` needs ``web`` (and ``private-web`` to reach a
+  loopback or private address, ``orchestrator.webpages``), in the ``host-trust`` metadata of the agent that calls
   them (or of the tool itself when the program calls it directly), and only
   from a tool in a folder the program trusts: Claude Code and Copilot files
   never set it (their unknown fields are data). Each call then asks for
@@ -28,6 +29,8 @@ subagent or command that lists ``tools: Read, Grep`` gets them for real.
   allows a command whose words start with ``git``, ``npm test`` exactly
   that command. A narrowed command runs without a shell, so ``;``, ``&&``,
   pipes, redirections and substitutions are refused, not run.
+  ``WebFetch(domain:example.com)`` narrows ``WebFetch`` to that host
+  (``*.example.com``: its subdomains too).
 """
 
 from __future__ import annotations
@@ -51,14 +54,17 @@ if TYPE_CHECKING:
     from .context import Context
 
 GRANT = "host-trust"
-"""The metadata key that grants ``write`` (Write, Edit) and ``exec`` (Bash): ``{write: true, exec: true}``."""
+"""The metadata key that grants ``write`` (Write, Edit), ``exec`` (Bash) and ``web`` (WebFetch): ``{write: true}``."""
 RULES = "host-rules"
 """Metadata the formats write for a file's permission patterns: ``{Bash: ["git:*"]}``."""
-FLAGS = ("write", "exec", "approval")
+FLAGS = ("write", "exec", "web", "private-web", "approval")
 READERS = ("Read", "Glob", "Grep", "LS")
 WRITERS = ("Write", "Edit")
 RUNNERS = ("Bash",)
-IMPLEMENTED_ORDER = (*READERS, *WRITERS, *RUNNERS)
+FETCHERS = ("WebFetch",)
+NARROWED = (*RUNNERS, *FETCHERS)
+"""The tools a permission pattern narrows (``Bash(git:*)``, ``WebFetch(domain:example.com)``)."""
+IMPLEMENTED_ORDER = (*READERS, *WRITERS, *RUNNERS, *FETCHERS)
 IMPLEMENTED = frozenset(IMPLEMENTED_ORDER)
 """Claude Code's tools this project runs as built-ins; every other host tool name stays data."""
 
@@ -330,8 +336,8 @@ async def approve(ctx: Context, reason: str) -> None:
 def offer(names: list[str]) -> tuple[list[str], dict[str, list[str]], list[str]]:
     """A file's host tool names as (the built-ins offered, their permission patterns, the names that stay data).
 
-    ``Bash(git:*)`` offers ``Bash`` narrowed to ``git:*``; a plain ``Bash``
-    beside it offers it unnarrowed. A pattern on another tool
+    ``Bash(git:*)`` offers ``Bash`` narrowed to ``git:*`` (``WebFetch(domain:x.org)``
+    ``WebFetch`` to that host); a plain name beside it offers it unnarrowed. A pattern on another tool
     (``Read(src/**)``) is not narrowed here, so that name stays data rather
     than be offered wider than written.
     """
@@ -341,7 +347,7 @@ def offer(names: list[str]) -> tuple[list[str], dict[str, list[str]], list[str]]
     host: list[str] = []
     for name in names:
         tool, pattern = split_rule(name)
-        if tool not in IMPLEMENTED or (pattern is not None and tool not in RUNNERS):
+        if tool not in IMPLEMENTED or (pattern is not None and tool not in NARROWED):
             host.append(name)
             continue
         if tool not in offered:
@@ -351,6 +357,23 @@ def offer(names: list[str]) -> tuple[list[str], dict[str, list[str]], list[str]]
         else:
             patterns.setdefault(tool, []).append(pattern)
     return offered, {k: v for k, v in patterns.items() if k not in plain_names}, host
+
+
+def domain_allowed(host: str, patterns: list[str]) -> bool:
+    """Whether ``host`` matches one ``WebFetch`` pattern: ``domain:example.com`` exactly, ``domain:*.example.com``
+    that domain and its subdomains."""
+    host = host.lower().rstrip(".")
+    for pattern in patterns:
+        kind, _, domain = pattern.partition(":")
+        domain = domain.strip().lower().rstrip(".")
+        if kind.strip() != "domain" or not domain:
+            continue
+        if domain.startswith("*."):
+            if host == domain[2:] or host.endswith(domain[1:]):
+                return True
+        elif host == domain:
+            return True
+    return False
 
 
 def split_rule(name: str) -> tuple[str, str | None]:

@@ -80,10 +80,10 @@ def test_copilot_editor_variables_and_file_references_are_reported_and_kept_as_t
     assert problems["#file:../../docs/components.md"] == 10
     assert "#codebase" not in problems and "#codebase" in adapted.prompt  # it names a tool we run: only text
     fetching = adapt(
-        write("p/look.prompt.md", "---\ntools: ['fetch', 'codebase']\n---\nUse #codebase,\nthen #fetch.\n")
+        write("p/look.prompt.md", "---\ntools: ['githubRepo', 'codebase']\n---\nUse #codebase,\nthen #githubRepo.\n")
     )
     assert [(line, m) for line, m in fetching.problems if m.startswith("#")] == [
-        (5, "#fetch names a VS Code tool: it stays text and never runs")
+        (5, "#githubRepo names a VS Code tool: it stays text and never runs")
     ]
     assert any("../../STYLE.md" in message for _line, message in adapted.problems)
     assert "${selection}" in adapted.prompt and "#file:../../docs/components.md" in adapted.prompt

@@ -69,14 +69,17 @@ def test_a_subagents_claude_code_tools_are_offered_and_the_rest_stay_host_tools(
 
 def test_a_subagent_without_tools_gets_every_host_tool_we_run_as_claude_code_gives_it_every_tool(project):
     helper = manager_for(project).find_tool("helper")
-    assert helper.metadata["tools"] == ["Read", "Glob", "Grep", "LS", "Write", "Edit", "Bash"]
+    assert helper.metadata["tools"] == ["Read", "Glob", "Grep", "LS", "Write", "Edit", "Bash", "WebFetch"]
     assert "host-rules" not in helper.metadata
 
 
 async def test_an_agent_offered_write_without_the_grant_still_reads(project, scripted):
     scripted(
         sonnet=[
-            {"expect": {"tools": ["Bash", "Edit", "Glob", "Grep", "LS", "Read", "Write"]}, **call("LS", path="docs")},
+            {
+                "expect": {"tools": ["Bash", "Edit", "Glob", "Grep", "LS", "Read", "WebFetch", "Write"]},
+                **call("LS", path="docs"),
+            },
             {"expect": {"contains": ["notes.md"]}, **call("Write", file_path="docs/new.md", content="x")},
             {"expect": {"contains": ["needs the 'write' grant"]}, "answer": "read only"},
         ]
@@ -101,11 +104,14 @@ def test_the_host_tools_are_hidden_built_ins_with_claude_codes_input_schemas(pro
 
 async def test_a_copilot_prompt_files_vs_code_tools_map_onto_the_built_ins(project, scripted):
     prompt = manager_for(project).find_tool("find-code")
-    assert prompt.metadata["tools"] == ["Grep", "Glob", "Read", "Bash"]
-    assert prompt.metadata["host-tools"] == ["fetch"]
+    assert prompt.metadata["tools"] == ["Grep", "Glob", "Read", "WebFetch", "Bash"]
+    assert "host-tools" not in prompt.metadata
     scripted(
         sonnet=[
-            {"expect": {"tools": ["Bash", "Glob", "Grep", "Read"]}, **call("Grep", pattern="function greet")},
+            {
+                "expect": {"tools": ["Bash", "Glob", "Grep", "Read", "WebFetch"]},
+                **call("Grep", pattern="function greet"),
+            },
             {"expect": {"contains": ["src/app.js"]}, **call("Read", file_path="src/app.js", limit=1)},
             {"expect": {"contains": ["export function greet(name) {"]}, "answer": "src/app.js:1"},
         ]

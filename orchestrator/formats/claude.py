@@ -39,12 +39,12 @@ that is no alias, ``provider:name`` or Anthropic id is kept as written,
 never guessed: ``check`` warns, and a run fails naming the aliases.
 
 Claude Code's own tools that toolcascade runs as built-ins (``Read``,
-``Glob``, ``Grep``, ``LS``, ``Write``, ``Edit``, ``Bash``;
+``Glob``, ``Grep``, ``LS``, ``Write``, ``Edit``, ``Bash``, ``WebFetch``;
 ``orchestrator.hosttools``) go to ``tools`` and are offered to the model;
 a subagent without ``tools`` gets all of them, as Claude Code gives it every
-tool. Reading is confined to the run's folder; ``Write``, ``Edit`` and
-``Bash`` need the ``host-trust`` grant and ask for approval. A permission
-pattern (``Bash(git:*)``) narrows its tool through ``host-rules``. The
+tool. Reading is confined to the run's folder; ``Write``, ``Edit``,
+``Bash`` and ``WebFetch`` need the ``host-trust`` grant and ask for approval. A permission
+pattern (``Bash(git:*)``, ``WebFetch(domain:x.org)``) narrows its tool through ``host-rules``. The
 other names (``WebSearch``, ``Task``, ``mcp__...``, a pattern on a reader,
 ``Read(src/**)``) are kept as data under ``host-tools``: never offered to a
 model, never run. Lower-case names are ours and go to ``tools``.
@@ -104,7 +104,8 @@ _LENIENT = (
 )
 _HOST_ONLY = (
     "Claude Code's tools we do not run (`WebSearch`, `Task`, `mcp__…`) are kept as `host-tools`: never offered, never "
-    "a failure (`Read`, `Glob`, `Grep`, `LS`, `Write`, `Edit`, `Bash`, narrowed by `Bash(git:*)`, run as built-ins); "
+    "a failure (`Read`, `Glob`, `Grep`, `LS`, `Write`, `Edit`, `Bash`, `WebFetch`, narrowed by `Bash(git:*)` and "
+    "`WebFetch(domain:…)`, run as built-ins); "
     "`@file`, `` !`cmd` `` and ```` ```! ```` blocks stay text, reported by `check`"
 )
 
@@ -341,9 +342,9 @@ class ClaudeAgent:
         "`.claude/agents/*.md`, a plugin's `agents/*.md` (as `P:name`; a plugin is `plugins/P/` or a folder with "
         "`.claude-plugin/plugin.json`): `name`, `description`, `tools`, `model`; other fields kept as data",
         'an agent: the body is the system prompt, `{"prompt": ...}` the user message; our tools '
-        "(`mcp__toolcascade__NAME` too) and Claude Code's `Read`, `Glob`, `Grep`, `LS`, `Write`, `Edit`, `Bash` "
-        "offered (all of them without `tools`; reading confined to the project, writing and `Bash` need "
-        "`host-trust` and approval); `model` an alias or Anthropic id, else `inherit`; "
+        "(`mcp__toolcascade__NAME` too) and Claude Code's `Read`, `Glob`, `Grep`, `LS`, `Write`, `Edit`, `Bash`, "
+        "`WebFetch` offered (all of them without `tools`; reading confined to the project, writing, `Bash` and "
+        "`WebFetch` need `host-trust` and approval); `model` an alias or Anthropic id, else `inherit`; "
         "an unknown name fails naming the aliases",
         _LENIENT,
         _HOST_ONLY,

@@ -17,9 +17,9 @@
 - ``tools``: VS Code's tools whose work toolcascade's host built-ins do map
   onto them by ``VSCODE_HOST_TOOLS`` (``codebase``, ``search``, ``readFile``
   -> ``Read``/``Grep``/``Glob``; ``editFiles`` -> ``Edit``, ``Write``;
-  ``runInTerminal`` -> ``Bash``), confined and gated as
+  ``runInTerminal`` -> ``Bash``; ``fetch`` -> ``WebFetch``), confined and gated as
   ``orchestrator.hosttools`` says. VS Code's other tools and tool sets
-  (``fetch``, ``githubRepo``, ``problems``, ...), MCP tools
+  (``githubRepo``, ``problems``, ...), MCP tools
   (``server/tool``, ``mcp__...``) and every name ours cannot be
   (``terminalCommand``, ``Microsoft Docs``: ours are lower case) are kept as
   data under ``host-tools``: never offered to a model, never run. Other
@@ -125,12 +125,15 @@ VSCODE_HOST_TOOLS: dict[str, tuple[str, ...]] = {
     "runInTerminal": ("Bash",),
     "runCommands": ("Bash",),
     "execute": ("Bash",),
+    "fetch": ("WebFetch",),
+    "web": ("WebFetch",),
 }
 """VS Code's tools (and tool sets) whose work toolcascade's host built-ins do (``orchestrator.hosttools``).
 
 ``codebase`` (VS Code's search of the workspace by meaning) becomes text and
 path search plus reading: the model finds what it needs the way a Claude Code
-subagent does. ``fetch`` and the rest stay VS Code's.
+subagent does; ``fetch`` (and the ``web`` tool set, whose GitHub search is
+VS Code's) becomes ``WebFetch``. The rest stay VS Code's.
 """
 _OURS = re.compile(r"^[a-z0-9][a-z0-9_-]*(?::[a-z0-9][a-z0-9_-]*)*$")
 """Our tool names: lower case, digits, ``-`` and ``_`` (``summarize``, ``git:commit``); anything else is VS Code's."""
@@ -215,10 +218,10 @@ class CopilotPrompt:
         "`model`, an agent, else the substituted prompt; an unknown model fails naming the aliases",
         "frontmatter that is not strict YAML is read key by key, with a warning; a YAML list in `description` "
         "is the text written",
-        "VS Code's tools we do not run (`fetch`, `terminalCommand`, `Microsoft Docs`, `server/tool`) are kept as "
-        "`host-tools`: never offered, never a failure (`codebase`, `search`, `editFiles`, `runInTerminal` run as "
-        "the `Read`/`Grep`/`Glob`, `Edit`/`Write` and `Bash` built-ins); `${selection}`, `${file}`, `#file:` and file links "
-        "stay text, reported by `check`",
+        "VS Code's tools we do not run (`githubRepo`, `terminalCommand`, `Microsoft Docs`, `server/tool`) are kept as "
+        "`host-tools`: never offered, never a failure (`codebase`, `search`, `editFiles`, `runInTerminal`, `fetch` "
+        "run as the `Read`/`Grep`/`Glob`, `Edit`/`Write`, `Bash` and `WebFetch` built-ins); `${selection}`, "
+        "`${file}`, `#file:` and file links stay text, reported by `check`",
     )
 
     def recognises(self, path: Path, root: Path) -> bool:
@@ -317,7 +320,7 @@ def _tools(
         built_in += [tool for tool in VSCODE_HOST_TOOLS[vscode] if tool not in built_in]
         shown = ", ".join(VSCODE_HOST_TOOLS[vscode])
         note = f"VS Code's {vscode} runs as toolcascade's built-in {shown}"
-        mapping.append(Mapped("tools", "tools", note, lossless=vscode != "codebase"))
+        mapping.append(Mapped("tools", "tools", note, lossless=vscode not in ("codebase", "web")))
     if ours or built_in:
         metadata["tools"] = [*ours, *built_in]
     if ours:
