@@ -36,10 +36,12 @@ from .exits import SUSPENDED as SUSPENDED
 from .exits import ending_within, fail, leave, reporting, resume_options
 from .flags import chosen_formats, debug_option, json_option, parse_args, path_option, search_paths, set_option
 from .manager import Manager
+from .outputs import output_option, show_result
 from .planner import replaced_builtin
 from .registry import builtin_folder
 from .screen import Screen as Screen
-from .screen import answers_in_json, echo_result, say_stopped
+from .screen import answers_in_json, say_stopped
+from .screen import echo_result as echo_result
 from .tool import ToolInfo
 from .version import __version__
 
@@ -53,10 +55,7 @@ def command_manager(paths: Sequence[Path], **options: Any) -> Manager:
     return Manager(search_paths(paths), formats=chosen_formats(), **options)
 
 
-# -- commands -------------------------------------------------------------------
-
-
-# Commands that live in their own modules, imported only when used (``toolcascade run`` stays quick).
+# -- commands: those that live in their own modules, imported only when used (``toolcascade run`` stays quick).
 LAZY = {
     "chat": "orchestrator.chat:chat",
     "sessions": "orchestrator.chat:sessions",
@@ -156,6 +155,7 @@ def cli() -> None:
     "ray: a local Ray, or the cluster at ADDRESS); it is also the default engine of `delegate: {}`.",
 )
 @click.option("--no-log", is_flag=True, help="Keep this run out of the run log (see toolcascade logs).")
+@output_option
 @debug_option
 def run(
     tool: str,
@@ -167,11 +167,12 @@ def run(
     verbose: bool,
     executor_spec: str | None,
     no_log: bool,
+    output: Path | None,
     debug: bool,
 ) -> None:
     """Invoke TOOL with ARGS (JSON; '-' reads JSON from stdin; default {}).
 
-    A string result is printed as it is, anything else as JSON. On a
+    A string result prints as it is, media as a line saying what it is (-o), anything else as JSON. On a
     terminal an agent's answer streams as it arrives and its tool calls show
     on stderr; piped, stdout carries only the result. An answer with
     returns prints once, as JSON. Errors print one line on stderr and exit 1;
@@ -194,7 +195,7 @@ def run(
         result, screen = running(
             tool, value, paths, overrides, session, store, usage, executor_spec, debug, again, no_log
         )
-        echo_result(result, screen)
+        show_result(result, screen, output)
     finally:  # a failed or paused run says what it used too
         if usage is not None:
             click.echo(usage.line(), err=True)

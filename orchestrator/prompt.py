@@ -41,6 +41,8 @@ from .directives import Directive, find_directives
 from .errors import InterpolationError
 from .interpolate import is_template, render, render_value, scope
 from .ordering import Entry
+from .placing import KEY as MEDIA
+from .placing import placed_pieces, placing
 
 if TYPE_CHECKING:
     from .context import Context
@@ -89,10 +91,13 @@ def render_prompt(ctx: Context) -> Any:
     authored = prompt == tool.prompt or _PLACEHOLDER.search(prompt) is not None
     if authored and is_template(prompt):
         try:
-            text = render(
-                prompt, scope(ctx, ctx.meta), tool=tool.name, level="prompt", path=tool.path, line=tool.prompt_line
-            )
+            with placing(ctx) as refused:
+                text = render(
+                    prompt, scope(ctx, ctx.meta), tool=tool.name, level="prompt", path=tool.path, line=tool.prompt_line
+                )
         except InterpolationError as exc:
+            if exc.__cause__ is not None and exc.__cause__ in refused:
+                raise exc.__cause__ from None  # media(...) refused its value: its own error names the tool
             hint = _misspelt(ctx.meta) if "undefined" in exc.detail else None
             if hint is None:
                 raise
@@ -102,7 +107,18 @@ def render_prompt(ctx: Context) -> Any:
     outputs = ctx.locals.get("directives")
     if outputs:
         text = _PLACEHOLDER.sub(lambda m: outputs.get(int(m.group(1)), ""), text)
+    if MEDIA in ctx.locals:
+        return _with_media(ctx, text)
     return text
+
+
+def _with_media(ctx: Context, text: str) -> Any:
+    """A prompt that placed media: the text with its placeholders for an agent (``agent.media.prompt_content``
+    cuts it), or, for a template (no model), its pieces: text and media parts, the template's result."""
+    pieces = placed_pieces(ctx, text)
+    if pieces is None or ctx.locals.get("model") is not None or ctx.meta.get("model"):
+        return text  # a model answers this prompt (agent-execute's condition)
+    return pieces
 
 
 # Metadata keys whose absence leaves args or meta without what a template expects.

@@ -1,5 +1,12 @@
 """What an MCP call returns: a result, a typed result, an ``isError`` result, and the server's paths in errors.
 
+**Media results.** A tool that returns a media part
+(``orchestrator.mediaparts``), or a list of text and media parts, gives
+image and audio content as such, a file as an embedded resource
+(``toolcascade://result/NAME``, its bytes inline), and a part given by URL as
+a resource link; a text line describing the media comes first when the
+result has no text of its own.
+
 **Typed results.** A tool's ``returns`` is its ``outputSchema``: an object
 schema as it is, any other schema wrapped as the one required property
 ``result`` (as the SDK's own ``MCPServer`` does). A result that matches it
@@ -16,30 +23,76 @@ import os
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from .errors import ConfigurationError, ReturnsValidationError, describe
 from .manager import Manager
+from .mediaparts import described, is_media, media_pieces
 from .registry import builtin_folder
 from .schema import check, json_schema
 
 if TYPE_CHECKING:
     import mcp.types as types
 
+MEDIA_URI = "toolcascade://result/"
+"""The URI an embedded file result is given: a name for the client, not a resource it can read again."""
 SERVER_PATH = "<server path>"  # what an error result says instead of a path outside the served folders
 _PATH = re.compile(r"(?<![\w.~/:-])(?:file://)?/[^\s'\"`,;:()\[\]{}<>|]+")
 
 
 def success(result: Any) -> types.CallToolResult:
-    """A string as text; anything else as JSON text, plus ``structuredContent`` for an object."""
+    """A string as text; a media result as media content; anything else as JSON text, plus ``structuredContent``
+    for an object."""
     from mcp.types import CallToolResult, TextContent
 
     if isinstance(result, str):
         return CallToolResult(content=[TextContent(text=result)])
+    pieces = media_pieces(result)
+    if pieces is not None:
+        return CallToolResult(content=media_content(pieces))
     if isinstance(result, Mapping):
         result = dict(result)
     text = json.dumps(result, ensure_ascii=False, default=str)
     structured = json.loads(text) if isinstance(result, dict) else None
     return CallToolResult(content=[TextContent(text=text)], structured_content=structured)
+
+
+def media_content(pieces: list[Any]) -> list[types.ContentBlock]:
+    """A media result's pieces as MCP content: images and audio as such, files as embedded resources.
+
+    Text pieces are text (other values JSON). A result with no text of its own
+    starts with a text line describing what it holds, for clients that show
+    only text. A part given by URL is a resource link.
+    """
+    from mcp.types import (
+        AudioContent,
+        BlobResourceContents,
+        EmbeddedResource,
+        ImageContent,
+        ResourceLink,
+        TextContent,
+    )
+
+    content: list[types.ContentBlock] = []
+    for index, piece in enumerate(pieces):
+        if not is_media(piece):
+            text = piece if isinstance(piece, str) else json.dumps(piece, ensure_ascii=False, default=str)
+            content.append(TextContent(text=text))
+            continue
+        name = str(piece.get("name") or f"result-{index + 1}")
+        media_type = str(piece.get("media_type") or "application/octet-stream")
+        if piece.get("url"):
+            content.append(ResourceLink(name=name, uri=piece["url"], mime_type=piece.get("media_type")))
+        elif piece["kind"] == "image":
+            content.append(ImageContent(data=piece["data"], mime_type=media_type))
+        elif piece["kind"] == "audio":
+            content.append(AudioContent(data=piece["data"], mime_type=media_type))
+        else:
+            blob = BlobResourceContents(uri=f"{MEDIA_URI}{quote(name)}", mime_type=media_type, blob=piece["data"])
+            content.append(EmbeddedResource(resource=blob))
+    if not any(isinstance(block, TextContent) for block in content):
+        content.insert(0, TextContent(text="; ".join(described(p) for p in pieces if is_media(p))))
+    return content
 
 
 def output_schema(returns: Any, ref: str) -> tuple[dict[str, Any] | None, bool]:

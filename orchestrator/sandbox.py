@@ -58,6 +58,7 @@ from .interpolate import ClosedEnv, Scope
 from .limits import DEFAULT_LIMITS
 from .operations import BINOP_CHECKS, check_call, check_spec
 from .partials import INCLUDE_DEPTH, Loader, Roots, resolve
+from .placing import media
 
 # The render whose includes are open, and how deep: keyed by its budget, so a new render starts at 0.
 _DEPTH: ContextVar[tuple[Budget, list[int]]] = ContextVar("partial_depth")
@@ -356,6 +357,7 @@ class _Undefined(jinja2.StrictUndefined):
 
 ENVIRONMENT = _Environment(undefined=_Undefined, autoescape=False, keep_trailing_newline=True, loader=Loader())
 ENVIRONMENT.template_class = _Template
+ENVIRONMENT.globals["media"] = media  # places an image, audio or a file in a prompt (orchestrator.placing)
 
 
 # -- what a template reads, and what a misspelt read may have meant ------------------------------------

@@ -22,20 +22,18 @@ turns the parts into its own content parts (``openai.py``, ``anthropic.py``).
 
 from __future__ import annotations
 
-import base64
-import binascii
-from collections.abc import Mapping
-from pathlib import Path
+import json
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigurationError, SecurityError
+from ..mediaparts import KINDS, described, is_media, media_pieces, read_part
+from ..mediaparts import MAX_MEDIA_BYTES as MAX_MEDIA_BYTES
+from ..mediaparts import media_part as media_part
+from ..mediaparts import sniffed as sniffed
+from ..placing import placed_pieces
 
 if TYPE_CHECKING:
     from ..context import Context
-
-KINDS = ("image", "audio", "file")
-MAX_MEDIA_BYTES = 20_000_000
-"""Bytes one media value may have (the providers' own request limits are of this order)."""
 
 
 def media_params(params: Any) -> dict[str, str]:
@@ -62,119 +60,88 @@ def prompt_content(ctx: Context, text: str) -> str | list[dict[str, Any]]:
     """
     declared = media_params(ctx.meta.get("params"))
     args = ctx.args if isinstance(ctx.args, Mapping) else {}
-    parts = [media_part(ctx, name, kind, args[name]) for name, kind in declared.items() if args.get(name) is not None]
-    if not parts:
+    parts = [arg_part(ctx, name, kind, args[name]) for name, kind in declared.items() if args.get(name) is not None]
+    placed = placed_pieces(ctx, text)
+    if not parts and placed is None:
         return text
-    return [{"type": "text", "text": text}, *parts]
+    pieces = placed if placed is not None else [text]
+    content = [{"type": "text", "text": p} if isinstance(p, str) else p for p in pieces if p != ""]
+    return [*content, *parts]
 
 
-def media_part(ctx: Context, name: str, kind: str, value: Any) -> dict[str, Any]:
+def arg_part(ctx: Context, name: str, kind: str, value: Any) -> dict[str, Any]:
     """One media arg as a neutral content part (see the module docstring).
 
     Raises:
         SecurityError: a path outside the run's folder, or a URL the agent does not allow.
         ConfigurationError: a value that is no media, unreadable, too large, or of another kind.
     """
-    tool = ctx.tool.name
-    where: dict[str, Any] = {"tool": tool, "key": f"params.{name}"}
-    if isinstance(value, str) and value.startswith(("http://", "https://")):
-        if ctx.meta.get("media-urls") is not True:
-            raise SecurityError(
-                f"arg {name!r} is a URL, which agent {tool!r} does not accept: give a file or base64 data, "
-                "or set media-urls: true in its metadata to let the provider fetch URLs",
-                **where,
+    return read_part(ctx, f"arg {name!r}", name, kind, value, {"tool": ctx.tool.name, "key": f"params.{name}"})
+
+
+# -- media results: as a tool message, shaped per provider -------------------------------
+
+
+def result_content(value: Any) -> str | list[dict[str, Any]]:
+    """A tool result as a tool message's content: text, or text parts and media parts for a media result.
+
+    Other values are text as ever (a string as it is, anything else JSON).
+    A media result's content starts with text (what it holds, when the tool
+    gave no text of its own), so a provider that takes only text in tool
+    messages has something to send there (``openai_turns``).
+    """
+    pieces = media_pieces(value)
+    if pieces is None:
+        return value if isinstance(value, str) else json.dumps(value, default=str)
+    content: list[dict[str, Any]] = []
+    for index, piece in enumerate(pieces):
+        if is_media(piece):
+            content.append({**piece, "name": piece.get("name") or f"result-{index + 1}"})
+        else:
+            content.append(
+                {"type": "text", "text": piece if isinstance(piece, str) else json.dumps(piece, default=str)}
             )
-        return {"type": "media", "kind": kind, "url": value, "name": name}
-    if isinstance(value, str) and value.startswith("data:"):
-        head, _, encoded = value.partition(",")
-        data, declared = _decode(encoded, name, where), head[5:].removesuffix(";base64")
-        label = name
-    elif isinstance(value, Mapping) and "data" in value:
-        data, declared = _decode(value.get("data"), name, where), str(value.get("media-type") or "")
-        label = name
-    elif isinstance(value, str):
-        path = _confined(ctx, value, name, where)
-        data, declared, label = _read(path, name, where), "", path.name
-    else:
-        raise ConfigurationError(
-            f"arg {name!r} ({kind}) must be a file path, a data: URL or {{data: base64, media-type}}, "
-            f"not {type(value).__name__}",
-            **where,
-        )
-    media_type = sniffed(data) or declared
-    if not media_type:
-        raise ConfigurationError(f"arg {name!r}: the media type of its data is unknown: give media-type", **where)
-    if kind in ("image", "audio") and not media_type.startswith(f"{kind}/"):
-        raise ConfigurationError(f"arg {name!r} must be {kind}, but its data is {media_type}", **where)
-    encoded = base64.b64encode(data).decode("ascii")
-    return {"type": "media", "kind": kind, "media_type": media_type, "data": encoded, "name": label}
+    if not any(part["type"] == "text" for part in content):
+        content.insert(0, {"type": "text", "text": "; ".join(described(p) for p in content)})
+    return content
 
 
-def sniffed(data: bytes) -> str | None:
-    """The media type ``filetype`` reads from the data's first bytes, or None.
+def openai_turns(messages: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Messages an OpenAI-compatible server takes: tool results that hold media are split in two.
 
-    Raises:
-        ConfigurationError: ``filetype`` is not installed.
+    Chat completions take only text in a ``tool`` message. So such a tool
+    message keeps its text (and says the media follows), and after the run
+    of tool messages answering one assistant turn, a ``user`` message
+    carries the media parts, each after a line naming the call it comes from.
+    Every other message is left as it is (the same object).
     """
-    try:
-        import filetype
-    except ImportError as exc:
-        raise ConfigurationError(
-            "media args need the filetype package: install toolcascade with its media extra "
-            "(pip install -e '.[media]') or pip install filetype",
-            key="params",
-        ) from exc
-    kind = filetype.guess(data[:8192])
-    return str(kind.mime) if kind is not None else None
+    if not any(m.get("role") == "tool" and isinstance(m.get("content"), list) for m in messages):
+        return messages
+    out: list[Mapping[str, Any]] = []
+    held: list[dict[str, Any]] = []
+    for message in messages:
+        if message.get("role") != "tool" and held:
+            out.append({"role": "user", "content": held})
+            held = []
+        content = message.get("content")
+        if message.get("role") != "tool" or not isinstance(content, list):
+            out.append(message)
+            continue
+        texts = [str(p.get("text") or "") for p in content if p.get("type") == "text"]
+        media = [p for p in content if p.get("type") == "media"]
+        said = "\n".join(texts) + f"\n(the {', '.join(described(p) for p in media)} follows in a user message)"
+        out.append({**message, "content": said})
+        held += [{"type": "text", "text": f"The media returned by tool call {message.get('tool_call_id')}:"}, *media]
+    if held:
+        out.append({"role": "user", "content": held})
+    return out
 
 
-def _confined(ctx: Context, value: str, name: str, where: dict[str, Any]) -> Path:
-    """The file ``value`` names, inside the run's folder.
+def anthropic_tool_result(content: Any, block: Callable[[Mapping[str, Any]], dict[str, Any]]) -> Any:
+    """A tool message's content as a ``tool_result`` block's: its text, or blocks (``block`` turns a part into one).
 
-    Raises:
-        SecurityError: it resolves outside the folder (symlinks followed).
+    The Messages API takes text, image and document blocks in a tool result.
     """
-    root = Path(ctx.cwd).resolve()
-    try:
-        path = (root / value).resolve()
-    except (OSError, ValueError) as exc:
-        raise ConfigurationError(f"arg {name!r}: {value[:200]!r} is not a path", **where) from exc
-    if not path.is_relative_to(root):
-        raise SecurityError(
-            f"arg {name!r}: {value[:200]!r} is outside the run's folder: a media file must be inside it", **where
-        )
-    return path
-
-
-def _read(path: Path, name: str, where: dict[str, Any]) -> bytes:
-    """A media file's bytes, at most ``MAX_MEDIA_BYTES``.
-
-    Raises:
-        ConfigurationError: not a readable file, or too large.
-    """
-    try:
-        if not path.is_file():
-            raise ConfigurationError(f"arg {name!r}: {path.name!r} is not a file", **where)
-        with path.open("rb") as handle:
-            data = handle.read(MAX_MEDIA_BYTES + 1)
-    except OSError as exc:
-        raise ConfigurationError(f"arg {name!r}: cannot read {path.name!r}: {exc.strerror}", **where) from exc
-    if len(data) > MAX_MEDIA_BYTES:
-        raise ConfigurationError(f"arg {name!r}: {path.name!r} is over {MAX_MEDIA_BYTES:,} bytes", **where)
-    return data
-
-
-def _decode(encoded: Any, name: str, where: dict[str, Any]) -> bytes:
-    """Base64 data, at most ``MAX_MEDIA_BYTES`` once decoded.
-
-    Raises:
-        ConfigurationError: not base64 text, or too large.
-    """
-    if not isinstance(encoded, str) or len(encoded) > MAX_MEDIA_BYTES * 4 // 3 + 4:
-        raise ConfigurationError(
-            f"arg {name!r}: data must be base64 text of at most {MAX_MEDIA_BYTES:,} bytes", **where
-        )
-    try:
-        return base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise ConfigurationError(f"arg {name!r}: data is not base64: {exc}", **where) from exc
+    if not isinstance(content, list):
+        return str(content or "")
+    return [block(part) for part in content]

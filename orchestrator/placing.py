@@ -1,0 +1,129 @@
+"""Media a prompt places: the template function ``media(...)`` and the placeholders it leaves in the text.
+
+``{{ media("diagram.png") }}`` or ``{{ media(args.photo) }}`` in a markdown
+tool's prompt puts an image, audio or file at that place. The value is read
+as a media arg's is (``orchestrator.mediaparts``): a file inside the run's
+folder (a path outside it is a ``SecurityError``, symlinks followed, whatever
+folder the tool comes from), a ``data:`` URL, ``{data, media-type}``, or an
+``http(s)`` URL when the tool's metadata says ``media-urls: true``; the type
+is sniffed from the bytes. ``kind`` (``image``, ``audio``, ``file``) checks
+what the data is; without it the media type decides.
+
+The function works only while ``render_prompt`` renders a prompt (``placing``
+says which context renders): metadata values are text, and ``media`` in one
+is an error naming the key. Each call leaves a placeholder carrying a
+per-process secret, as directive placeholders do, so text from args can
+never forge one; the part it stands for is kept on the context
+(``ctx.locals[KEY]``, a ``Placed`` that only this module makes, so a caller
+seeding that local places nothing). ``placed_pieces`` cuts a rendered text
+at the placeholders into text and parts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from .errors import ConfigurationError, SecurityError
+from .mediaparts import placed_part
+
+if TYPE_CHECKING:
+    from .context import Context
+
+KEY = "media"
+"""The ``ctx.locals`` key holding the parts a prompt placed."""
+
+_NONCE = secrets.token_hex(8)
+_PLACEHOLDER = re.compile("\x02" + _NONCE + r":media:(\d+)\x03")
+_RENDERING: ContextVar[tuple[Context, list[Exception]] | None] = ContextVar("placing", default=None)
+
+
+class Placed(dict):  # type: ignore[type-arg]
+    """The parts a context's prompt placed, by index, and each value's index (a value placed twice is one part)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.index: dict[str, int] = {}
+
+
+@contextmanager
+def placing(ctx: Context) -> Iterator[list[Exception]]:
+    """While this is open, ``media(...)`` in a template places parts for ``ctx``'s prompt.
+
+    Yields the errors ``media`` raised, so the caller re-raises one as
+    itself (a ``SecurityError`` stays one) where the render wraps it.
+    """
+    refused: list[Exception] = []
+    token = _RENDERING.set((ctx, refused))
+    try:
+        yield refused
+    finally:
+        _RENDERING.reset(token)
+
+
+def media(value: Any, kind: str | None = None) -> str:
+    """The template function: place ``value`` as a media part here; returns its placeholder.
+
+    Raises:
+        ConfigurationError: outside a prompt, a bad ``kind``, or a value that is no media (see ``agent.media``).
+        SecurityError: a path outside the run's folder, or a URL the tool does not allow.
+    """
+    rendering = _RENDERING.get()
+    if rendering is None:
+        raise ConfigurationError("media(...) places media in a markdown tool's prompt only: metadata values are text")
+    ctx, refused = rendering
+    try:
+        return _placed(ctx, value, kind)
+    except (ConfigurationError, SecurityError) as exc:
+        refused.append(exc)
+        raise
+
+
+def _placed(ctx: Context, value: Any, kind: str | None) -> str:
+    if kind is not None and kind not in ("image", "audio", "file"):
+        tool = ctx.tool
+        raise ConfigurationError(
+            f"media(..., kind={kind!r}): kind must be image, audio or file",
+            tool=tool.name,
+            level="prompt",
+            path=tool.path,
+            line=tool.prompt_line,
+        )
+    placed = ctx.locals.get(KEY)
+    if type(placed) is not Placed:
+        placed = ctx.locals[KEY] = Placed()
+    key = json.dumps([value, kind], sort_keys=True, default=str)
+    index = placed.index.get(key)
+    if index is None:
+        part = placed_part(ctx, value, kind)
+        index = placed.index[key] = len(placed)
+        placed[index] = part
+    return f"\x02{_NONCE}:media:{index}\x03"
+
+
+def placed_pieces(ctx: Context, text: str) -> list[str | dict[str, Any]] | None:
+    """``text`` cut at its media placeholders: text pieces and media parts in order; None when it places none."""
+    if "\x02" not in text:
+        return None
+    placed = ctx.locals.get(KEY)
+    if type(placed) is not Placed:
+        return None
+    pieces: list[str | dict[str, Any]] = []
+    position = 0
+    for match in _PLACEHOLDER.finditer(text):
+        part = placed.get(int(match.group(1)))
+        if part is None:
+            continue
+        pieces += [text[position : match.start()], part]
+        position = match.end()
+    if not pieces:
+        return None
+    pieces.append(text[position:])
+    return [piece for piece in pieces if piece != ""]
