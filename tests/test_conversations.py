@@ -42,7 +42,7 @@ async def test_a_second_call_on_a_session_sees_the_first_exchange_over_sqlite(wr
     requests = []
     manager.events.listeners.append(lambda e: requests.append(e.data) if e.kind == "model.request" else None)
     assert await manager.invoke("chat", said("Who am I?", "s1")) == "You are Ada."
-    assert requests[0]["messages"] == 4  # system, the first exchange, the new question
+    assert len(requests[0]["messages"]) == 4  # system, the first exchange, the new question
     stored = await manager.sessions.messages("s1")
     assert [m["role"] for m in stored] == ["user", "assistant", "user", "assistant"]  # the system message is not
     info = await manager.sessions.info("s1")
@@ -136,7 +136,7 @@ async def test_messages_metadata_goes_before_the_prompt_rendered_with_args(write
     manager.events.listeners.append(lambda e: requests.append(e) if e.kind == "model.request" else None)
     args = {"first": "Ada", "name": "Bob", "$context": {"session": "f"}}
     assert await manager.invoke("french", args) == "Bonjour Bob!"
-    assert requests[0].data["messages"] == 4
+    assert len(requests[0].data["messages"]) == 4
     assert [m["content"] for m in await manager.sessions.messages("f")] == ["Now Bob", "Bonjour Bob!"]
 
 
@@ -167,7 +167,7 @@ async def test_compact_trims_whole_turns_and_keeps_the_system_message(write, too
     await store.replace("c", [{"role": "user", "content": f"old {i}"} for i in range(3)])  # no assistant: turn 1
     seen = []
     manager = Manager([tools], sessions=store)
-    manager.events.listeners.append(lambda e: seen.append(e.data["messages"]) if e.kind == "model.request" else None)
+    manager.events.listeners.append(lambda e: seen.append(len(e.data["messages"])) if e.kind == "model.request" else None)
     assert await manager.invoke("chat", said("now", "c")) == "done"
     # before compaction (the event comes first): 1 + 4 sent; then the compacted 3 (old 1, old 2, now) + call +
     # result: 6, not 7, so the second iteration continued from the rewritten list

@@ -37,6 +37,15 @@ for good through ``ctx.locals["conversation"]`` of ``model-call`` (see
 the session's earlier turns too, so its failure on a continued session says
 how many messages the session already held.
 
+Ending the loop: a ``tool-pipeline`` middleware that raises
+``Termination(value)`` (``turn.py``; MAF's MiddlewareTermination) ends it
+after the turn's calls finish, without another model request: the agent
+returns ``value``. A ``model-pipeline`` middleware may store other text in
+place of an answer with ``Conversation.rewrite_answer`` (Eino's
+AfterModelRewriteState): the loop acts on the response, later requests and
+the session see the rewrite. The ``model.request`` event carries the
+messages as sent (the list ``model-call`` is given).
+
 Batch hook: with ``batch-pipeline`` metadata, a turn's calls first go through
 the built-in ``tool-batch`` tool (``{"calls": [{id, tool, arguments}]}``,
 ``batch-pipeline`` as its overrides); its result says which calls run, with
@@ -251,14 +260,13 @@ class Agent:
                             continue
                         return answer
                     answer = self._answer(response.get("content"))
-                    conversation.messages.append({"role": "assistant", "content": _text(answer)})
+                    conversation.add({"role": "assistant", "content": _text(answer)})
                     await self._save()
                     return answer
-                conversation.messages.append(
-                    {"role": "assistant", "content": response.get("content") or "", "tool_calls": calls}
-                )
+                conversation.add({"role": "assistant", "content": response.get("content") or "", "tool_calls": calls})
                 turn = {"calls": calls, "runs": None, "outcomes": [None] * len(calls), "held": None}
             outcomes = await run_turn(self, turn, iteration, decision)
+            ended = turn.get("ended")
             turn, decision = None, None
             calls = list(conversation.messages[-1].get("tool_calls") or [])
             for call, (_ok, _value, text) in zip(calls, outcomes, strict=True):
@@ -266,6 +274,8 @@ class Agent:
                     {"role": "tool", "tool_call_id": call["id"], "name": call["name"], "content": text}
                 )
             await self._save()
+            if ended is not None:  # a tool-pipeline middleware raised Termination: no further model request
+                return ended["value"]
             if choice == "required":
                 kept = kept_outcomes(calls, outcomes, self._is_next)
                 if all(ok for ok, _value in kept):
@@ -354,18 +364,19 @@ class Agent:
             ModelError: the model answered with neither text nor a call.
         """
         assert self.structured is not None
-        messages = self.conversation.messages
         content = None if final is not None else self._answer(response.get("content"))
         value, failures = self.structured.verdict(content, final, self.ctx.tool.name)
         if not failures:
-            messages.append({"role": "assistant", "content": _text(value if final is not None else content)})
+            self.conversation.add({"role": "assistant", "content": _text(value if final is not None else content)})
             await self._save()
             return value
         if final is None and self.structured.strategy == "native" and offered:  # the format not asked for yet
-            messages += [{"role": "assistant", "content": _text(content)}, {"role": "user", "content": ANSWER_NOW}]
+            self.conversation.add(
+                {"role": "assistant", "content": _text(content)}, {"role": "user", "content": ANSWER_NOW}
+            )
             self.answering = True
             return _AGAIN
-        messages += self.structured.sent_back(failures, response, calls, final)
+        self.conversation.add(*self.structured.sent_back(failures, response, calls, final))
         if self.retries <= 0:
             raise ReturnsValidationError(failures, answer=value, tool=self.ctx.tool.name)
         self.retries -= 1
@@ -401,6 +412,7 @@ class Agent:
         native = self.structured is not None and self.structured.strategy == "native"
         structured = self.structured.schema if native and not offered else None  # type: ignore[union-attr]
         messages = conversation.request()
+        conversation.answer = None  # a rewrite_answer is for the answer of the request it saw
         request = {
             "model": self.spec,
             "messages": messages,
@@ -414,7 +426,7 @@ class Agent:
             ctx,
             iteration,
             model=label(self.spec),
-            messages=len(messages),
+            messages=messages,  # the very list model-call is given (no copy): the run log records it
             tools=[t["ref"] for t in self.tools] if offered else [],
             response_format=structured is not None,
         )
