@@ -2,5 +2,6 @@
 
 from .loop import Agent, model_spec, run_agent
 from .model import PROVIDERS, Provider, parse_model, provider_for
+from .turn import Termination
 
-__all__ = ["PROVIDERS", "Agent", "Provider", "model_spec", "parse_model", "provider_for", "run_agent"]
+__all__ = ["PROVIDERS", "Agent", "Provider", "Termination", "model_spec", "parse_model", "provider_for", "run_agent"]

@@ -72,9 +72,11 @@ class Conversation:
     requests continue from ``new_messages`` and the session is rewritten to
     them at the end of the turn. ``ctx.target.args["messages"]`` stays this
     request's own copy: set it to ``request()`` to send the rewritten list now.
+    After ``next()``, ``rewrite_answer(text)`` stores other text in place of
+    the answer's (Eino's AfterModelRewriteState).
     """
 
-    __slots__ = ("preamble", "messages", "rewritten", "instructions")
+    __slots__ = ("preamble", "messages", "rewritten", "instructions", "answer")
 
     def __init__(
         self,
@@ -86,6 +88,7 @@ class Conversation:
         self.messages = messages
         self.rewritten = False
         self.instructions = instructions
+        self.answer: str | None = None  # what rewrite_answer asked to store for the current request's answer
 
     @classmethod
     def begin(
@@ -110,6 +113,32 @@ class Conversation:
         if self.instructions is None:
             return [*self.preamble, *self.messages]
         return [*self.preamble, *self.instructions.weave(self.messages)]
+
+    def rewrite_answer(self, text: str) -> None:
+        """Store ``text`` as the content of the answer this request brings, for the rest of the run and the session.
+
+        For a ``model-pipeline`` middleware, after ``next()``: the loop still
+        acts on the response the pipeline returns (its tool calls run; a final
+        answer is the agent's result), while the conversation, the following
+        requests and the session keep ``text`` (a redacted answer, a summary).
+        The tool calls stay: their results answer them.
+
+        Raises:
+            ConfigurationError: ``text`` is not a string.
+        """
+        if not isinstance(text, str):
+            raise ConfigurationError(
+                f"rewrite_answer takes the text to store, not {type(text).__name__}", key="conversation"
+            )
+        self.answer = text
+
+    def add(self, *messages: dict[str, Any]) -> None:
+        """Append ``messages``; the first assistant message among them stores the text ``rewrite_answer`` gave."""
+        for message in messages:
+            if self.answer is not None and message.get("role") == "assistant":
+                message = {**message, "content": self.answer}
+                self.answer = None
+            self.messages.append(message)
 
     def rewrite(self, messages: Sequence[Mapping[str, Any]]) -> None:
         """Replace the conversation (not the preamble) for the rest of the run and the session.

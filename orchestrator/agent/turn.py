@@ -28,6 +28,24 @@ if TYPE_CHECKING:
 log = logging.getLogger("orchestrator.agent")
 
 
+class Termination(InvocationError):
+    """Raised by a ``tool-pipeline`` middleware to end the agent's loop: no further model request is made.
+
+    Microsoft Agent Framework's MiddlewareTermination. The turn's other
+    calls finish, every result joins the conversation (and the session),
+    and the agent returns ``value`` (validate-returns still checks it). Raise
+    it before ``next()`` to skip the call (its result for the model is
+    ``value``), or after, with the call's result or anything else. Only the
+    nearest agent's loop ends: one that called this agent as a tool gets
+    ``value`` as that call's result. Outside an agent's tool call it is an
+    error like any other.
+    """
+
+    def __init__(self, value: Any = None, *, tool: str | None = None) -> None:
+        self.value = value
+        super().__init__("a middleware ended the agent loop outside an agent's tool call", tool=tool)
+
+
 def refuse_extra(turn: dict[str, Any], max_calls: int, agent: str) -> None:
     """Give the calls past ``max-tool-calls`` an error result: they are not run (nor shown to the batch hook)."""
     calls = turn["calls"]
@@ -127,7 +145,8 @@ async def run_turn(
     ``turn`` is the turn's state (what a suspension saves): the model's
     calls, the calls to run after the batch hook (``runs``), the finished
     ``outcomes`` and the ``held`` call. ``decision`` (a resumed run's)
-    goes to the held batch or call, once.
+    goes to the held batch or call, once. A call a middleware ended with
+    ``Termination`` sets ``ended: {value, by}``: the loop returns ``value``.
 
     Raises:
         ApprovalRequired: a call (or the batch) waits for a decision; the turn's other calls finished first.
@@ -150,7 +169,7 @@ async def run_turn(
     outcomes: list[Any] = turn["outcomes"]
     held = turn["held"] if isinstance(turn["held"], int) else None
     todo = [i for i, outcome in enumerate(outcomes) if outcome is None]
-    results: dict[int, tuple[bool, Any, str] | ApprovalRequired] = {}
+    results: dict[int, tuple[bool, Any, str] | ApprovalRequired | Termination] = {}
 
     async def one(index: int) -> None:
         with deciding_on(decision if index == held else None):
@@ -164,6 +183,9 @@ async def run_turn(
         result = results[index]
         if isinstance(result, ApprovalRequired):
             waiting.append((index, result))
+        elif isinstance(result, Termination):  # the loop ends after this turn; a resumed turn remembers it
+            turn["ended"] = {"value": result.value, "by": index}
+            outcomes[index] = [True, result.value, _text(result.value)]
         else:
             outcomes[index] = list(result)
     if waiting:
@@ -174,12 +196,13 @@ async def run_turn(
 
 async def run_call(
     agent: Agent, call: Mapping[str, Any], run: Mapping[str, Any], iteration: int
-) -> tuple[bool, Any, str] | ApprovalRequired:
+) -> tuple[bool, Any, str] | ApprovalRequired | Termination:
     """Run one tool call; every failure becomes an error result for the model, never a crash.
 
     ``run`` is the call after the batch hook: its ``arguments`` (maybe
     edited) or ``denied``. A call held for a decision returns its
-    ``ApprovalRequired``, for the turn to suspend once the others finished.
+    ``ApprovalRequired``, for the turn to suspend once the others finished;
+    a call a middleware ended the loop with returns its ``Termination``.
     """
     ctx = agent.ctx
     manager = agent.manager
@@ -207,6 +230,9 @@ async def run_call(
     except ApprovalRequired as exc:
         manager.emit("tool.end", ctx, iteration, call=name, error=None, held=True)
         return exc
+    except Termination as exc:
+        manager.emit("tool.end", ctx, iteration, call=name, error=None, terminated=True)
+        return exc
     except Exception as exc:  # the model hears about any failure; cancellation still propagates
         if not isinstance(exc, (OrchestratorError, PermissionError)):
             log.debug("%s: tool call %r failed", ctx.tool.name, name, exc_info=True)
@@ -214,4 +240,9 @@ async def run_call(
         manager.emit("tool.end", ctx, iteration, call=name, error=text)
         return False, None, text
     manager.emit("tool.end", ctx, iteration, call=name, error=None)
-    return True, value, value if isinstance(value, str) else json.dumps(value, default=str)
+    return True, value, _text(value)
+
+
+def _text(value: Any) -> str:
+    """A call's value as the tool result the model reads."""
+    return value if isinstance(value, str) else json.dumps(value, default=str)
