@@ -19,12 +19,26 @@ than the index's 2 s racy window; freshly written files would be listed
 right but not written to the index.
 
     .venv/bin/python -m bench.catalog [--quick]
+
+**CPU seconds of whole processes (issue 24).** ``--cpu`` measures what a
+user waits for instead: ``toolcascade list`` (its first run over files it
+never saw, with a new ``XDG_CACHE_HOME``), ``list`` again with the output
+piped (not a terminal), and ``check``, each the CPU seconds (user + sys, from
+``getrusage(RUSAGE_CHILDREN)``) of one whole ``toolcascade`` process,
+interpreter start and imports included. The catalogue is a realistic one:
+10,000 tools in 100 folders, each folder with an ``AUTHORITY.md``, the
+markdown tools with a description, ``params`` and a few metadata keys, one
+in ten a python tool. Several rounds, medians::
+
+    .venv/bin/python -m bench.catalog --cpu [--rounds 5] [--count 10000 --folders 100]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -34,9 +48,10 @@ from pathlib import Path
 
 from orchestrator import Manager
 from orchestrator.check import check
+from orchestrator.searchpath import builtin_folder
 
 from . import baselines
-from .timing import Sample, Table, fmt, measure_each
+from .timing import Sample, Table, fmt, measure_each, targets_markdown
 from .toolsets import write_catalog, write_invoke_tools
 
 FULL = (10_000, 100)
@@ -217,12 +232,190 @@ def _w4_table(folder: Path, quick: bool) -> Table:
     return table
 
 
+# -- issue 24: CPU seconds of whole processes -------------------------------------
+
+AUTHORITY = """\
+---
+metadata:
+  team: group-{f}
+  tags: [group-{f}]
+  $merge: {{tags: union}}
+  $private: [team]
+---
+The authority of group {f}.
+"""
+
+MARKDOWN = """\
+---
+description: Tool {t} of group {f}, answering about {{{{ args.topic }}}}.
+metadata:
+  params:
+    type: object
+    properties:
+      topic: {{type: string, description: What to write about.}}
+      depth: {{type: integer, default: 1, minimum: 1}}
+    required: [topic]
+  tags: [writing, t{t}]
+  owner: someone-{f}@example.com
+  version: "1.{t}"
+---
+Write {{{{ args.depth }}}} paragraphs about {{{{ args.topic }}}} for group {f}.
+"""
+
+PYTHON = """\
+frontmatter = {{
+    "description": "Python tool {t} of group {f}.",
+    "metadata": {{"params": {{"type": "object", "properties": {{"n": {{"type": "integer"}}}}}}, "tags": ["code"]}},
+}}
+
+
+def main(ctx):
+    return ctx.args.get("n", 0) + {t}
+"""
+
+
+def write_trust_catalog(root: Path, count: int, folders: int) -> Path:
+    """``count`` realistic tools in ``folders`` folders, each with an ``AUTHORITY.md``; one in ten a python tool.
+
+    Aged 60 s (see ``age``). Written once per folder path: an existing, complete catalogue is reused.
+    """
+    stamp = root / f".complete-trust-{count}-{folders}"
+    if stamp.exists():
+        return root
+    per = count // folders
+    for f in range(folders):
+        folder = root / f"group{f:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "AUTHORITY.md").write_text(AUTHORITY.format(f=f))
+        for t in range(per):
+            if t % 10 == 9:
+                (folder / f"tool{t:03d}.py").write_text(PYTHON.format(f=f, t=t))
+            else:
+                (folder / f"tool{t:03d}.md").write_text(MARKDOWN.format(f=f, t=t))
+    age(root)
+    stamp.write_text("")
+    return root
+
+
+def snapshot(folder: Path) -> Path:
+    """A byte-compiled copy of the ``orchestrator`` package under ``folder``, for ``PYTHONPATH``, laid out as the wheel.
+
+    The index's key holds the signature of every package source file, so an
+    edit to the working tree during a run (another engineer's) would make a
+    "repeated" list a first one; the copy keeps the code measured fixed.
+    """
+    import orchestrator
+
+    target = folder / "snapshot"
+    shutil.rmtree(target, ignore_errors=True)
+    package = Path(orchestrator.__file__).parent
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(package, target / "orchestrator", ignore=skip)
+    for name in ("tools", "authorities"):  # the built-ins, where the wheel puts them
+        shutil.copytree(builtin_folder(name), target / "orchestrator" / "builtin" / name, ignore=skip)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(target)], check=True)
+    return target
+
+
+def toolcascade() -> list[str]:
+    """The command that runs ``toolcascade``: the venv's console script, else ``python -m orchestrator``."""
+    script = Path(sys.executable).with_name("toolcascade")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "orchestrator"]
+
+
+def cpu_seconds(arguments: list[str], cwd: Path, cache: Path, package: Path) -> tuple[float, int]:
+    """(CPU seconds, user + sys, of one ``toolcascade`` process, its exit status); stdout to a file, not a terminal.
+
+    ``cache`` is its ``XDG_CACHE_HOME`` (``TOOLCASCADE_CACHE`` is unset: the
+    platformdirs folder is used); ``package`` the folder its ``orchestrator`` is imported from.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("TOOLCASCADE_CACHE", "TOOLCASCADE_INDEX")}
+    env["XDG_CACHE_HOME"] = str(cache)
+    env["PYTHONPATH"] = str(package)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(cwd / "out.txt", "wb") as out:
+        done = subprocess.run([*toolcascade(), *arguments], cwd=cwd, env=env, stdout=out, stderr=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return used, done.returncode
+
+
+def cpu_table(folder: Path, count: int, folders: int, rounds: int, package: Path | None = None) -> Table:
+    """Issue 24's list / list again / check CPU seconds over a realistic catalogue written under ``folder``.
+
+    ``package``: a folder holding the ``orchestrator`` to run (an earlier ``snapshot``, to compare two
+    versions); None, a new snapshot of the one imported here.
+    """
+    table = Table(f"L24 (issue 24): CPU seconds of a whole `toolcascade` process, {count:,} tools in {folders} folders")
+    catalog = write_trust_catalog(folder / "trust-catalog", count, folders)
+    work = folder / "cwd"
+    work.mkdir(exist_ok=True)
+    package = snapshot(folder) if package is None else package
+    path = ["--path", str(catalog)]
+    first: list[float] = []
+    again: list[float] = []
+    checked: list[float] = []
+    statuses: set[int] = set()
+    rows: set[int] = set()  # lines each list printed: every round lists the same catalogue
+    for number in range(rounds):
+        cache = folder / f"xdg-{number}"
+        shutil.rmtree(cache, ignore_errors=True)
+        cache.mkdir()
+        for found, arguments in ((first, ["list", *path]), (again, ["list", *path]), (checked, ["check", *path])):
+            used, status = cpu_seconds(arguments, work, cache, package)
+            found.append(used * 1e6)
+            if arguments[0] == "check":
+                statuses.add(status)
+            elif status != 0:
+                raise SystemExit(f"toolcascade list failed (exit {status}): see {work / 'out.txt'}")
+            else:
+                rows.add((work / "out.txt").read_bytes().count(b"\n"))
+        shutil.rmtree(cache, ignore_errors=True)
+    samples = {
+        name: Sample(statistics.median(v), min(v), rounds)
+        for name, v in (("first", first), ("again", again), ("check", checked))
+    }
+    table.add("`toolcascade list`, files never seen (new XDG_CACHE_HOME)", samples["first"], "CPU, user + sys")
+    table.add("`toolcascade list` again, output piped", samples["again"], f"lines printed: {sorted(rows)}")
+    table.add("`toolcascade check`", samples["check"], f"exit status {sorted(statuses)}")
+    full = (count, folders) == FULL
+    for text, sample, bound in (
+        ("first `list` of 10,000 tools < 1.5 s CPU", samples["first"], 1.5),
+        ("repeated `list`, piped, < 0.5 s CPU", samples["again"], 0.5),
+        ("`check` < 4 s CPU", samples["check"], 4.0),
+    ):
+        shown = fmt(sample.median, "µs")
+        table.target(
+            text,
+            shown if full else f"{shown} over {count:,} tools",
+            sample.median < bound * 1e6 if full else None,
+            issue=24,
+        )
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"{QUICK[0]:,} tools, one round")
-    quick = parser.parse_args().quick
+    parser.add_argument("--cpu", action="store_true", help="issue 24: CPU seconds of whole toolcascade processes")
+    parser.add_argument("--rounds", type=int, default=5, help="--cpu: rounds (medians over them)")
+    parser.add_argument("--count", type=int, default=FULL[0], help="--cpu: tools in the catalogue")
+    parser.add_argument("--folders", type=int, default=FULL[1], help="--cpu: folders they are in")
+    parser.add_argument("--keep", type=Path, help="--cpu: write the catalogue (and caches) here and keep them")
+    parser.add_argument("--package", type=Path, help="--cpu: run the orchestrator in this folder (a kept snapshot)")
+    options = parser.parse_args()
+    if options.cpu:
+        shape = (options.count, options.folders, options.rounds, options.package)
+        if options.keep is not None:
+            options.keep.mkdir(parents=True, exist_ok=True)
+            table = cpu_table(options.keep, *shape)
+        else:
+            with tempfile.TemporaryDirectory() as name:
+                table = cpu_table(Path(name), *shape)
+        sys.stdout.write(table.markdown() + "\n" + targets_markdown([table], issue=24))
+        return
     with tempfile.TemporaryDirectory() as name:
-        sys.stdout.write(w4_table(Path(name), quick).markdown())
+        sys.stdout.write(w4_table(Path(name), options.quick).markdown())
 
 
 if __name__ == "__main__":
