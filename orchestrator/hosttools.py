@@ -14,7 +14,9 @@ subagent or command that lists ``tools: Read, Grep`` gets them for real.
   file, ``MAX_WALK`` entries walked) and says when it stopped.
 - **Grants.** Reading needs none. ``Write``/``Edit`` need ``write``, ``Bash``
   needs ``exec``, ``WebFetch`` needs ``web`` (and ``private-web`` to reach a
-  loopback or private address, ``orchestrator.webpages``), in the ``host-trust`` metadata of the agent that calls
+  loopback or private address, ``orchestrator.webpages``); a command's
+  context injection (`` !`cmd` ``, ``@file``) needs ``context``
+  (``orchestrator.formats.injection``), in the ``host-trust`` metadata of the agent that calls
   them (or of the tool itself when the program calls it directly), and only
   from a tool in a folder the program trusts: Claude Code and Copilot files
   never set it (their unknown fields are data). Each call then asks for
@@ -57,7 +59,7 @@ GRANT = "host-trust"
 """The metadata key that grants ``write`` (Write, Edit), ``exec`` (Bash) and ``web`` (WebFetch): ``{write: true}``."""
 RULES = "host-rules"
 """Metadata the formats write for a file's permission patterns: ``{Bash: ["git:*"]}``."""
-FLAGS = ("write", "exec", "web", "private-web", "approval")
+FLAGS = ("write", "exec", "web", "private-web", "context", "approval")
 READERS = ("Read", "Glob", "Grep", "LS")
 WRITERS = ("Write", "Edit")
 RUNNERS = ("Bash",)

@@ -143,7 +143,7 @@ async def test_command_substitutes_arguments_and_positional_words(project):
     assert 'Use the "" variant' in missing
     commit = await manager.invoke("commit", {"arguments": "api"})
     assert "for scope api," in commit
-    # Never read, never run: the text stays as written.
+    # Without host-trust {context: true}: never read, never run, the text stays as written.
     assert "!`git status --short`" in commit and "@docs/COMMITS.md" in commit
 
 
@@ -201,7 +201,9 @@ def test_show_text_lists_the_mapping_and_host_tools(project, monkeypatch):
     assert "Claude Code's tools, run by toolcascade's built-ins: Bash" in result.output
     assert "permission patterns narrow the tools: Bash(git status:*), Bash(git diff --staged:*)" in result.output
     assert "kept as data: never offered, never run" not in result.output  # no host tool of commit stays data
-    assert "!`git status --short` is not supported: commands are never run" in result.output
+    assert "!`git status --short` runs only when the program grants host-trust: {context: true, exec: true}" in (
+        result.output
+    )
 
 
 def test_check_reports_unsupported_features_and_host_tools_with_file_and_line(project, monkeypatch):
@@ -214,12 +216,13 @@ def test_check_reports_unsupported_features_and_host_tools_with_file_and_line(pr
     lines = result.output.splitlines()
     assert result.exit_code == 0, result.output  # warnings only
     assert (
-        ".claude/commands/commit.md:8: warning: claude-command: !`git status --short` is not supported: "
-        "commands are never run (it stays text)" in lines
+        ".claude/commands/commit.md:8: warning: claude-command: !`git status --short` runs only when the program "
+        "grants host-trust: {context: true, exec: true} and allowed-tools lists Bash (e.g. Bash(git status:*)); "
+        "until then it stays text" in lines
     )
     assert (
-        ".claude/commands/commit.md:9: warning: claude-command: @docs/COMMITS.md is not supported: "
-        "files are never read into the prompt (it stays text)" in lines
+        ".claude/commands/commit.md:9: warning: claude-command: @docs/COMMITS.md is inlined only when the program "
+        "grants host-trust: {context: true}; until then it stays text" in lines
     )
     # Host tools we do not run are kept as data and reported; the ones we run (Read, Bash...) are neither.
     assert (

@@ -13,8 +13,9 @@
   whitespace-separated words (``$ARGUMENTS[0]`` the first); a body that uses
   none of them gets ``ARGUMENTS: ...`` appended when arguments are given, as
   Claude Code does. Without ``model`` the result is the substituted prompt;
-  with one, a model answers it. ``@file`` and ``!`cmd``` are never read or
-  run: they stay text and ``check`` reports them.
+  with one, a model answers it. ``@file``, ``!`cmd``` and `````!`` blocks
+  run only under ``host-trust: {context: true}`` (``orchestrator.formats.injection``);
+  otherwise they stay text and ``check`` says how to turn them on.
 - **Skills** (``.claude/skills/NAME/SKILL.md``): found by the folder's name
   (the Agent Skills name); a different ``name:`` ("Writing Hookify Rules")
   is its display name, kept under ``format-fields``. ``description``,
@@ -32,8 +33,9 @@ for a folder with a manifest): no server path reaches a prompt.
 Frontmatter that is not strict YAML loads as Claude Code loads it
 (``LENIENCY``, ``orchestrator.formats.lenient``), with a warning per key read
 as text; ``description`` and ``argument-hint`` take a YAML list
-(``argument-hint: [pr-number]``) as the text written. ``@file``, ``!`cmd```
-and `````!`` blocks are reported, never read or run; ``@`` inside code and
+(``argument-hint: [pr-number]``) as the text written. In a subagent,
+``@file``, ``!`cmd``` and `````!`` blocks are reported and stay text, as
+Claude Code preprocesses only commands and skills; ``@`` inside code and
 npm scopes (``@axe-core/puppeteer``) are not file references. A ``model``
 that is no alias, ``provider:name`` or Anthropic id is kept as written,
 never guessed: ``check`` warns, and a run fails naming the aliases.
@@ -62,7 +64,6 @@ from pathlib import Path
 from typing import Any
 
 from ..hosttools import GRANT, IMPLEMENTED_ORDER, RULES, offer
-from .fences import Code, shell_blocks
 from .fields import (
     Adapted,
     Mapped,
@@ -78,6 +79,8 @@ from .fields import (
     text_field,
     unknown_model,
 )
+from .injection import KEY as INJECTION
+from .injection import arguments, marks, problem, template_piece
 from .lenient import Leniency
 from .plugins import ROOT_VARIABLE, Place, fill_root, place
 
@@ -88,10 +91,6 @@ HOST_TOOLS = "host-tools"
 RESOURCES_SHOWN = 20
 
 _PLACEHOLDER = re.compile(r"\$ARGUMENTS\[(\d{1,2})\]|\$ARGUMENTS\b|\$([1-9])(?!\d)")
-_FILE_REF = re.compile(r"(?<![\w@/.`])@(?=[\w./~-]*[/.][\w~-])[\w./~-]*[\w/~-]")  # a sentence's full stop is not in it
-# An npm package with its scope (``@axe-core/puppeteer``, ``@types/node@20``): no file extension, one slash.
-_PACKAGE = re.compile(r"^@[a-z0-9][\w.-]*/[a-z0-9][\w-]*(?:@[\w.^~-]+)?$")
-_SHELL = re.compile(r"!`[^`\n]+`")
 LENIENCY = Leniency("Claude Code", frozenset({"description", "argument-hint", "model", "color", "when_to_use"}))
 """Claude Code loads a file whose frontmatter is not strict YAML; these fields are text to it."""
 Problems = tuple[tuple[int | None, str], ...]
@@ -106,7 +105,14 @@ _HOST_ONLY = (
     "Claude Code's tools we do not run (`WebSearch`, `Task`, `mcp__…`) are kept as `host-tools`: never offered, never "
     "a failure (`Read`, `Glob`, `Grep`, `LS`, `Write`, `Edit`, `Bash`, `WebFetch`, narrowed by `Bash(git:*)` and "
     "`WebFetch(domain:…)`, run as built-ins); "
-    "`@file`, `` !`cmd` `` and ```` ```! ```` blocks stay text, reported by `check`"
+)
+_AGENT_ONLY = (
+    _HOST_ONLY + "`@file`, `` !`cmd` `` and ```` ```! ```` blocks stay text (Claude Code runs them only in commands)"
+)
+_INJECTED = _HOST_ONLY + (
+    "`@file`, `` !`cmd` `` and ```` ```! ```` blocks stay text, reported by `check` with how to turn them on: "
+    "`host-trust: {context: true}` inlines project files, and with `exec` and `Bash` in `allowed-tools` runs the "
+    "commands through the `Bash` built-in (its patterns and approval apply)"
 )
 
 
@@ -263,58 +269,50 @@ def substitute(body: str) -> tuple[str, bool]:
 
 
 def unsupported(body: str, body_line: int) -> Problems:
-    """``@file``, ``!`cmd``` and `````!`` blocks in a body: Claude Code reads and runs them, toolcascade never does.
+    """``@file``, ``!`cmd``` and `````!`` blocks in a subagent's body: Claude Code runs them in commands and
+    skills only, and toolcascade never does here.
 
     Code is not prose: an ``@`` inside a code span or fence, and an npm
     package's scope (``@axe-core/puppeteer``), name no file.
     """
     found: list[tuple[int | None, str]] = []
-    code = Code(body) if "`" in body or "~~~" in body else None
-    for match in _FILE_REF.finditer(body):
-        if _PACKAGE.match(match.group(0)) or (code is not None and code.covers(match.start())):
-            continue
-        found.append(
-            (
-                _line(body, body_line, match.start()),
-                f"{match.group(0)} is not supported: files are never read into the prompt (it stays text)",
-            )
-        )
-    for match in _SHELL.finditer(body):
-        if code is not None and code.covers(match.start()):
-            continue
-        found.append(
-            (
-                _line(body, body_line, match.start()),
-                f"{match.group(0)} is not supported: commands are never run (it stays text)",
-            )
-        )
-    for block in shell_blocks(body):
-        lines = body[block.start : block.end].split("\n")[1:]
-        commands = [line.strip() for line in lines if line.strip() and not line.strip().startswith(("```", "~~~"))]
-        shown = "; ".join(commands)[:80] or "(empty)"
-        found.append(
-            (
-                _line(body, body_line, block.start),
-                f"the ```! block ({shown}) is not supported: commands are never run (it stays text)",
-            )
-        )
-    return tuple(sorted(found, key=lambda item: item[0] or 0))
+    for mark in marks(body):
+        what = "files are never read into the prompt" if mark.kind == "file" else "commands are never run"
+        found.append((_line(body, body_line, mark.start), f"{mark.source} is not supported: {what} (it stays text)"))
+    return tuple(found)
 
 
-def _arguments_prompt(body: str, body_line: int) -> tuple[str, list[Mapped], tuple[tuple[int | None, str], ...]]:
-    """The prompt of a command or skill, its mapping and its unsupported features."""
-    template, used = substitute(body)
+def _arguments_prompt(
+    body: str, body_line: int
+) -> tuple[str, list[Mapped], tuple[tuple[int | None, str], ...], dict[str, Any]]:
+    """The prompt of a command or skill, its mapping, its problems and its context injection's metadata.
+
+    Each `` !`cmd` ``, `````!`` block and ``@file`` becomes a choice in the
+    template (``orchestrator.formats.injection``): its output under the
+    ``host-context`` grant, else its own text.
+    """
+    found = marks(body)
+    pieces: list[str] = []
+    used = False
+    position = 0
+    for index, mark in enumerate(found):
+        text, placed = substitute(body[position : mark.start])
+        pieces += [text, template_piece(index, mark, body)]
+        used = used or placed
+        position = mark.end
+    text, placed = substitute(body[position:])
+    template, used = "".join([*pieces, text]), used or placed
     mapping = [Mapped("body", "prompt", "$ARGUMENTS and $1..$9 from args.arguments" if used else "literal text")]
     if not used:
         # Claude Code appends the arguments to a body that does not place them.
         template += ARGUMENTS_TAIL
         mapping.append(Mapped("(arguments)", "prompt", "appended as 'ARGUMENTS: ...' when given"))
-    problems = unsupported(body, body_line)
-    if problems:
-        mapping.append(
-            Mapped("body", None, "@file, !`cmd` and ```! blocks stay text: never read, never run", lossless=False)
-        )
-    return template, mapping, problems
+    problems = tuple((_line(body, body_line, mark.start), problem(mark)) for mark in found)
+    if not found:
+        return template, mapping, problems, {}
+    note = "@file, !`cmd` and ```! blocks: run and inlined under host-trust {context: true}, else they stay text"
+    mapping.append(Mapped("body", INJECTION, note, lossless=False))
+    return template, mapping, problems, {INJECTION: arguments(found)}
 
 
 def _arguments_params(hint: str | None, required: bool = False) -> dict[str, Any]:
@@ -347,7 +345,7 @@ class ClaudeAgent:
         "`WebFetch` need `host-trust` and approval); `model` an alias or Anthropic id, else `inherit`; "
         "an unknown name fails naming the aliases",
         _LENIENT,
-        _HOST_ONLY,
+        _AGENT_ONLY,
     )
 
     def recognises(self, path: Path, root: Path) -> bool:
@@ -404,7 +402,7 @@ class ClaudeCommand:
         '`{"arguments": ...}` fills `$ARGUMENTS`, `$1`..`$9` (appended when the body uses none); '
         "`${CLAUDE_PLUGIN_ROOT}` is `plugins/P` (`.` with a manifest); with `model`, an agent",
         _LENIENT,
-        _HOST_ONLY,
+        _INJECTED,
     )
 
     def recognises(self, path: Path, root: Path) -> bool:
@@ -439,7 +437,7 @@ class ClaudeSkill:
         "`name:` a display name; `allowed-tools` by commas or spaces (`Read Edit Bash(git:*)`)",
         "the instructions, with `$ARGUMENTS`; the folder's other files stay files, never tools",
         _LENIENT,
-        _HOST_ONLY,
+        _INJECTED,
     )
 
     def recognises(self, path: Path, root: Path) -> bool:
@@ -497,8 +495,9 @@ def _command_like(
     tools, tool_map = _tools(front, "allowed-tools", name, path)
     metadata.update(tools)
     mapping += tool_map
-    prompt, prompt_map, body_problems = _arguments_prompt(body, body_line)
+    prompt, prompt_map, body_problems, injection = _arguments_prompt(body, body_line)
     mapping += prompt_map
+    metadata.update(injection)
     extra, extra_map = _extra(front, fmt.known)
     if named.target == FORMAT_FIELDS:  # a skill's display name
         extra = {FORMAT_FIELDS: {"name": front["name"], **extra.get(FORMAT_FIELDS, {})}}
