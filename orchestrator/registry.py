@@ -98,6 +98,10 @@ __all__ = [
 ]
 
 
+REMOTE_FINDER = "orchestrator.remote:find_remote"
+"""What ``find`` asks, on a miss of a ref with a folder, for an MCP server's tool (``orchestrator.remote``)."""
+
+
 class Registry(Folders):
     """Finds tools by ref and lists them; owns (through its bases) every cache that depends on files."""
 
@@ -110,6 +114,7 @@ class Registry(Folders):
     ) -> None:
         super().__init__(paths, frozen, limits, formats)
         self.functions: dict[str, Tool] = {}
+        self.miss_finder: Callable[..., tuple[Tool, bool] | None] | None = None  # REMOTE_FINDER, loaded on first use
 
     def register(
         self,
@@ -236,10 +241,14 @@ class Registry(Folders):
 
         Cached as a file is (with the authority files that declared its server) unless a running tool declared it.
         """
-        from .remote import find_remote  # only a miss of a ref with a folder pays for the MCP client
+        finder = self.miss_finder
+        if finder is None:
+            import importlib  # the finder's module sits above discovery (it plans): named, as the CLI's lazy entries
 
+            module, _, name = REMOTE_FINDER.partition(":")
+            finder = self.miss_finder = getattr(importlib.import_module(module), name)
         deps: set[str] = set()
-        found = find_remote(self, ref, paths, deps)
+        found = finder(self, ref, paths, deps)
         if found is None:
             return None
         tool, cacheable = found

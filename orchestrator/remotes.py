@@ -270,7 +270,7 @@ class Pool:
 
     async def _connection(self, spec: ServerSpec, remote: str | None) -> _Connection:
         conn = self._connections.get(spec)
-        if conn is not None and not conn.ended.is_set():
+        if conn is not None and not conn.stop.is_set() and not conn.ended.is_set():
             return conn
         conn = _Connection(ended=anyio.Event(), stop=anyio.Event())
         self._connections[spec] = conn
@@ -311,12 +311,16 @@ class Pool:
                 for scope in list(conn.pending):
                     scope.cancel()
 
+        errlog = open(os.devnull, "w")  # noqa: SIM115 - a stdio server's stderr, for the session's life
         try:
-            async with _transport(spec) as streams, ClientSession(streams[0], streams[1], message_handler=handle) as s:
-                await s.initialize()
-                conn.session = s
-                ready.set()
-                await conn.stop.wait()
+            async with _transport(spec, errlog) as streams, anyio.create_task_group() as group:
+                relayed = _relay(streams[0], conn, group)
+                async with ClientSession(relayed, streams[1], message_handler=handle) as s:
+                    await s.initialize()
+                    conn.session = s
+                    ready.set()
+                    await conn.stop.wait()
+                group.cancel_scope.cancel()
         except BaseException as exc:  # noqa: BLE001 - reported to the waiter or the call in flight
             if not ready.is_set():
                 errors.append(exc)
@@ -325,6 +329,7 @@ class Pool:
             if not isinstance(exc, Exception):
                 raise
         finally:
+            errlog.close()
             if conn.failure is None and not conn.stop.is_set():
                 conn.failure = "closed the connection"
             conn.ended.set()
@@ -386,17 +391,41 @@ class Pool:
         return convert(result)
 
 
+def _relay(source: Any, conn: _Connection, group: Any) -> Any:
+    """What ``source`` receives, passed on; when it ends (the server exited), the calls in flight fail at once.
+
+    The SDK's session leaves a request waiting when its server's stream ends; this ends them and the session.
+    """
+    send, receive = anyio.create_memory_object_stream[Any](0)
+
+    async def relay() -> None:
+        async with send:
+            try:
+                async for message in source:
+                    await send.send(message)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+                pass
+        if not conn.stop.is_set():
+            conn.failure = conn.failure or "exited"
+            for scope in list(conn.pending):
+                scope.cancel()
+            conn.stop.set()
+
+    group.start_soon(relay)
+    return receive
+
+
 def _reason(failure: str) -> str:
     return "protocol" if "JSON-RPC" in failure else "crashed"
 
 
-def _transport(spec: ServerSpec) -> Any:
+def _transport(spec: ServerSpec, errlog: Any) -> Any:
     """The SDK transport for ``spec``: an async context manager of (read, write) streams."""
     if spec.command is not None:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         params = StdioServerParameters(command=spec.command, args=list(spec.args), env=dict(spec.env), cwd=spec.cwd)
-        return stdio_client(params, errlog=_errlog())
+        return stdio_client(params, errlog=errlog)
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
@@ -429,11 +458,6 @@ class _owning:
             return await self.inner.__aexit__(*exc)
         finally:
             await self.client.aclose()
-
-
-def _errlog() -> Any:
-    """Where a stdio server's stderr goes: nowhere (its failures reach callers as typed errors)."""
-    return open(os.devnull, "w")  # noqa: SIM115 - the SDK writes to it for the session's life
 
 
 def _describe(exc: BaseException) -> str:

@@ -3,6 +3,8 @@
 ``tools`` metadata lists the names; ``allowed-tools`` (set by the
 ``validate-allowed-tools`` middleware, or given as metadata) narrows them; a
 middleware agent also gets ``next``, which continues the chain it wraps.
+``NAME/*`` names every tool of the MCP server ``NAME`` when one is declared
+where the agent runs (``orchestrator.remote``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def allowed_tools(ctx: Context) -> frozenset[str]:
     names = ctx.meta.get("tools") or []
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise ConfigurationError("tools must be a list of tool names", tool=ctx.tool.name, key="tools")
+    names = listed_tools(ctx, names)
     allowed = ctx.locals.get("allowed-tools")
     if allowed is None and ctx.meta.get("allowed-tools") is not None:
         allowed = frozenset(ctx.meta["allowed-tools"])
@@ -48,7 +51,7 @@ def offered_tools(ctx: Context, manager: Manager, allowed: frozenset[str]) -> li
     """
     offered = []
     wires: dict[str, str] = {}
-    for name in [*(ctx.meta.get("tools") or []), NEXT]:
+    for name in [*listed_tools(ctx, ctx.meta.get("tools") or []), NEXT]:
         if name not in allowed:
             continue
         wire = wire_name(name)
@@ -89,6 +92,26 @@ def offered_tools(ctx: Context, manager: Manager, allowed: frozenset[str]) -> li
             }
         )
     return offered
+
+
+def listed_tools(ctx: Context, names: list[str]) -> list[str]:
+    """``names`` with each ``NAME/*`` of a declared MCP server replaced by its tools' refs (in their order).
+
+    A ``NAME/*`` that names no declared server stays as written (and is reported as no tool).
+
+    Raises:
+        OrchestratorError: the server's declaration is refused or malformed, or it does not start.
+    """
+    if not any(n.endswith("/*") for n in names):
+        return names
+    from ..remote import remote_refs  # only agents that name a server's tools pay for the MCP client
+
+    out: list[str] = []
+    for name in names:
+        server, _, rest = name.partition("/")
+        refs = remote_refs(ctx.owner.registry, server, ctx.paths) if rest == "*" else None
+        out.extend(refs if refs is not None else [name])
+    return list(dict.fromkeys(out))
 
 
 def not_a_tool(ctx: Context, manager: Manager, name: str, exc: ToolNotFoundError) -> ConfigurationError:
