@@ -12,8 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import threading
-import weakref
 from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping
 from functools import partial
 from pathlib import Path
@@ -33,6 +31,7 @@ from .errors import (
 )
 from .events import Event, Events, Listener
 from .explain import Explanation
+from .lifecycle import Lifetime
 from .limits import DEFAULT_LIMITS, Limits
 from .options import NO_OPTIONS, folders
 from .planner import Planner
@@ -50,10 +49,6 @@ log = logging.getLogger("orchestrator")
 # margin); the recursion limit is raised to fit ``max_stack`` of them (R-INV-5).
 _FRAMES_PER_INVOCATION = 8
 _frames = chain.frames
-# The Managers of this process not closed yet: process pools (shared by them all, ``executor_for``) end when
-# the last one closes. Weak: a Manager collected without close() counts no more.
-_open: weakref.WeakSet[Manager] = weakref.WeakSet()
-_open_lock = threading.Lock()
 T = TypeVar("T")
 
 
@@ -132,18 +127,15 @@ class Manager:
             self.recorder = recorder_for(self, runlog)
         self.runlog: RunLog | None = self.recorder.runlog if self.recorder is not None else None
         self._store: Any = None
-        self._resources: dict[Hashable, Any] = {}
-        self._resources_lock = threading.Lock()
-        self.closed = False
-        self._holds = False  # counts among the open Managers that keep the process's executors
+        self.lifetime = Lifetime()  # what resource() keeps, and whether the manager is closed
         limit = 2 * max_stack * _FRAMES_PER_INVOCATION + 1000  # _stack and _inner levels
         if sys.getrecursionlimit() < limit:
             sys.setrecursionlimit(limit)
-        units = sys.modules.get("orchestrator.units")  # not imported: no unit runs here
-        if units is None or not units.on_worker():  # a Manager made to run a unit: its caller's holds the pools
-            self._holds = True
-            with _open_lock:
-                _open.add(self)
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` ran: the manager invokes nothing more."""
+        return self.lifetime.closed
 
     @property
     def sessions(self) -> Any:
@@ -228,12 +220,10 @@ class Manager:
         Raises:
             InvocationError: the manager is closed.
         """
-        with self._resources_lock:
-            if self.closed:
-                raise self._refused("resource")
-            if key not in self._resources:
-                self._resources[key] = make()
-            return self._resources[key]  # type: ignore[no-any-return]
+        kept = self.lifetime.keep(key, make)
+        if kept is None and self.closed:
+            raise self._refused("resource")
+        return kept  # type: ignore[return-value]
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -252,25 +242,13 @@ class Manager:
         and ``resume_sync`` raise ``InvocationError``; finding, listing and
         explaining tools still work (edits are seen by a stat at an interval).
         """
-        with _open_lock:
-            if self.closed:
-                return
-            self.closed = True
-            _open.discard(self)
-            last = self._holds and not _open
+        self.lifetime.end(self._stop)
+
+    def _stop(self) -> None:
+        """The first steps of ``close``: the file watcher, and what the run log has pending is written."""
         self.registry.freshness.close()
         if self.recorder is not None:
-            self.recorder.close()  # what is pending is written
-        with self._resources_lock:
-            kept = list(self._resources.values())
-            self._resources.clear()
-        for thing in reversed(kept):
-            closing = getattr(thing, "close", None)
-            if callable(closing):
-                closing()
-        units = sys.modules.get("orchestrator.executor")  # not imported: no executor was ever made
-        if last and units is not None:
-            units.close_executors()
+            self.recorder.close()
 
     async def aclose(self) -> None:
         """``close()`` on a worker thread, so the event loop keeps running while workers are reaped."""
@@ -440,9 +418,8 @@ class Manager:
         """
         return prepare(self, ref, args, None, None, options)[0]
 
-    # The binding steps (orchestrator.binding) as methods: ``_prepare`` for invoke and explain, ``enter``
-    # for the runner's hot path (no extra call per entry), ``invoke_entry`` for ``ctx.manager.invoke_entry``.
-    _prepare = binding.prepare
+    # The binding steps (orchestrator.binding) as methods: ``enter`` for the runner's hot path (no extra
+    # call per entry), ``invoke_entry`` for ``ctx.manager.invoke_entry``.
     enter = binding.enter
     invoke_entry = binding.invoke_entry
 
