@@ -48,6 +48,13 @@ messages. The adapter maps it onto our tool:
   program does not trust, such a prompty cannot choose its endpoint or key:
   its agent refuses to run (``SecurityError``, see
   ``orchestrator.agent.model``) and ``check`` reports it.
+- images: ``![alt](path)`` in the last ``user`` section (the prompt) becomes
+  ``{{ media("<the prompty's folder>/path", "image") }}``
+  (``orchestrator.placing``), an image part at that place in the prompt's
+  message: confined to the run's folder when it renders, as media args are;
+  a URL needs ``media-urls: true``. System messages take no images (neither
+  provider accepts them there), so an image in another section stays text
+  and is reported, as in a mustache file.
 - ``authors``, ``tags``, ``version``, ``metadata``, ``displayName`` and other
   fields are kept as data under ``format-fields``.
 
@@ -59,8 +66,10 @@ prompty's result is its rendered text.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +81,7 @@ from .references import read_reference, resolve_references
 from .rendering import NOTE
 from .rendering import authored as authored  # re-exported: the tools/prompty.py middleware and export use them
 from .rendering import prepare as prepare
-from .sections import place_sections, section_template, split_sections
+from .sections import Section, place_sections, section_template, split_sections
 
 INPUT_FIELDS = (
     "type",
@@ -125,6 +134,7 @@ PARAMETER_NAMES = {"max_tokens": "max-tokens"}
 TYPES = ("string", "number", "integer", "boolean", "array", "object", "null")
 
 _SLUG = re.compile(r"^[A-Za-z0-9_.:-]+$")
+_IMAGE = re.compile(r"!\[(?!thread\])([^\]\n]*)\]\(([^)\s]+)[^)\n]*\)")  # as sections.py finds them
 
 
 class Prompty:
@@ -139,11 +149,13 @@ class Prompty:
         "`${env:NAME}`/`${ENV:NAME}` under `model` (a key becomes `api-key-env`)",
         "chat and completion prompts (`apiType: responses` is sent as chat), with or without a model; a chat "
         "history written by a template loop and `kind: thread` inputs reach the model as separate messages; "
-        "each file's own `sample` runs",
+        "each file's own `sample` runs; `![alt](path)` images in the last `user:` section reach the model as image "
+        "parts (a path from the prompty's folder, inside the run's folder only)",
         "a missing attribute or key renders empty (jinja2's default `Undefined`, as Prompty renders); input "
         "types describe the inputs (`list`, MCP) but only required inputs are checked; `show` says so",
         "`apiType: embedding`/`image` (refused, with the reason); `tools:` and `model.options.tools` (kept as "
-        "`host-tools`, never offered); connections of kind `reference`/`oauth`; images stay text; `${env:}` "
+        "`host-tools`, never offered); connections of kind `reference`/`oauth`; images in other sections stay text; "
+        "`${env:}` "
         "outside `model` takes its default or is left out (reported), never read when a file loads",
     )
 
@@ -177,6 +189,8 @@ class _Adapter(Adaptation):
         self._outputs(model is not None)
         sections = split_sections(self, api)
         mustache = template == "mustache"
+        if not mustache and sections and sections[-1].role == "user":
+            sections[-1] = self._images(sections[-1])
         used = self.read
         rendered = [section_template(self, s, declared, mustache, used) for s in sections]
         self._params(params, declared, used)
@@ -200,6 +214,40 @@ class _Adapter(Adaptation):
         self.mapping.append(Mapped("(rendering)", "system/messages/prompt", NOTE))
         problems = tuple(sorted(self.problems, key=lambda item: item[0] or 0))
         return Adapted(self.name, self.metadata, self.prompt, tuple(self.mapping), problems)
+
+    def _images(self, section: Section) -> Section:
+        """The prompt's section with each ``![alt](path)`` a ``media(...)`` call: an image part in its place.
+
+        A path is the prompty's folder's (as Prompty reads it), written out
+        whole: ``media`` confines it to the run's folder when the prompt
+        renders. URLs and ``data:`` URLs stay as written (a URL needs
+        ``media-urls: true``). Images in other sections stay text (reported).
+        """
+        found = list(_IMAGE.finditer(section.text))
+        if not found:
+            return section
+        last = section.line + section.text.count("\n")
+        placed = set()
+        for match in found:
+            placed.add(match.group(2))
+            self.mapping.append(Mapped(f"body: {match.group(0)[:80]}", "prompt", "an image part in the prompt"))
+        # split_sections reported every image as text: these are not
+        self.problems = [
+            (line, text)
+            for line, text in self.problems
+            if not (
+                line is not None
+                and section.line <= line <= last
+                and any(text.startswith(f"image {target!r} ") for target in placed)
+            )
+        ]
+        return replace(section, text=_IMAGE.sub(self._media_call, section.text))
+
+    def _media_call(self, match: re.Match[str]) -> str:
+        target = match.group(2)
+        if not target.startswith(("http://", "https://", "data:")):
+            target = str(self.path.parent / target)
+        return "{{ media(" + json.dumps(target, ensure_ascii=False) + ', "image") }}'
 
     # -- fields ----------------------------------------------------------------------
 
