@@ -41,7 +41,7 @@ import click
 
 from .costs import cost as price
 from .display import display, plain_rows, terminal
-from .errors import ConfigurationError
+from .errors import ConfigurationError, OrchestratorError
 from .evalreport import load_baseline, notes, rows, summary, verdict
 from .evalsets import EvalCase, EvalSet, Scorer, find_dataset, load_dataset
 from .exits import reporting
@@ -169,9 +169,15 @@ def stage(tool: Tool, authority: Path, into: Path) -> Path:
 
 
 def differences(base: Manager, manager: Manager, ref: str, variant: Variant) -> list[dict[str, Any]]:
-    """The metadata keys whose value or level differs between the tool as written and ``variant``, as explain has them."""
+    """The metadata keys whose value or level differs between the tool as written and ``variant``, as explain has them.
+
+    Each: ``key``, ``value`` and ``level`` (``authority NAME``, ``tool NAME``,
+    ``--set``; the variant's authority file by its path), ``was`` and
+    ``was_level`` (None when the tool as written has no such key).
+    """
     before = {k.key: k for k in base.explain(ref, render=False).keys}
     after = {k.key: k for k in manager.explain(ref, render=False, overrides=variant.overrides or None).keys}
+    staged = manager.find_authority(ref).name if variant.authority is not None else None
     found = []
     for key in sorted(before.keys() | after.keys()):
         old, new = before.get(key), after.get(key)
@@ -179,8 +185,8 @@ def differences(base: Manager, manager: Manager, ref: str, variant: Variant) -> 
             continue
         level = None
         if new is not None:
-            level = f"{new.level_kind} {new.level}"
-            if variant.authority is not None and new.level_kind == "authority" and "AUTHORITY.md" in new.level:
+            level = _level(new.level_kind, new.level)
+            if new.level_kind == "authority" and new.level == staged:
                 level = f"authority {variant.authority}"
         found.append(
             {
@@ -188,10 +194,14 @@ def differences(base: Manager, manager: Manager, ref: str, variant: Variant) -> 
                 "value": new.value if new is not None else None,
                 "level": level,
                 "was": old.value if old is not None else None,
-                "was_level": f"{old.level_kind} {old.level}" if old is not None else None,
+                "was_level": _level(old.level_kind, old.level) if old is not None else None,
             }
         )
     return found
+
+
+def _level(kind: str, name: str) -> str:
+    return "--set" if kind == "override" else f"{kind} {name}"
 
 
 async def evaluate(
@@ -230,7 +240,11 @@ async def evaluate(
                     folders: list[Path] = [*variant.paths]
                     if variant.authority is not None:
                         into = Path(temporary.enter_context(tempfile.TemporaryDirectory(prefix="toolcascade-eval-")))
-                        folders.append(stage(tool, variant.authority, into))
+                        try:
+                            folders.append(stage(tool, variant.authority, into))
+                        except OrchestratorError as exc:
+                            outcome.error = f"{type(exc).__name__}: {exc}"
+                            continue
                     manager = Manager([*folders, *paths], formats=formats, runlog=base.runlog)
                     managers.append(manager)
                     group.start_soon(_variant, outcome, base, manager, ref, dataset, limiter, concurrency)
