@@ -32,6 +32,11 @@ Writes go to a temporary file renamed over the old one, so a reader sees a
 whole file whatever other processes do. Failures to read or write are never
 errors: the listing computes what it needs.
 
+**Frozen folders.** An installed package's built-ins (``Manager(watch_builtins=False)``)
+are never stat-ed: an entry depends on them through the key (the package's
+version, its source files' signatures and the frozen folders), not through a
+row, so a warm listing reads and rewrites nothing for them.
+
 **Racy timestamps.** An entry any of whose paths changed within
 ``RACY_NS`` (2 s) of the write is not written: a later edit in the same
 timestamp granule could leave its signature unchanged. Errors are never
@@ -420,10 +425,13 @@ class Index:
             return at
 
         folders = {**self._loaded_members(), **self.scanned}
+        frozen = registry.freshness.is_frozen
 
         def deps_of(paths: Iterable[str]) -> list[int] | None:
             found = []
             for path in paths:
+                if frozen(path):
+                    continue  # an installed package's built-ins: never stat-ed, vouched for by the key
                 if path in refused:
                     return None
                 at = row_of(path, sig_of(path))

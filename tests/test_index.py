@@ -135,6 +135,23 @@ def test_a_warm_index_parses_nothing(catalog: Path, cache: Path, loads: Loads, m
     assert refs(second)["alpha"].path == catalog / "named.md"
 
 
+def test_an_installed_packages_builtins_are_kept_and_a_warm_listing_rewrites_nothing(
+    catalog: Path, cache: Path, loads: Loads, monkeypatch
+) -> None:
+    # An installed package's built-ins are never stat-ed (watch_builtins=False): its version and code are the
+    # index's key, so their rows are kept without signatures; else each listing re-read them and rewrote the file.
+    first = Manager([catalog], watch_builtins=False).list_tools(hidden=True)
+    assert any(info.ref == "execute" for info in first)
+    (written,) = index_files(cache)
+    before = written.stat()
+    loads.paths.clear()
+    second = Manager([catalog], watch_builtins=False).list_tools(hidden=True)
+    assert loads.paths == []  # not even a built-in read again
+    assert second == first
+    after = written.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # not rewritten
+
+
 def test_served_params_are_frozen_as_computed_ones(catalog: Path, cache: Path) -> None:
     listing(catalog)
     served = refs(listing(catalog))["team/t0"].params
