@@ -18,6 +18,7 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigurationError
@@ -64,6 +65,9 @@ class Recorder:
         elif kind in TURN_KINDS:
             turns = self._turns.get(event.run)
             if turns is not None:
+                sent = event.data.get("messages") if kind == "model.request" else None
+                if isinstance(sent, list):  # the list as sent now: a middleware may change it before the row is written
+                    event = replace(event, data={**event.data, "messages": list(sent)})
                 turns.append(event)
 
     @staticmethod

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from orchestrator import Manager
@@ -166,3 +168,31 @@ async def test_a_tool_may_keep_itself_out_and_a_lower_level_may_turn_it_back_on(
         await manager.invoke("quiet")
         assert manager.runlog is not None
         assert [info.ref for info in manager.runlog.runs()] == ["private/loud"]
+
+
+async def test_an_agents_requests_are_recorded_with_their_messages_and_shown(write, tools, tmp_path, monkeypatch):
+    monkeypatch.setenv("SHOP_API_TOKEN", "tok-7731-4409-private")
+    script = [{"calls": [{"name": "stock", "arguments": {"item": "kettle"}}]}, "Three kettles left."]
+    write(
+        "tools/stock.py",
+        "frontmatter = {'metadata': {'params': {'type': 'object', 'properties': {'item': {'type': 'string'}}}}}\n"
+        "def main(ctx):\n    return {'item': ctx.args['item'], 'left': 3}\n",
+    )
+    front = yaml.safe_dump({"metadata": {"model": {"provider": "scripted", "script": script}, "tools": ["stock"]}})
+    write("tools/clerk.md", f"---\n{front}---\nHow many {{{{ args.item }}}}? (token tok-7731-4409-private)\n")
+    log = tmp_path / "runs.db"
+    with Manager([tools], runlog=log) as manager:
+        assert await manager.invoke("clerk", {"item": "kettles"}) == "Three kettles left."
+        assert manager.runlog is not None
+        (info,) = manager.runlog.runs()
+        run = manager.runlog.get(info.id)
+    assert run is not None
+    first, second = (turn["data"]["messages"] for turn in run["turns"] if turn["kind"] == "model.request")
+    assert [m["role"] for m in first] == ["user"]
+    assert first[0]["content"] == "How many kettles? (token [redacted])"  # a secret of the environment is cut out
+    assert [m["role"] for m in second] == ["user", "assistant", "tool"]  # the list as sent then, not as it grew
+    assert "3" in json.dumps(second[2])
+    assert b"tok-7731-4409-private" not in file_bytes(log)
+    shown = CliRunner(env={"NO_COLOR": "1"}).invoke(cli, ["logs", "show", info.id, "--log", str(log)])
+    assert "        user: How many kettles? (token [redacted])" in shown.output
+    assert "        tool: " in shown.output
