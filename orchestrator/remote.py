@@ -30,7 +30,9 @@ path where it was declared, so that folder's authorities (``approval``,
 ``call-limit``, ``log``...) apply to it as to a file there. Found through an
 authority, it is cached like a file (until an authority changes or the
 server says its tools changed); found through a running tool, it is built
-again on each lookup.
+again on each lookup. Each call looks the server up again where it runs
+(the same order), so a tool cached from one place never reaches a server
+that is not declared where it is called.
 """
 
 from __future__ import annotations
@@ -240,10 +242,14 @@ def _tool(spec: ServerSpec, ref: str, listed: Any, root: Path | None, trusted: b
     description = listed.description or getattr(listed, "title", None) or f"{remote} on MCP server {server}"
 
     async def body(ctx: Context) -> Any:
+        registry = ctx.owner.registry
+        found = _declared(registry, server, ctx.paths, set())  # where this call runs: a cached tool may be elsewhere
+        if found is None:
+            raise ToolNotFoundError(ref, [f"mcp://{server}"], reason=f"no MCP server {server!r} is declared here")
         args = ctx.args if isinstance(ctx.args, Mapping) else {}
-        pool = pool_of(ctx.owner.registry)
+        pool = pool_of(registry)
         ctx.owner.resource(("mcp-client-pool", id(pool)), lambda: pool)  # closed by Manager.close()
-        return await pool.call(spec, remote, args, ref)
+        return await pool.call(found[0], remote, args, ref)
 
     return Tool(
         name=ref,

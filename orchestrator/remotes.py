@@ -306,10 +306,6 @@ class Pool:
                 conn.tools = None
                 if self.on_change is not None:
                     self.on_change()
-            elif isinstance(message, Exception):
-                conn.failure = f"sent something that is not valid JSON-RPC ({_describe(message)})"
-                for scope in list(conn.pending):
-                    scope.cancel()
 
         errlog = open(os.devnull, "w")  # noqa: SIM115 - a stdio server's stderr, for the session's life
         try:
@@ -402,6 +398,10 @@ def _relay(source: Any, conn: _Connection, group: Any) -> Any:
         async with send:
             try:
                 async for message in source:
+                    if isinstance(message, Exception):  # a line the transport could not parse as JSON-RPC
+                        conn.failure = f"sent something that is not valid JSON-RPC ({_describe(message)})"
+                        for scope in list(conn.pending):
+                            scope.cancel()
                     await send.send(message)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
                 pass

@@ -2,7 +2,7 @@
 
 Run as ``python tests/mcp_flaky_server.py``; ``die`` ends the process mid-call,
 ``hang`` never answers, ``big`` answers ``size`` characters, ``picture`` a one-pixel PNG,
-``echo`` its text. The variables it sees come back from ``environment``.
+``echo`` its text, ``garbage`` a line that is not JSON-RPC. The variables it sees come back from ``environment``.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from orchestrator.remotes import RemoteToolError
 pytestmark = pytest.mark.anyio
 
 FLAKY = str(Path(__file__).with_name("mcp_flaky_server.py"))
+RAW = str(Path(__file__).with_name("mcp_raw_server.py"))
 TIME = {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
 LIMIT = 60
 
@@ -194,3 +195,45 @@ async def test_mcp_client_an_agent_calls_a_servers_tools_with_approval_and_call_
     assert len(asked) == 1  # the second call was refused by call-limit before approval asked
     ends = [e.data for e in events if e.kind == "tool.end" and e.data.get("call") == "time/get_current_time"]
     assert ends[0]["error"] is None and "limit" in ends[1]["error"]
+
+
+async def test_mcp_client_a_server_sending_something_not_json_rpc_is_a_typed_error(tmp_path):
+    raw = {"command": sys.executable, "args": [RAW], "timeout": 20}
+    with Manager([folder(tmp_path / "tools", {"raw": raw})]) as manager:
+        started = time.monotonic()
+        with anyio.fail_after(LIMIT), pytest.raises(RemoteToolError) as broken:
+            await manager.invoke("raw/garbage", {})
+    assert broken.value.reason == "protocol" and broken.value.server == "raw"
+    assert time.monotonic() - started < 15  # failed when the line came, not at the 20 s timeout
+
+
+async def test_mcp_client_an_agents_own_servers_are_offered_to_that_agent_only(tmp_path):
+    script = [
+        {"calls": [{"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}]},
+        {"answer": "ok", "expect": {"contains": '"timezone": "UTC"'}},
+    ]
+    meta = {
+        "model": {"provider": "scripted", "script": script},
+        "mcp-servers": {"time": TIME},
+        "tools": ["time/get_current_time"],
+    }
+    agent = "---\n" + yaml.safe_dump({"description": "clock", "metadata": meta}, sort_keys=False) + "---\nTime?\n"
+    tools = folder(tmp_path / "tools", {}, **{"clock.md": agent})
+    with Manager([tools]) as manager, anyio.fail_after(LIMIT):
+        assert await manager.invoke("clock", {}) == "ok"
+        with pytest.raises(ToolNotFoundError):  # declared by the agent: not a ref outside it
+            await manager.invoke("time/get_current_time", {"timezone": "UTC"})
+
+
+async def test_mcp_client_mcp_server_git_over_stdio(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "new.txt").write_text("hello", encoding="utf-8")
+    git = {"command": sys.executable, "args": ["-m", "mcp_server_git", "--repository", str(repo)]}
+    with Manager([folder(tmp_path / "tools", {"git": git})]) as manager, anyio.fail_after(LIMIT):
+        status = await manager.invoke("git/git_status", {"repo_path": str(repo)})
+    text = status if isinstance(status, str) else str(status)
+    assert "new.txt" in text
