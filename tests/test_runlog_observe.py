@@ -196,3 +196,24 @@ async def test_an_agents_requests_are_recorded_with_their_messages_and_shown(wri
     shown = CliRunner(env={"NO_COLOR": "1"}).invoke(cli, ["logs", "show", info.id, "--log", str(log)])
     assert "        user: How many kettles? (token [redacted])" in shown.output
     assert "        tool: " in shown.output
+
+
+async def test_an_mcp_server_with_a_run_log_records_each_call_with_its_caller(talker, write, tmp_path):
+    import anyio
+    from mcp import Client
+    from mcp.types import Implementation
+
+    from orchestrator.mcp import build_server
+
+    write("tools/boom.py", "def main(ctx):\n    raise ValueError('boom')\n")
+    log = tmp_path / "runs.db"
+    with Manager([talker], runlog=log) as manager, anyio.fail_after(20):
+        async with Client(build_server(manager), client_info=Implementation(name="pytest", version="1")) as client:
+            said = await client.call_tool("talker", {"text": "hi"})
+            failed = await client.call_tool("boom", {})
+    assert not said.is_error and failed.is_error
+    found = {info.tool: info for info in RunLog(log).runs(None)}
+    assert sorted(found) == ["boom", "talker"]
+    assert found["boom"].status == "error" and found["boom"].error_type == "ValueError"
+    assert found["talker"].caller is not None and found["talker"].caller == found["boom"].caller
+    assert found["talker"].cost is not None  # the model turns of a served call are kept as well
