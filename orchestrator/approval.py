@@ -47,6 +47,8 @@ from .errors import (
     ConfigurationError,
     describe,
 )
+from .questions import answer_on_terminal, current_approver, name, plain
+from .questions import asking as asking  # re-exported: the command line and the MCP server set it here
 from .schema import check, fill_defaults, json_schema
 
 if TYPE_CHECKING:
@@ -55,8 +57,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("orchestrator.approval")
 
 ACTIONS = ("approve", "deny", "edit")
-BATCH = "tool-batch"  # the built-in the agent loop invokes once per turn with every parallel call
 MAX_SHOWN = 4000  # characters of arguments a terminal prompt shows
+BATCH = "tool-batch"  # the built-in the agent loop invokes once per turn with every parallel call
 
 Approver = Callable[[dict[str, Any]], Any]
 
@@ -185,8 +187,6 @@ class _Ledger:
 
 # The decisions a resumed run carries for its held calls; each taken once by the call it was made for.
 _decided: contextvars.ContextVar[_Ledger | None] = contextvars.ContextVar("toolcascade_decided", default=None)
-# The approver of the request being served (the CLI's terminal, the MCP client), if any.
-_asking: contextvars.ContextVar[Approver | None] = contextvars.ContextVar("toolcascade_asking", default=None)
 
 
 @contextmanager
@@ -207,16 +207,6 @@ def take_decision(request: Mapping[str, Any] | None = None) -> Decision | None:
     """
     ledger = _decided.get()
     return ledger.take(request) if ledger is not None else None
-
-
-@contextmanager
-def asking(approver: Approver | None) -> Iterator[None]:
-    """Run the block with ``approver`` deciding held calls before ``manager.approver`` (None: nobody here)."""
-    token = _asking.set(approver)
-    try:
-        yield
-    finally:
-        _asking.reset(token)
 
 
 # -- configuration -------------------------------------------------------------------
@@ -252,11 +242,6 @@ def settings(value: Any, target: str) -> Settings | None:
     if reason is not None and not isinstance(reason, str):
         raise ConfigurationError(f"approval.reason must be a string, not {reason!r}"[:300], **where)
     return Settings(frozenset(tools) if tools is not None else None, reason)
-
-
-def plain(value: Any) -> Any:
-    """``value`` as plain JSON (a request is stored and sent as JSON); what JSON cannot hold becomes text."""
-    return json.loads(json.dumps(value, default=repr, ensure_ascii=False))
 
 
 # -- holding a call ---------------------------------------------------------------------
@@ -404,7 +389,7 @@ async def decide(target: Context, request: dict[str, Any]) -> Decision:
         was = ledger.unmatched() if ledger is not None else None
         if was is not None:  # a resumed run's decision was for another call: this one is asked about anew
             request["changed"] = {"tool": was.get("tool"), "args": was.get("args")}
-        approver = _asking.get() or manager.approver
+        approver = current_approver() or manager.approver
         if approver is None:
             what = "this batch of calls" if request["kind"] == "batch" else f"a call of {request['tool']!r}"
             why = " (the call changed since the decision was asked for, which was not used)" if was else ""
@@ -433,12 +418,6 @@ async def decide(target: Context, request: dict[str, Any]) -> Decision:
     if decision.action == "deny":
         log.info("%s denied %s: %s", by, request["tool"], decision.reason or "no reason given")
     return decision
-
-
-def name(approver: Any) -> str:
-    """How errors and events name an approver: its qualified name, or its class's."""
-    found = getattr(approver, "__qualname__", None) or type(approver).__qualname__
-    return str(getattr(approver, "label", None) or found)
 
 
 async def ask(approver: Approver, request: dict[str, Any], by: str, tool: str) -> Decision:
@@ -497,7 +476,8 @@ class Terminal:
     Shows the tool, who asks, why, and the arguments as JSON; ``e`` reads new
     arguments as one line of JSON, checked against the request's ``params``
     (bad input asks again); end of input (Ctrl-D) denies. Questions from
-    parallel calls are asked one at a time.
+    parallel calls are asked one at a time. ``respond`` answers a
+    middleware's question (``orchestrator.questions``) on the same terminal.
     """
 
     label = "the terminal"
@@ -510,6 +490,11 @@ class Terminal:
     def __call__(self, request: dict[str, Any]) -> Decision:
         with self._lock:
             return self._ask(request, self.input or sys.stdin, self.output or sys.stderr)
+
+    def respond(self, request: dict[str, Any]) -> Any:
+        """The answer typed to a middleware's question (``questions.answer_on_terminal``)."""
+        with self._lock:
+            return answer_on_terminal(request, self.input or sys.stdin, self.output or sys.stderr)
 
     def _ask(self, request: dict[str, Any], read: TextIO, out: TextIO) -> Decision:
         def say(text: str) -> None:
@@ -586,14 +571,3 @@ class Terminal:
 def terminal(input: TextIO | None = None, output: TextIO | None = None) -> Terminal:
     """An approver that asks on the terminal (default: reads stdin, writes stderr); see ``Terminal``."""
     return Terminal(input, output)
-
-
-class Denier:
-    """An approver that denies every call with one reason (for callers that cannot be asked)."""
-
-    def __init__(self, reason: str, label: str = "the server") -> None:
-        self.reason = reason
-        self.label = label
-
-    async def __call__(self, request: dict[str, Any]) -> Decision:
-        return Decision("deny", reason=self.reason)

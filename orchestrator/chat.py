@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import anyio
 import click
 
-from .approval import Decision
+from .approval import Decision, terminal
 from .cli import (
     Screen,
     answers_in_json,
@@ -35,6 +35,7 @@ from .display import progress
 from .errors import Interrupted, describe
 from .manager import Manager
 from .options import SESSION_ID
+from .questions import answering
 
 F = TypeVar("F", bound=Callable[..., Any])
 EXIT = ("/exit", "/quit")
@@ -127,7 +128,7 @@ def chat(
 
     Without --session a new session id is made and printed; pass it later
     to continue. /exit or Ctrl-D ends. A tool call that needs approval is
-    asked about here.
+    asked about here, and so is a middleware's question to its caller.
 
     \b
     Examples:
@@ -140,6 +141,7 @@ def chat(
         manager = command_manager(paths, sessions=store)
         key = key or input_key(manager, agent)
     session = session_id or new_session_id()
+    asker = terminal()
     prompt = "> " if sys.stdin.isatty() else ""  # piped lines need no prompt in the output
     click.echo(f"session {session} (continue with --session {session}); /exit or Ctrl-D ends", err=True)
     while True:
@@ -155,12 +157,14 @@ def chat(
             return
         try:
             args = {key: text}
-            result, screen = watched(
-                manager, agent, partial(manager.invoke_sync, agent, args, context={"session": session}), agent
-            )
+            with answering(asker.respond):  # a middleware's question is asked here (orchestrator.questions)
+                result, screen = watched(
+                    manager, agent, partial(manager.invoke_sync, agent, args, context={"session": session}), agent
+                )
         except Interrupted as held:
             try:
-                result, screen = resumed(manager, agent, held)
+                with answering(asker.respond):
+                    result, screen = resumed(manager, agent, held)
             except Exception as exc:
                 click.echo(f"error: {describe(exc)}", err=True)
                 continue

@@ -122,8 +122,8 @@ class Live:
 
     def __call__(self, event: Event) -> None:
         kind, data = event.kind, event.data
-        if kind == "approval.request":
-            self._stop()  # the terminal approver asks on stderr now: no spinner over the question
+        if kind in ("approval.request", "input.request"):
+            self._stop()  # the terminal asks on stderr now: no spinner over the question
         if kind == "model.delta" and event.depth == 0 and data.get("text"):
             self._stop()
             self.streamed.append(data["text"])

@@ -1,8 +1,10 @@
-"""Approval over MCP: the form that asks a client's user about a held call, and what its answer decides.
+"""Approval and questions over MCP: the forms that ask a client's user, and what their answers decide.
 
 Handshake-era sessions are asked during the call (``Elicitor``); on the
 2026-07-28 protocol a held call returns an ``input_required`` result
-(``held``) whose ``request_state`` is the resume token.
+(``held``) whose ``request_state`` is the resume token. A middleware's
+question (``orchestrator.questions``) is asked with a form during the call
+(``Elicitor.respond``): its schema's fields, or one ``answer`` field.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .approval import Decision
+from .errors import InvocationError
 
 if TYPE_CHECKING:
     import mcp.types as types
@@ -21,6 +24,7 @@ if TYPE_CHECKING:
 
 ASKS = 3  # elicitations per held call before a still-unreadable answer denies it
 APPROVAL = "approval"  # the key of the elicitation in an input_required result
+ANSWER = "answer"  # the one field of a question's form when its schema is not an object of fields
 
 
 def question(request: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -110,12 +114,32 @@ def refusal(request: Mapping[str, Any], why: str) -> str:
 
 
 class Elicitor:
-    """The approver of one handshake-era MCP call: asks the client's user with an ``elicitation/create`` form."""
+    """The approver of one handshake-era MCP call: asks the client's user with an ``elicitation/create`` form.
+
+    ``respond`` asks a middleware's question the same way (``orchestrator.questions``).
+    """
 
     label = "the MCP client"
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+
+    async def respond(self, request: dict[str, Any]) -> Any:
+        """The client's user's answer to a question.
+
+        Raises:
+            InvocationError: the user declined or cancelled.
+        """
+        schema, wrapped = form(request)
+        message = str(request.get("question"))
+        answer = await self.ctx.session.elicit_form(message, schema, related_request_id=self.ctx.request_id)
+        if getattr(answer, "action", None) != "accept":
+            why = getattr(answer, "action", None) or "no answer"
+            raise InvocationError(
+                f"the MCP client's user did not answer ({why}): {message}"[:300], tool=request.get("tool"), key="input"
+            )
+        content = dict(getattr(answer, "content", None) or {})
+        return content.get(ANSWER) if wrapped else content
 
     async def __call__(self, request: dict[str, Any]) -> Decision:
         asked = dict(request)
@@ -127,6 +151,16 @@ class Elicitor:
                 return decision
             asked["problem"] = problem
         return Decision("deny", reason=f"the MCP client's user gave unusable arguments {ASKS} times")
+
+
+def form(request: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The form schema that asks a question, and whether its one ``answer`` field wraps the question's schema."""
+    schema = request.get("schema")
+    if isinstance(schema, Mapping) and schema.get("type") == "object" and schema.get("properties"):
+        return dict(schema), False
+    field = dict(schema) if isinstance(schema, Mapping) else {"type": "string"}
+    field.setdefault("title", "Answer")
+    return {"type": "object", "properties": {ANSWER: field}, "required": [ANSWER]}, True
 
 
 def held(token: str, request: Mapping[str, Any]) -> types.InputRequiredResult:
