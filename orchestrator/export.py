@@ -109,8 +109,28 @@ def export_tool(tool: Tool, fmt: str) -> Exported:
             tool=tool.name,
         )
     lost: list[Lost] = []
+    tool = _without_injection(tool, fmt, lost)
     text = writer(tool, _own(tool), lost)
     return Exported(fmt, text, tuple(lost))
+
+
+def _without_injection(tool: Tool, fmt: str, lost: list[Lost]) -> Tool:
+    """A Claude Code command's tool with its context injection (``!`cmd```, ``@file``) written back as text.
+
+    Neither a Prompty file nor a subagent runs them (Claude Code injects only in commands and skills): the
+    markers are written as the author wrote them, and said so.
+    """
+    from dataclasses import replace
+
+    from .formats.injection import KEY, authored
+    from .frozen import freeze
+
+    if KEY not in tool.metadata:
+        return tool
+    host = "Prompty" if fmt == "prompty" else "a Claude Code subagent"
+    lost.append(Lost(KEY, f"!`cmd`, ```! blocks and @file: written as text, which {host} never runs or reads"))
+    metadata = {key: value for key, value in thaw(tool.metadata).items() if key != KEY}
+    return replace(tool, prompt=authored(tool.prompt or ""), metadata=freeze(metadata))
 
 
 def pipeline_losses(explanation: Explanation) -> tuple[Lost, ...]:

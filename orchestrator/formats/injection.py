@@ -49,6 +49,15 @@ _FILE_REF = re.compile(r"(?<![\w@/.`])@(?=[\w./~-]*[/.][\w~-])[\w./~-]*[\w/~-]")
 # An npm package with its scope (``@axe-core/puppeteer``, ``@types/node@20``): no file extension, one slash.
 _PACKAGE = re.compile(r"^@[a-z0-9][\w.-]*/[a-z0-9][\w-]*(?:@[\w.^~-]+)?$")
 _SHELL = re.compile(r"!`([^`\n]+)`")
+_END = "{% endif %}{# " + KEY + " #}"
+_PIECE = re.compile(
+    re.escape("{% if '" + KEY + "' in locals %}{{ locals['" + KEY + "'][")
+    + r"\d+"
+    + re.escape("] }}{% else %}")
+    + "(.*?)"
+    + re.escape(_END),
+    re.DOTALL,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,8 +116,15 @@ def template_piece(index: int, mark: Mark, body: str) -> str:
         + str(index)
         + "] }}{% else %}"
         + literal(body[mark.start : mark.end])
-        + "{% endif %}"
+        + _END
     )
+
+
+def authored(template: str) -> str:
+    """A command's template with each marker's choice undone: the marker as written (for ``export``)."""
+    if _END not in template:
+        return template
+    return _PIECE.sub(lambda match: match.group(1), template)
 
 
 def arguments(found: list[Mark]) -> dict[str, Any]:
