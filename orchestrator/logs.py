@@ -252,7 +252,7 @@ def _messages(turn: dict[str, Any]) -> list[str]:
         calls = message.get("tool_calls")
         if calls:
             text = (text + " " if content else "") + f"calls {_json(calls)}"
-        lines.append(f"        {message.get('role')}: {text}")
+        lines.append(f"        {message.get('role')}: " + text.replace("\n", "\n" + " " * 10))
     return lines
 
 
