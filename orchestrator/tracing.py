@@ -25,7 +25,9 @@ Spans:
   off, or without the call ``tool-choice`` demands: the error carries it);
 - a tool a model called: an INTERNAL span ``execute_tool {tool}`` with
   ``gen_ai.operation.name`` = ``execute_tool``, ``gen_ai.tool.name``,
-  ``gen_ai.tool.type`` = ``function`` and ``gen_ai.tool.description``.
+  ``gen_ai.tool.type`` = ``function``, ``gen_ai.tool.description`` and
+  ``gen_ai.tool.call.id``, the id the model gave the call (the agent loop
+  puts it in the call's ``ctx.locals[CALL_ID]``).
 
 Both carry ``gen_ai.conversation.id``, the stored conversation's id (the
 agent's ``session``), and ``session.id``, the caller's session (an MCP
@@ -46,6 +48,8 @@ if TYPE_CHECKING:
     from .context import Context
 
 _cache: list[Any] = [None, None]  # [provider, tracer]
+CALL_ID = "tool_call_id"
+"""``ctx.locals`` key of a tool call's id, as the model gave it (set by the agent loop)."""
 
 
 def tracer() -> Any | None:
@@ -89,6 +93,9 @@ def start(tracer: Any, ctx: Context, model_caller: bool) -> Iterator[Any]:
         )
         if tool.description:
             attributes["gen_ai.tool.description"] = tool.description
+        ident = ctx.locals.get(CALL_ID)
+        if isinstance(ident, str):
+            attributes["gen_ai.tool.call.id"] = ident
     if chat or model_caller:
         attributes.update(_ids(ctx))
     with tracer.start_as_current_span(name, kind=kind, attributes=attributes) as span:

@@ -19,6 +19,7 @@ import anyio
 from ..approval import Decision, deciding
 from ..errors import ApprovalRequired, InvocationError, OrchestratorError
 from ..options import extract_options
+from ..tracing import CALL_ID
 from .toolset import NEXT
 
 if TYPE_CHECKING:
@@ -226,7 +227,11 @@ async def run_call(
         else:
             if offered["wrapped"]:
                 args = args.get("value")  # params that are not an object schema travel as {value: ...}
-            value = await ctx.manager.invoke(name, args, overrides=agent.tool_pipeline, caller=agent.caller)
+            ident = call.get("id")  # the model's id for the call: its execute_tool span names it (tracing)
+            seed = {"locals": {CALL_ID: str(ident)}} if ident else None
+            value = await ctx.manager.invoke(
+                name, args, overrides=agent.tool_pipeline, caller=agent.caller, context=seed
+            )
     except ApprovalRequired as exc:
         manager.emit("tool.end", ctx, iteration, call=name, error=None, held=True)
         return exc
