@@ -94,7 +94,7 @@ import anyio.to_thread
 
 from . import approval, prompts
 from .callers import Caller, check_untrusted
-from .completion import complete
+from .completion import complete_with
 from .elicitation import APPROVAL, Elicitor, Refusal, held, read_answer
 from .errors import (
     ArgsValidationError,
@@ -219,7 +219,9 @@ class Service(Listings):
                 listing = (await self.resolve(params.ref.name))[0]
             except OrchestratorError:
                 listing = None  # nothing to offer; tools/list says why
-        return types.CompleteResult(completion=complete(listing, params.argument.name, params.argument.value))
+        given = params.context.arguments if params.context is not None else None
+        found = await complete_with(self.manager, listing, params.argument.name, params.argument.value, given)
+        return types.CompleteResult(completion=found)
 
     # -- calls -----------------------------------------------------------------
 

@@ -255,3 +255,32 @@ def test_show_explains_how_a_tool_is_served_over_mcp(served):
     assert code["serve"] == ["tool"] and "python tools" in code["reasons"]["serve"]
     shown = cli_run("show", "slash", "--path", str(served))
     assert "served over MCP" in shown.output and "prompt: set by mcp.serve" in shown.output
+
+
+CITIES = """
+frontmatter = {"description": "Cities for a country, by prefix.", "metadata": {"visibility": "hidden"}}
+
+def main(ctx):
+    cities = {"fr": ["Paris", "Lyon", "Pau"], "jp": ["Tokyo", "Kyoto"]}[ctx.args["arguments"].get("country", "fr")]
+    return [c for c in cities if c.lower().startswith(ctx.args["value"].lower())]
+"""
+
+
+@MODES
+async def test_mcp_completion_asks_the_tool_the_author_names(write, tools, mode):
+    params = {"type": "object", "properties": {"country": {"enum": ["fr", "jp"]}, "city": {"type": "string"}}}
+    write("tools/cities.py", CITIES)
+    write("tools/broken.py", "def main(ctx):\n    raise ValueError('no')\n")
+    write("tools/trip.md", md({"metadata": {"params": params, "complete-with": {"city": "cities"}}}, "Go"))
+    write("tools/both.md", md({"metadata": {"params": params, "complete-with": "broken"}}, "Go"))
+    with anyio.fail_after(LIMIT):
+        async with Client(build_server(Manager([tools])), mode=mode) as client:
+            trip = PromptReference(name="trip")
+            french = await client.complete(trip, {"name": "city", "value": "p"})
+            japanese = await client.complete(trip, {"name": "city", "value": "k"}, context_arguments={"country": "jp"})
+            country = await client.complete(trip, {"name": "country", "value": ""})
+            broken = await client.complete(PromptReference(name="both"), {"name": "country", "value": "j"})
+    assert french.completion.values == ["Paris", "Pau"]
+    assert japanese.completion.values == ["Kyoto"]
+    assert country.completion.values == ["fr", "jp"]  # the mapping names no tool for country: the enum alone
+    assert broken.completion.values == ["jp"]  # a failing completion tool adds nothing and fails nothing
