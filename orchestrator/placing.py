@@ -24,9 +24,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigurationError, SecurityError
@@ -53,19 +51,21 @@ class Placed(dict):  # type: ignore[type-arg]
         self.index: dict[str, int] = {}
 
 
-@contextmanager
-def placing(ctx: Context) -> Iterator[list[Exception]]:
-    """While this is open, ``media(...)`` in a template places parts for ``ctx``'s prompt.
+def placing(ctx: Context) -> tuple[Token[tuple[Context, list[Exception]] | None], list[Exception]]:
+    """Open placement for a render of ``ctx``'s prompt: ``media(...)`` places parts for it until ``placed(token)``.
 
-    Yields the errors ``media`` raised, so the caller re-raises one as
-    itself (a ``SecurityError`` stays one) where the render wraps it.
+    Returns the token and the list of errors ``media`` raises, so the caller
+    re-raises one as itself (a ``SecurityError`` stays one) where the render
+    wraps it. Plain set and reset, not a context manager: every prompt
+    render pays for this.
     """
     refused: list[Exception] = []
-    token = _RENDERING.set((ctx, refused))
-    try:
-        yield refused
-    finally:
-        _RENDERING.reset(token)
+    return _RENDERING.set((ctx, refused)), refused
+
+
+def placed(token: Token[tuple[Context, list[Exception]] | None]) -> None:
+    """Close what ``placing`` opened."""
+    _RENDERING.reset(token)
 
 
 def media(value: Any, kind: str | None = None) -> str:

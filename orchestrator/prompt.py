@@ -42,7 +42,7 @@ from .errors import InterpolationError
 from .interpolate import is_template, render, render_value, scope
 from .ordering import Entry
 from .placing import KEY as MEDIA
-from .placing import placed_pieces, placing
+from .placing import placed, placed_pieces, placing
 
 if TYPE_CHECKING:
     from .context import Context
@@ -76,10 +76,14 @@ def render_prompt(ctx: Context) -> Any:
 
     Only the author's prompt (as written, or with directive placeholders) is
     rendered; a prompt a middleware set instead is used as it is. Placeholders
-    of directives that did not run become nothing.
+    of directives that did not run become nothing. A prompt that placed media
+    (``{{ media(...) }}``, ``orchestrator.placing``) keeps their placeholders
+    for its agent (``agent.media.prompt_content`` cuts the text there); without
+    a model its result is its pieces, text and media parts in order.
 
     Raises:
         InterpolationError, SecurityError: the template failed, broke the sandbox or went over a render limit.
+        ConfigurationError: ``media(...)`` was given no media, or media of another kind.
     """
     prompt = ctx.locals.get("prompt")
     if not isinstance(prompt, str):
@@ -90,11 +94,11 @@ def render_prompt(ctx: Context) -> Any:
     # hold args or tool output, so it is used as it is. Placeholders carry a secret: only directives make them.
     authored = prompt == tool.prompt or _PLACEHOLDER.search(prompt) is not None
     if authored and is_template(prompt):
+        token, refused = placing(ctx)
         try:
-            with placing(ctx) as refused:
-                text = render(
-                    prompt, scope(ctx, ctx.meta), tool=tool.name, level="prompt", path=tool.path, line=tool.prompt_line
-                )
+            text = render(
+                prompt, scope(ctx, ctx.meta), tool=tool.name, level="prompt", path=tool.path, line=tool.prompt_line
+            )
         except InterpolationError as exc:
             if exc.__cause__ is not None and exc.__cause__ in refused:
                 raise exc.__cause__ from None  # media(...) refused its value: its own error names the tool
@@ -104,6 +108,8 @@ def render_prompt(ctx: Context) -> Any:
             raise InterpolationError(
                 f"{exc.detail}; {hint}", tool=tool.name, level="prompt", path=tool.path, line=tool.prompt_line
             ) from exc
+        finally:
+            placed(token)
     outputs = ctx.locals.get("directives")
     if outputs:
         text = _PLACEHOLDER.sub(lambda m: outputs.get(int(m.group(1)), ""), text)

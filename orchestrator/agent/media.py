@@ -1,23 +1,21 @@
-"""Media in an agent's prompt: images, audio and files given as args, sent to the model as content parts.
+"""Media to and from a model: args and prompt media as content parts, media tool results per provider.
 
 An arg is media when its ``params`` property says so: ``format: image``,
 ``format: audio`` or ``format: file``, or a ``contentMediaType`` (its
-``image/`` or ``audio/`` prefix tells the kind). Its value is one of:
+``image/`` or ``audio/`` prefix tells the kind). Its value is read as
+``orchestrator.mediaparts`` reads any (a file inside the run's folder,
+base64 data, a ``data:`` URL, a URL only with ``media-urls: true``; sniffed;
+at most ``MAX_MEDIA_BYTES``). The prompt's user message then holds the text,
+cut where the prompt placed media (``{{ media(...) }}``,
+``orchestrator.placing``), and one part per media arg, in the order
+``params`` lists them. Each provider turns the parts into its own content
+parts (``openai.py``, ``anthropic.py``).
 
-- a path to a file inside the run's folder (``ctx.cwd``, symlinks resolved):
-  a path outside it is a ``SecurityError``, as args come from callers the
-  engine does not trust (an MCP client, a model) and a file read here goes
-  to the model's provider;
-- ``{data: <base64>, media-type: <type>}`` or a ``data:`` URL;
-- an ``http(s)`` URL, only when the agent's metadata says ``media-urls: true``
-  (the provider fetches it).
-
-A file's media type is sniffed from its bytes (``filetype``, the ``media``
-extra), never taken from its name; one value may have at most
-``MAX_MEDIA_BYTES``. The prompt's user message then holds the text and one
-part per media arg, in the order ``params`` lists them:
-``{type: media, kind, media_type, data (base64) | url, name}``. Each provider
-turns the parts into its own content parts (``openai.py``, ``anthropic.py``).
+A tool that returns media (a media part, or a list of text and parts) goes
+back to the model as ``result_content``: text parts and media parts. Chat
+completions take only text in a tool message, so ``openai_turns`` moves the
+media into a user message after the turn's tool results; the Messages API
+takes image and document blocks in a ``tool_result`` (``anthropic_tool_result``).
 """
 
 from __future__ import annotations
