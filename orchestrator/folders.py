@@ -326,6 +326,32 @@ def close_refs(ref: str, refs: Iterable[str]) -> list[str]:
     return list(dict.fromkeys([*nested, *close]))[:SUGGESTIONS]
 
 
+def real_paths(paths: Iterable[Path | None]) -> list[str | None]:
+    """Each of ``paths`` resolved as ``os.path.realpath`` (``Path.resolve()``) does it, as text; None stays None.
+
+    A listing's files share a few folders: resolving each file's whole path
+    costs a stat per path component (over 10,000 tools, most of a repeated
+    ``list``); this resolves each folder once and looks at the file alone,
+    resolving it whole only when it is a symlink.
+    """
+    folders: dict[str, str] = {}
+    found: list[str | None] = []
+    for path in paths:
+        if path is None:
+            found.append(None)
+            continue
+        text = os.fspath(path)
+        folder, name = os.path.split(text)
+        if name in ("", ".", "..") or os.path.islink(text):
+            found.append(os.path.realpath(text))
+            continue
+        real = folders.get(folder)
+        if real is None:
+            real = folders[folder] = os.path.realpath(folder)
+        found.append(os.path.join(real, name))
+    return found
+
+
 def subfolders(root: str, limit: int) -> tuple[list[tuple[str, ...]], int]:
     """The folders a listing reads under ``root`` (``os.walk``'s order, hidden and ``_`` ones skipped) and the
     files and folders counted in them.
