@@ -157,3 +157,16 @@ def test_eval_over_http_with_a_model_variant_costs_and_a_judge(tmp_path_factory,
     assert differ["key"] == "model" and differ["level"] == "--set" and differ["was_level"] == "authority AUTHORITY.md"
     labelled = [info for info in RunLog(log).runs(None) if info.tool == "label"]
     assert len(labelled) == 4 and all(info.cost is not None for info in labelled if info.model == "openai:gpt-4o-mini")
+
+
+def test_on_a_terminal_the_report_is_a_rich_table(project, monkeypatch):
+    import orchestrator.evals
+
+    monkeypatch.setattr(orchestrator.evals, "terminal", lambda: True)  # as when stdout is a terminal
+    done = toolcascade(project / "runs.db", "eval", "label", "--path", str(project / "tools"))
+    assert done.exit_code == 0
+    lines = done.stdout.splitlines()
+    assert "\t" not in done.stdout and any(set(line.strip()) == {"─", " "} or "───" in line for line in lines)
+    head = next(line for line in lines if "CASE" in line)
+    assert head.split() == ["CASE", "base"]
+    assert next(line for line in lines if line.strip().startswith("mean")).split() == ["mean", "1.00"]

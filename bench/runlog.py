@@ -1,0 +1,166 @@
+"""What recording costs (issue 31): ``batch`` and an MCP call, with the run log on and off, in one run.
+
+- ``batch``: ``toolcascade batch`` (in process, as the command runs it)
+  over ``--lines`` JSON lines (10,000) of a one-line template tool, with the
+  run log on and with ``--no-log``, turn about; lines per second, median
+  over rounds. Target: recording keeps at least 0.8x the throughput without
+  it (the rows are written on the log's own thread, in batches).
+- MCP: sequential ``tools/call`` of the same tool through the official
+  client against ``build_server`` in this process, the server's Manager
+  with a run log and without; milliseconds per call, median over rounds.
+  Target: recording adds at most 10% to a call's latency.
+
+    .venv/bin/python -m bench.runlog [--lines 10000] [--calls 300] [--rounds 5]
+
+Prints a small markdown table and the two ratios against the targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+BATCH_TARGET = 0.8  # lines per second with recording over without, at least
+MCP_TARGET = 1.1  # ms per MCP call with recording over without, at most
+NOTE = """---
+description: Notes a text.
+metadata:
+  params: {type: object, properties: {text: {type: string}}, required: [text]}
+---
+Noted: {{ args.text }}
+"""
+
+
+def write_folder(root: Path, lines: int) -> tuple[Path, Path]:
+    """A tools folder with ``note`` and an args file of ``lines`` lines."""
+    tools = root / "tools"
+    tools.mkdir()
+    (tools / "note.md").write_text(NOTE)
+    source = root / "args.jsonl"
+    with source.open("w") as out:
+        for number in range(lines):
+            out.write(json.dumps({"text": f"line {number}"}) + "\n")
+    return tools, source
+
+
+def batch_rate(tools: Path, source: Path, work: Path, recording: bool) -> float:
+    """Lines per second of one ``toolcascade batch`` run (a fresh results file and, recording, a fresh log)."""
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    stamp = f"{time.monotonic_ns()}"
+    output = work / f"results-{stamp}.jsonl"
+    log = work / f"runs-{stamp}.db"
+    argv = ["batch", "note", str(source), "-o", str(output), "--path", str(tools)]
+    if not recording:
+        argv.append("--no-log")
+    env = {"TOOLCASCADE_RUNLOG": str(log), "NO_COLOR": "1"}
+    started = time.perf_counter()
+    done = CliRunner(env=env).invoke(cli, argv)
+    seconds = time.perf_counter() - started
+    if done.exit_code != 0:
+        raise RuntimeError(f"batch failed: {done.output}")
+    lines = len(output.read_text().splitlines())
+    if recording:
+        from orchestrator.runlog import RunLog
+
+        kept = len(RunLog(log).runs(None))
+        if kept != lines:
+            raise RuntimeError(f"the run log kept {kept} runs of {lines}")
+    return lines / seconds
+
+
+async def mcp_latency(tools: Path, log: Path | None, calls: int, rounds: int) -> list[float]:
+    """Milliseconds per sequential MCP call, one figure per round, against a server in this process."""
+    from mcp import Client
+
+    from orchestrator import Manager
+    from orchestrator.mcp import build_server
+
+    figures = []
+    with Manager([tools], runlog=log) as manager:
+        async with Client(build_server(manager)) as client:
+            for _ in range(max(20, calls // 5)):  # warm-up: imports, caches, the writer thread
+                await client.call_tool("note", {"text": "warm"})
+            for _ in range(rounds):
+                started = time.perf_counter()
+                for number in range(calls):
+                    await client.call_tool("note", {"text": f"call {number}"})
+                figures.append((time.perf_counter() - started) / calls * 1e3)
+    return figures
+
+
+def alternate(rounds: int, measure: Callable[[bool], float]) -> dict[bool, list[float]]:
+    """``measure(recording)`` for recording off and on, turn about, ``rounds`` times each."""
+    found: dict[bool, list[float]] = {False: [], True: []}
+    for index in range(rounds):
+        for recording in (False, True) if index % 2 == 0 else (True, False):
+            found[recording].append(measure(recording))
+    return found
+
+
+def run(lines: int, calls: int, rounds: int) -> dict[str, Any]:
+    """Every figure of the bench, measured in this process run."""
+    with tempfile.TemporaryDirectory(prefix="bench-runlog-") as tmp:
+        root = Path(tmp)
+        tools, source = write_folder(root, lines)
+        batch_rate(tools, source, root, False)  # warm-up: imports, the tool's plan, the index
+        rates = alternate(rounds, lambda recording: batch_rate(tools, source, root, recording))
+        latency: dict[bool, list[float]] = {False: [], True: []}
+        for index in range(rounds):
+            order = (False, True) if index % 2 == 0 else (True, False)
+            for recording in order:
+                log = root / f"mcp-{index}.db" if recording else None
+                latency[recording] += anyio.run(mcp_latency, tools, log, calls, 1)
+    batch_off, batch_on = statistics.median(rates[False]), statistics.median(rates[True])
+    mcp_off, mcp_on = statistics.median(latency[False]), statistics.median(latency[True])
+    return {
+        "lines": lines,
+        "calls": calls,
+        "rounds": rounds,
+        "batch_off": batch_off,
+        "batch_on": batch_on,
+        "batch_ratio": batch_on / batch_off,
+        "mcp_off": mcp_off,
+        "mcp_on": mcp_on,
+        "mcp_ratio": mcp_on / mcp_off,
+    }
+
+
+def markdown(found: dict[str, Any]) -> str:
+    """The figures as a markdown table, with the targets and verdicts."""
+    batch_ok = found["batch_ratio"] >= BATCH_TARGET
+    mcp_ok = found["mcp_ratio"] <= MCP_TARGET
+    rows = [
+        "| workload | run log off | run log on | ratio | target | verdict |",
+        "|---|---|---|---|---|---|",
+        f"| batch, {found['lines']:,} lines (lines/s) | {found['batch_off']:,.0f} | {found['batch_on']:,.0f} | "
+        f"{found['batch_ratio']:.2f}x | ≥ {BATCH_TARGET}x | {'pass' if batch_ok else '**FAIL**'} |",
+        f"| MCP call, sequential (ms/call) | {found['mcp_off']:.3f} | {found['mcp_on']:.3f} | "
+        f"{found['mcp_ratio']:.2f}x | ≤ {MCP_TARGET}x | {'pass' if mcp_ok else '**FAIL**'} |",
+    ]
+    load = " / ".join(f"{value:.2f}" for value in os.getloadavg())
+    return "\n".join(rows) + f"\n\nMedians over {found['rounds']} rounds, on and off in turn; load average {load}.\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--lines", type=int, default=10_000, help="JSON lines per batch run")
+    parser.add_argument("--calls", type=int, default=300, help="MCP calls per round")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of each, on and off in turn")
+    options = parser.parse_args()
+    print(markdown(run(options.lines, options.calls, options.rounds)))
+
+
+if __name__ == "__main__":
+    main()
