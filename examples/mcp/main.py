@@ -1,9 +1,17 @@
-"""Serve ./tools over MCP (stdio) with `toolcascade serve`, and call it with the mcp SDK client."""
+"""Serve ./tools over MCP (stdio) with `toolcascade serve`, and call it with the mcp SDK client.
 
+Then the other direction: ./client's AUTHORITY.md declares the time server
+(mcp-server-time), whose tools its tools and agents use like any tool.
+"""
+
+import os
 import sys
+from pathlib import Path
 
 import anyio
 from mcp import Client, StdioServerParameters
+
+from orchestrator import Manager
 
 
 async def main() -> None:
@@ -30,5 +38,23 @@ async def main() -> None:
             print("removing a locked entry -> isError:", locked.is_error, "|", locked.content[0].text)
 
 
+async def client() -> None:
+    # mcp-server-time is installed beside this Python (the test extra): let the AUTHORITY.md's command find it.
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    events = []
+    async with Manager(["client"], on_event=events.append) as manager:
+        with anyio.fail_after(60):
+            tool = manager.find_tool("time/convert_time")
+            print("remote tool:", tool.name, tool.uri, "| params:", ", ".join(tool.metadata["params"]["required"]))
+            converted = await manager.invoke(
+                "time/convert_time", {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
+            )
+            print("12:00 UTC in Tokyo ->", converted["target"]["datetime"][11:16])
+            print("clock ->", await manager.invoke("clock", {}))
+    calls = [e.data["call"] for e in events if e.kind == "tool.start" and e.data.get("call")]
+    print("the agent called:", ", ".join(calls))
+
+
 if __name__ == "__main__":
     anyio.run(main)
+    anyio.run(client)
