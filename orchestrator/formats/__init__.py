@@ -40,7 +40,8 @@ Which formats a search path reads is ``Manager(formats=...)``: None (every
 registered format), a list of names for every search path, or a mapping of
 search path folders to a name or a list of names (folders not listed read
 every format). Our own ``.md``/``.py`` tools are always read; the built-in
-``tools/`` folder reads none. ``claude`` names the three Claude Code formats.
+``tools/`` folder reads none. ``claude`` names the three Claude Code formats,
+``copilot`` the two VS Code ones (prompt files, custom agents and chat modes).
 
 Models: ``resolve_model`` maps model aliases (``sonnet``, ``opus``,
 ``haiku``, ``inherit``) through ``ALIASES``, which the environment variable
@@ -127,7 +128,7 @@ def builtin() -> dict[str, Format]:
 
     for fmt in (claude.AGENT, claude.COMMAND, claude.SKILL):
         found[fmt.name] = fmt
-    for module in ("prompty", "copilot"):  # the adapters of issue 15's second part, when present
+    for module in ("prompty", "copilot", "chatmodes"):  # the adapters of issue 15's second part, when present
         try:
             loaded = __import__(f"{__name__}.{module}", fromlist=["FORMATS"])
         except ModuleNotFoundError as exc:
@@ -211,7 +212,10 @@ def registered() -> dict[str, Format]:
 
 _BROKEN: dict[str, str] = {}
 
-GROUPS = {"claude": ("claude-agent", "claude-command", "claude-skill")}
+GROUPS = {
+    "claude": ("claude-agent", "claude-command", "claude-skill"),
+    "copilot": ("copilot-prompt", "copilot-agent"),
+}
 """Names that stand for several formats (``--format claude``)."""
 
 

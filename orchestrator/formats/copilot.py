@@ -243,8 +243,8 @@ class CopilotPrompt:
             mapping.append(Mapped("description", "description", how))
             if how:
                 problems.append((key_line(front, "description"), f"'description' is {how}"))
-        _model(front, name, path, metadata, mapping, problems)
-        host = _tools(front, name, path, metadata, mapping)
+        model_field(front, name, path, metadata, mapping, problems)
+        host = tools_field(front, name, path, metadata, mapping)
         for key in ("mode", "agent"):
             if key in front:
                 mode = text_field(front, key, tool=name, path=path)
@@ -282,7 +282,7 @@ def _name(front: Mapping[str, Any], path: Path) -> tuple[str, list[Mapped]]:
     )
 
 
-def _model(
+def model_field(
     front: Mapping[str, Any],
     name: str,
     path: Path,
@@ -304,7 +304,7 @@ def _model(
             problems.append((key_line(front, "model"), unknown))
 
 
-def _tools(
+def tools_field(
     front: Mapping[str, Any], name: str, path: Path, metadata: dict[str, Any], mapping: list[Mapped]
 ) -> list[str]:
     """``tools``: ours and the built-ins VS Code's names map onto to ``tools``, the rest to ``host-tools``.
@@ -403,10 +403,10 @@ def substitute(
         mapping.append(
             Mapped("(the text after /name)", "params.properties.input", "args {input: ...} after the prompt")
         )
-    return template, params, mapping, _editor_problems(body, body_line, host, mapping)
+    return template, params, mapping, editor_problems(body, body_line, host, mapping)
 
 
-def _editor_problems(body: str, body_line: int, host: list[str], mapping: list[Mapped]) -> list[tuple[int | None, str]]:
+def editor_problems(body: str, body_line: int, host: list[str], mapping: list[Mapped]) -> list[tuple[int | None, str]]:
     """VS Code variables, ``#file:`` references, file links and ``#tool`` mentions: the editor's, reported."""
     problems: list[tuple[int | None, str]] = []
     code = Code(body) if "`" in body or "~~~" in body else None
