@@ -10,7 +10,7 @@ run -o FILE`` writes its bytes.
 Reading a value: a path names a file inside the run's folder (``ctx.cwd``,
 symlinks resolved; a path outside is a ``SecurityError``, as a file read
 here goes to a model's provider or an MCP client); ``{data: <base64>,
-media-type}`` and ``data:`` URLs carry the bytes; an ``http(s)`` URL is
+media-type}``, a media part itself and ``data:`` URLs carry the bytes; an ``http(s)`` URL is
 taken only when the tool's metadata says ``media-urls: true`` (the provider
 fetches it). The media type is sniffed from the bytes (``filetype``, the
 ``media`` extra), never taken from a name a caller gives; one value may have
@@ -135,8 +135,8 @@ def read_part(
         data, declared = _decode(encoded, what, where), head[5:].removesuffix(";base64")
         label = name
     elif isinstance(value, Mapping) and "data" in value:
-        data, declared = _decode(value.get("data"), what, where), str(value.get("media-type") or "")
-        label = name
+        declared = str(value.get("media-type") or value.get("media_type") or "")  # a media part is one too
+        data, label = _decode(value.get("data"), what, where), str(value.get("name") or name)
     elif isinstance(value, str):
         path = _confined(Path(ctx.cwd), value, what, where)
         data, declared, label = _read(path, what, where), "", path.name
