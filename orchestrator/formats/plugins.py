@@ -9,8 +9,11 @@ written ``plugins/NAME``, relative to the project, so no server path ever
 reaches a prompt.
 
 A folder holding ``.claude-plugin/plugin.json`` is a plugin too (a repository
-that is one plugin): its ``agents``, ``commands`` and ``skills`` are named
-after the manifest's ``name``, and ``${CLAUDE_PLUGIN_ROOT}`` is ``.``.
+that is one plugin, or a marketplace's plugin several folders down, found
+within ``MANIFEST_DEPTH`` levels and ``MANIFEST_FOLDERS`` folders): its
+``agents``, ``commands`` and ``skills`` are named after the manifest's
+``name``, and ``${CLAUDE_PLUGIN_ROOT}`` is ``.`` (``plugins/NAME`` under a
+``plugins`` folder).
 
 ``place`` finds the plugin a file belongs to; ``in_location``
 (``orchestrator.formats.fields``) asks it for the ``.claude/...`` locations,
@@ -31,6 +34,11 @@ ROOT_VARIABLE = "${CLAUDE_PLUGIN_ROOT}"
 KINDS = ("agents", "commands", "skills")
 MANIFEST = Path(".claude-plugin", "plugin.json")
 MANIFEST_BYTES = 65536  # a manifest is a few lines; only its name is read
+MANIFEST_DEPTH = 4
+"""Folder levels below a search path where a plugin manifest is looked for (``a/b/c/NAME/.claude-plugin``)."""
+MANIFEST_FOLDERS = 2_000
+"""Folders looked into for manifests per search path: a big tree costs a bounded walk, never a full one."""
+SKIPPED = frozenset({"node_modules", "__pycache__", "venv", "site-packages", "dist", "build", "target"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +55,8 @@ class Place:
 def place(path: Path, kind: str) -> Place | None:
     """The plugin whose ``kind`` folder (``agents``, ``commands``, ``skills``) holds ``path``, or None.
 
-    A plugin is ``plugins/NAME``, or any folder with a ``.claude-plugin/plugin.json`` (its ``name``,
-    else the folder's).
+    A plugin is ``plugins/NAME``, or any folder with a ``.claude-plugin/plugin.json``; it is named by its
+    manifest's ``name`` when it has one (a marketplace's ``plugins/tidy`` may be ``tidy-kit``), else by its folder.
     """
     if f"{os.sep}{kind}{os.sep}" not in str(path):
         return None  # the common case, decided without splitting the path
@@ -56,8 +64,9 @@ def place(path: Path, kind: str) -> Place | None:
     for start in range(len(parts) - 2, 0, -1):  # the nearest enclosing plugin
         if parts[start] != kind:
             continue
-        if start >= 2 and parts[start - 2] == PLUGINS:
-            return Place(parts[start - 1], Path(*parts[: start + 1]), f"{PLUGINS}/{parts[start - 1]}")
+        if start >= 2 and parts[start - 2] == PLUGINS:  # named by its manifest when it has one, as Claude Code
+            named = manifest_name(Path(*parts[:start])) or parts[start - 1]
+            return Place(named, Path(*parts[: start + 1]), f"{PLUGINS}/{parts[start - 1]}")
         name = manifest_name(Path(*parts[:start]))
         if name is not None:
             return Place(name, Path(*parts[: start + 1]), ".")
@@ -88,22 +97,54 @@ def manifest_name(folder: Path) -> str | None:
 
 def plugin_folders(root: Path) -> list[Path]:
     """The plugin folders of a search path: root itself when it is one, else ``root/plugins/*`` (or root's
-    own folders when root is ``plugins``) and root's folders that hold a manifest."""
+    own folders when root is ``plugins``) and the folders below root that hold a manifest.
+
+    Manifests are looked for down to ``MANIFEST_DEPTH`` levels below root (a marketplace keeps its plugins
+    at ``plugins/NAME`` or deeper), in at most ``MANIFEST_FOLDERS`` folders, never inside a plugin found,
+    a hidden folder or a dependency folder (``SKIPPED``).
+    """
     if root.parent.name == PLUGINS or _is_file(root / MANIFEST):
         return [root]
-    try:
-        children = sorted(entry for entry in root.iterdir() if entry.is_dir() and not entry.name.startswith("."))
-    except OSError:
-        return []
+    children = _folders(root)
     if root.name == PLUGINS:
         return children
-    found = [child for child in children if _is_file(child / MANIFEST)]
+    found = _manifests(children)
     holder = root / PLUGINS
     if holder in children:
-        try:
-            found += sorted(e for e in holder.iterdir() if e.is_dir() and not e.name.startswith(".") and e not in found)
-        except OSError:
-            pass
+        found += [folder for folder in _folders(holder) if folder not in found]
+    return found
+
+
+def _folders(folder: Path) -> list[Path]:
+    """``folder``'s subfolders, sorted, without hidden and dependency folders (none when it cannot be read)."""
+    try:
+        return sorted(
+            entry
+            for entry in folder.iterdir()
+            if entry.is_dir() and not entry.name.startswith(".") and entry.name not in SKIPPED
+        )
+    except OSError:
+        return []
+
+
+def _manifests(top: list[Path]) -> list[Path]:
+    """The folders holding a manifest among ``top`` and below them, breadth first and bounded."""
+    found: list[Path] = []
+    level = top
+    looked = 0
+    for _depth in range(MANIFEST_DEPTH):
+        below: list[Path] = []
+        for folder in level:
+            looked += 1
+            if looked > MANIFEST_FOLDERS:
+                return found
+            if _is_file(folder / MANIFEST):
+                found.append(folder)  # a plugin's own folders hold no other plugin
+            else:
+                below += _folders(folder)
+        level = below
+        if not level:
+            break
     return found
 
 
