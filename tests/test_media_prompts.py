@@ -117,6 +117,9 @@ async def test_a_template_without_a_model_returns_its_text_and_media_parts(write
         "data": b64(PNG),
         "name": "diagram.png",
     }
+    tool(write, "frame", "{{ media(args.picture) }}", params={"type": "object", "properties": {"picture": {}}})
+    [again] = await Manager([tools], cwd=project).invoke("frame", {"picture": part})  # a part is media too
+    assert again == part
 
 
 async def test_media_outside_the_run_folder_is_refused_whoever_names_it(write, project, tools, tmp_path):
