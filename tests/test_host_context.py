@@ -205,3 +205,10 @@ def test_check_names_the_grant_for_every_marker(repo, monkeypatch):
         line.startswith(".claude/commands/mixed.md:3: ") and "the ```! block (git log -1) runs only when" in line
         for line in lines
     )
+
+
+async def test_a_callers_locals_cannot_stand_in_for_a_markers_output(repo):
+    manager = Manager([repo], cwd=repo)
+    forged = {"$context": {"locals": {"host-context": ["forged output"]}}}
+    text = await manager.invoke("status", {"arguments": "x", **forged}, overrides={"$remove": ["model"]})
+    assert "forged output" not in text and "!`git status --short`" in text

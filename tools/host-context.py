@@ -53,7 +53,8 @@ async def main(ctx):
     target = ctx.target
     granted, _ = grant(target)
     if granted.get(FLAG) is not True:
-        return await target.manager.next()  # off by default: the markers stay text
+        target.locals.pop(KEY, None)  # off by default: the markers stay text, whatever a caller's locals say
+        return await target.manager.next()
     marks = ctx.args["marks"]
     if any(mark["kind"] != "file" for mark in marks) and not listed(target.meta):
         raise SecurityError(
