@@ -24,6 +24,7 @@ variant's mean score is under the minimum, or under its baseline's.
 
 from __future__ import annotations
 
+import copy
 import json
 import shlex
 import shutil
@@ -286,7 +287,7 @@ async def _variant(
             try:
                 return await manager.invoke(
                     ref,
-                    json.loads(json.dumps(args)),
+                    copy.deepcopy(args),
                     overrides=variant.overrides or None,
                     middleware={METER: {"fn": metered}},
                 )
