@@ -34,6 +34,10 @@ written as its author wrote them (``formats.prompty.authored``): without the
 ``|default('')`` reads and history markers its adapter adds, a thread
 input as ``kind: thread``.
 
+A Claude Code command's context injection (`` !`cmd` ``, `````!`` blocks,
+``@file``; ``orchestrator.formats.injection``) is written as the author wrote
+it, and reported lost: neither a Prompty file nor a subagent runs it.
+
 A field reported lost is never written. Body lines that would read back as
 Prompty role markers (``TOOLS:``, ``# Human:``) are written as jinja2
 strings (``{{ 'TOOLS:' }}``), which render the same; one naming a role
