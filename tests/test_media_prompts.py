@@ -14,7 +14,7 @@ import json
 import anyio.abc
 import pytest
 import yaml
-from servers import serve
+from servers import fakellm_http, fakellm_server, serve
 
 from orchestrator import ConfigurationError, InterpolationError, Manager, SecurityError
 from orchestrator.check import check
@@ -221,3 +221,13 @@ async def test_a_prompty_image_outside_the_run_folder_is_refused(project, tmp_pa
     with pytest.raises(SecurityError, match="outside the run's folder") as info:
         await Manager([folder], cwd=project).invoke("describe", {"question": "?"}, overrides=overrides)
     assert info.value.tool == "describe"
+
+
+async def test_fakellm_answers_a_prompt_that_placed_media(write, project, tools, tmp_path_factory):
+    # fakellm reads the text parts of a content list: the request with its image part is one it takes
+    rules = {"rules": [{"name": "seen", "when": {"messages_contain": "Compare"}, "respond": {"content": "Alike."}}]}
+    with fakellm_server(tmp_path_factory.mktemp("fakellm"), rules) as base:
+        spec = {"provider": "openai", "name": "m", "base-url": f"{base}/v1", "api-key-env": "TC_KEY"}
+        tool(write, "look", LOOK, model=spec, params=PHOTO)
+        assert await Manager([tools], cwd=project).invoke("look", {"photo": "photo.bin"}) == "Alike."
+        assert fakellm_http(f"{base}/_fakellm/stats")["by_rule"] == {"seen": 1}
