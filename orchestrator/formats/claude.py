@@ -338,7 +338,8 @@ class ClaudeAgent:
     leniency = LENIENCY
     summary = Summary(
         "`.claude/agents/*.md`, a plugin's `agents/*.md` (as `P:name`; a plugin is `plugins/P/` or a folder with "
-        "`.claude-plugin/plugin.json`): `name`, `description`, `tools`, `model`; other fields kept as data",
+        "`.claude-plugin/plugin.json`, up to 4 levels down): `name`, `description`, `tools`, `model`; other fields "
+        "kept as data",
         'an agent: the body is the system prompt, `{"prompt": ...}` the user message; our tools '
         "(`mcp__toolcascade__NAME` too) and Claude Code's `Read`, `Glob`, `Grep`, `LS`, `Write`, `Edit`, `Bash`, "
         "`WebFetch` offered (all of them without `tools`; reading confined to the project, writing, `Bash` and "
