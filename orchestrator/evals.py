@@ -42,7 +42,7 @@ import click
 
 from .costs import cost as price
 from .display import display, plain_rows, terminal
-from .errors import ConfigurationError, OrchestratorError
+from .errors import ConfigurationError, OrchestratorError, ToolNotFoundError
 from .evalreport import load_baseline, notes, rows, summary, verdict
 from .evalsets import EvalCase, EvalSet, Scorer, find_dataset, load_dataset
 from .exits import reporting
@@ -233,6 +233,7 @@ async def evaluate(
     with ExitStack() as temporary:
         try:
             tool = base.find_tool(ref)
+            check_judges(evalset, base)
             dataset = Dataset(name=evalset.path.name, cases=cases(evalset, base))
             limiter = anyio.CapacityLimiter(concurrency)
             async with anyio.create_task_group() as group:
@@ -301,6 +302,23 @@ async def _variant(
     outcome.report = await dataset.evaluate(
         task, name=variant.name, task_name=ref, max_concurrency=concurrency, progress=False
     )
+
+
+def check_judges(evalset: EvalSet, judges: Manager) -> None:
+    """Find every judge tool the dataset names before any case runs.
+
+    Raises:
+        ConfigurationError: a judge that is no tool (at its case's line, with the lookup's "did you mean").
+    """
+    for case in evalset.cases:
+        for scorer in case.scorers:
+            if scorer.kind == "judge":
+                try:
+                    judges.find_tool(scorer.value[0])
+                except ToolNotFoundError as exc:
+                    raise ConfigurationError(
+                        f"case {case.name!r}: the judge is no tool: {exc}", path=evalset.path, line=case.line
+                    ) from None
 
 
 def cases(evalset: EvalSet, judges: Manager) -> list[Any]:

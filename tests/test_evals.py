@@ -295,3 +295,13 @@ async def test_an_authority_variant_refuses_a_tool_that_names_its_authority(proj
     base, cheap = report["variants"]
     assert base["score"] == 1.0
     assert cheap["score"] is None and "names its authority ('house')" in cheap["error"]
+
+
+async def test_a_judge_that_is_no_tool_is_refused_before_any_case_runs(project, write, tmp_path):
+    cases = {"cases": [{"name": "one", "args": {"text": "x"}, "scorers": [{"judge": "juge"}]}]}
+    write("tools/label.evals.yaml", yaml.safe_dump(cases))
+    log = tmp_path / "runs.db"
+    with pytest.raises(ConfigurationError, match="case 'one': the judge is no tool") as info:
+        await run(project, Variant("base"), log=log)
+    assert "judge" in str(info.value) and info.value.line == 2
+    assert RunLog(log).runs(None) == []  # nothing ran
