@@ -39,6 +39,8 @@ HINTS = {
 }
 DEFAULTS = {"read-only": False, "destructive": True, "idempotent": False, "open-world": True}
 FIELDS = ("serve", "title", *HINTS)
+OTHER_FIELDS = ("resources",)
+"""``mcp`` fields read elsewhere: ``resources`` (files served as MCP resources, ``orchestrator.resources``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +93,12 @@ def offer(ref: str, kind: str, meta: Mapping[str, Any]) -> Offer:
             tool=ref,
             key=KEY,
         )
-    unknown = [str(field) for field in given if field not in FIELDS]
+    unknown = [str(field) for field in given if field not in FIELDS and field not in OTHER_FIELDS]
     if unknown:
         raise ConfigurationError(
-            f"mcp has no field {unknown[0]!r}; its fields are {', '.join(FIELDS)}", tool=ref, key=f"{KEY}.{unknown[0]}"
+            f"mcp has no field {unknown[0]!r}; its fields are {', '.join((*FIELDS, *OTHER_FIELDS))}",
+            tool=ref,
+            key=f"{KEY}.{unknown[0]}",
         )
     reasons: dict[str, str] = {}
     serve = _serve(ref, kind, given, reasons)

@@ -92,7 +92,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from . import approval, prompts
+from . import approval, prompts, resources
 from .callers import Caller, check_untrusted
 from .completion import complete_with
 from .elicitation import APPROVAL, Elicitor, Refusal, held, read_answer
@@ -535,6 +535,9 @@ def build_server(
         on_list_prompts=functools.partial(prompts.list_prompts, service),
         on_get_prompt=functools.partial(prompts.get_prompt, service),
         on_completion=service.complete,
+        on_list_resources=functools.partial(resources.list_resources, service),
+        on_list_resource_templates=functools.partial(resources.list_templates, service),
+        on_read_resource=functools.partial(resources.read_resource, service),
         on_subscriptions_listen=service.listen,
     )
     server.add_notification_handler("notifications/initialized", NotificationParams, service.on_initialized)
