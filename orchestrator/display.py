@@ -276,6 +276,9 @@ def explanation_view(data: dict[str, Any], *, brief: bool = False) -> list[Any]:
     composed = panels.composed_view(data)
     if composed is not None:
         view += ["", composed]
+    answers = panels.returns_view(data)
+    if answers is not None:
+        view += ["", answers]
     if data.get("prompt"):
         title = "prompt (rendered with ARGS)" if data.get("rendered") else "prompt (as written)"
         view.append("")

@@ -1,4 +1,5 @@
-"""Panels of ``show`` for what a tool composes and how it is served: partials, schemas, instructions, MCP.
+"""Panels of ``show`` for what a tool composes and how it is served: partials, schemas, instructions, MCP,
+and how an agent asks for a structured answer.
 
 Each takes the ``Explanation.to_dict()`` data (or its ``mcp`` part) and
 returns a rich renderable, or None when the tool has nothing of the kind.
@@ -44,3 +45,20 @@ def mcp_view(offered: dict[str, Any]) -> Any:
     for field, reason in offered["reasons"].items():
         grid.add_row(Text(field), Text(reason if field != "title" or not offered["title"] else offered["title"]))
     return Group(Text("served over MCP (mcp)", style="italic"), grid)
+
+
+def returns_view(data: dict[str, Any]) -> Any:
+    """How an agent gets an answer matching ``returns``: the strategy (native, tool, prompted) and why; or None."""
+    from rich.text import Text
+
+    from .agent.returns import strategy_of
+
+    found = strategy_of({item["key"]: item["value"] for item in data.get("keys") or ()}, data["tool"])
+    if found is None:
+        return None
+    if "error" in found:
+        return Text(f"structured answers: cannot tell: {found['error']}", style="red")
+    return Text(
+        f"structured answers: {found['strategy']} ({found['why']}); an answer failing returns is sent back "
+        f"{found['retries']} time(s) (returns-retries)"
+    )

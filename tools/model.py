@@ -1,4 +1,9 @@
-"""model: choose the model that answers a markdown tool (R-AGENT-2)."""
+"""model: choose the model that answers a markdown tool (R-AGENT-2).
+
+A bare word names a model alias: `model-aliases` metadata (say, in the user
+level's AUTHORITY.md: `model-aliases: {local: ollama:qwen3}`) over the
+built-in table and `$TOOLCASCADE_MODEL_ALIASES`.
+"""
 
 from orchestrator.agent import parse_model
 
@@ -12,5 +17,6 @@ frontmatter = {
 async def main(ctx):
     target = ctx.target
     folder = target.tool.path.parent if target.tool.path else None
-    target.locals["model"] = parse_model(ctx.args, tool=target.tool.name, folder=folder)
+    aliases = target.meta.get("model-aliases")  # the alias table's own entries (the user level's, say)
+    target.locals["model"] = parse_model(ctx.args, tool=target.tool.name, folder=folder, aliases=aliases)
     return await target.manager.next()

@@ -25,7 +25,14 @@ from .protocol import check_route, label, timeouts
 
 @asynccontextmanager
 async def sdk_client(
-    sdk: str, factory: str, spec: Mapping[str, Any], env: str, default_url: str
+    sdk: str,
+    factory: str,
+    spec: Mapping[str, Any],
+    env: str,
+    default_url: str,
+    *,
+    endpoint: str | None = None,
+    local: bool = False,
 ) -> AsyncIterator[tuple[Any, str, str]]:
     """``(client, base URL, the key's variable)`` from an official SDK (``openai``, ``anthropic``), for one request.
 
@@ -35,6 +42,10 @@ async def sdk_client(
     when trusted configuration granted them (``model.check_route``): the
     default key goes only to the default endpoint. Inside the agent loop the
     client is its Manager's, reused (``clients``); elsewhere it is closed on exit.
+    ``endpoint``: where requests go when neither names one, instead of the
+    SDK's own default (``default_url``): another service's OpenAI-compatible
+    API. ``local``: that endpoint is on this machine (Ollama's), asked
+    without a key unless ``{env}_API_KEY`` is set.
 
     Raises:
         SecurityError: the spec's base-url or api-key-env is not granted.
@@ -49,9 +60,9 @@ async def sdk_client(
             f"(pip install -e '.[{sdk}]') or pip install {sdk}",
             key="model",
         ) from exc
-    base_url = spec.get("base-url") or os.environ.get(f"{env}_BASE_URL")
+    base_url = spec.get("base-url") or os.environ.get(f"{env}_BASE_URL") or endpoint
     key_env = spec.get("api-key-env") or f"{env}_API_KEY"
-    key = api_key(spec, f"{env}_API_KEY", base_url)
+    key = api_key(spec, f"{env}_API_KEY", base_url if base_url != endpoint or local else None)
     total, connect = timeouts(spec)
 
     def make(key: str, tls: Any) -> Any:

@@ -98,7 +98,7 @@ from .briefing import agent_instructions
 from .clients import keeping
 from .conversation import Conversation, Saver, preamble
 from .media import prompt_content
-from .model import Deltas, label, parse_model
+from .model import ALIASES_KEY, Deltas, label, parse_model
 from .returns import FINAL_ANSWER, structured
 from .routes import authorize_model, authorize_pipeline, check_tool_pipeline
 from .toolset import NEXT, allowed_tools, offered_tools
@@ -122,7 +122,7 @@ def model_spec(ctx: Context) -> dict[str, Any] | None:
     spec = ctx.locals.get("model")
     if spec is None and ctx.meta.get("model"):
         folder = ctx.tool.path.parent if ctx.tool.path else None
-        spec = parse_model(ctx.meta["model"], tool=ctx.tool.name, folder=folder)
+        spec = parse_model(ctx.meta["model"], tool=ctx.tool.name, folder=folder, aliases=ctx.meta.get(ALIASES_KEY))
     return spec
 
 
@@ -151,6 +151,9 @@ class Agent:
         if spec is None:
             raise ConfigurationError("agent-execute needs a model", tool=ctx.tool.name, key="model")
         self.spec = authorize_model(spec, ctx, self.manager)  # who chose its endpoint and key (issue 24)
+        named, table = ctx.meta.get("model"), ctx.meta.get(ALIASES_KEY)
+        if isinstance(named, str) and isinstance(table, Mapping) and named in table:  # the alias chose the route
+            authorize_model(spec, ctx, self.manager, key=(ALIASES_KEY, named))
         self.max_iterations = _setting(ctx, "max-iterations", 40, int)
         self.max_errors = _setting(ctx, "max-consecutive-errors", 3, int)
         self.max_calls = _setting(ctx, "max-tool-calls", MAX_TOOL_CALLS, int)

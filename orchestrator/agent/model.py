@@ -131,18 +131,24 @@ class Deltas:
             self.count = 0
 
 
-def parse_model(value: Any, *, tool: str | None = None, folder: Path | None = None) -> dict[str, Any]:
+def parse_model(
+    value: Any, *, tool: str | None = None, folder: Path | None = None, aliases: Any = None
+) -> dict[str, Any]:
     """Normalize a ``model`` value into a spec mapping with every field present.
 
     ``folder`` resolves a relative script ``file`` (the tool's own folder). A
-    bare word that is no provider is looked up among the model aliases.
+    bare word that is no provider is looked up among the model aliases:
+    ``aliases`` (the tool's ``model-aliases`` metadata) over ``model_aliases()``.
 
     Raises:
-        ConfigurationError: a malformed value, an unknown field or provider, a bad timeout or max-tokens.
+        ConfigurationError: a malformed value, an unknown field or provider, a bad timeout or max-tokens,
+            ``aliases`` not a mapping of names to models.
     """
     where: dict[str, Any] = {"tool": tool, "key": "model"}
-    if isinstance(value, str) and ":" not in value and value not in PROVIDERS and _plugin(value) is None:
-        table = model_aliases()
+    bare = isinstance(value, str) and ":" not in value
+    table: dict[str, Any] = {}
+    if bare and value not in PROVIDERS and _plugin(value) is None:
+        table = model_aliases(aliases, tool=tool)
         if value in table:
             value = table[value]  # an alias names a spec, never another alias
     if isinstance(value, str):
@@ -159,7 +165,7 @@ def parse_model(value: Any, *, tool: str | None = None, folder: Path | None = No
         spec.setdefault(field, None)
     provider = spec["provider"]
     if not isinstance(provider, str) or (provider not in PROVIDERS and _plugin(provider) is None):
-        raise ConfigurationError(_unknown_provider(provider, bare=isinstance(value, str) and ":" not in value), **where)
+        raise ConfigurationError(_unknown_provider(provider, table if bare else None), **where)
     if provider != "scripted" and not spec["name"]:
         raise ConfigurationError(f"model {value!r} needs a name: '{provider}:model-name'", **where)
     if spec["options"] is not None and not isinstance(spec["options"], Mapping):
@@ -175,18 +181,44 @@ def parse_model(value: Any, *, tool: str | None = None, folder: Path | None = No
     return spec
 
 
-def model_aliases() -> dict[str, Any]:
-    """The model aliases a ``model`` value may name: ``orchestrator.formats.aliases()`` but ``inherit``.
+ALIASES: dict[str, Any] = {
+    "gpt-4o": "openai:gpt-4o",
+    "gpt-4o-mini": "openai:gpt-4o-mini",
+    "local": "ollama:llama3.2",
+}
+"""Aliases of our own, beside the other formats' (``sonnet``, ``opus``, ``haiku``); every table above overrides them."""
+ALIASES_KEY = "model-aliases"
 
-    ``inherit`` means "the caller's model" in Claude Code; a toolcascade tool
-    never inherits its caller's model, so it names no model here.
+
+def model_aliases(extra: Any = None, *, tool: str | None = None) -> dict[str, Any]:
+    """The model aliases a ``model`` value may name, later ones winning.
+
+    ``ALIASES``, then ``orchestrator.formats.aliases()`` (``sonnet`` ...,
+    extended by ``$TOOLCASCADE_MODEL_ALIASES``) but ``inherit``, then
+    ``extra``: the ``model-aliases`` metadata (set once for every tool in the
+    user level's ``AUTHORITY.md``, or in any authority or tool). ``inherit``
+    means "the caller's model" in Claude Code; a toolcascade tool never
+    inherits its caller's model, so it names no model here.
 
     Raises:
-        ConfigurationError: ``$TOOLCASCADE_MODEL_ALIASES`` is malformed.
+        ConfigurationError: ``$TOOLCASCADE_MODEL_ALIASES`` is malformed, or ``extra``
+            is not a mapping of names to ``provider:name`` or model mappings.
     """
     from ..formats import aliases  # only a bare word that is no provider needs the table
 
-    return {name: spec for name, spec in aliases().items() if name != "inherit"}
+    table = {**ALIASES, **{name: spec for name, spec in aliases().items() if name != "inherit"}}
+    if extra is None:
+        return table
+    if not isinstance(extra, Mapping) or not all(
+        isinstance(name, str) and isinstance(spec, str | Mapping) for name, spec in extra.items()
+    ):
+        raise ConfigurationError(
+            f"{ALIASES_KEY} must map alias names to 'provider:name' or a model mapping, "
+            f"not {json.dumps(extra, default=str)[:200]}",
+            tool=tool,
+            key=ALIASES_KEY,
+        )
+    return {**table, **extra}
 
 
 def _unknown_fields(value: Mapping[str, Any], unknown: list[str]) -> str:
@@ -210,19 +242,25 @@ def _unknown_fields(value: Mapping[str, Any], unknown: list[str]) -> str:
     )
 
 
-def _unknown_provider(provider: Any, *, bare: bool) -> str:
-    """Why a provider is refused, with the closest provider (or, for a bare word, alias) and how to add an alias."""
+def _unknown_provider(provider: Any, table: Mapping[str, Any] | None) -> str:
+    """Why a provider is refused, with the closest provider (or, for a bare word, alias) and how to add an alias.
+
+    ``table``: the aliases a bare word was looked up in; None for ``provider:name``.
+    """
     import difflib  # only a refused spec needs it
 
     from ..formats import ALIASES_ENV
 
+    bare = table is not None
     providers = sorted(PROVIDERS)
-    aliases = sorted(model_aliases()) if bare else []
+    found = table or model_aliases()
+    ours = sorted(name for name in found if name in ALIASES and found[name] == ALIASES[name])
+    aliases = [*sorted(name for name in found if name not in ours), *ours] if bare else []  # the configured first
     close = difflib.get_close_matches(str(provider), [*providers, *aliases], n=1)
     hint = f"; did you mean {close[0]!r}? Or write" if close else "; write"
     alias = (
-        f", or a model alias ({', '.join(aliases)}; define your own in ${ALIASES_ENV}, "
-        f"e.g. {ALIASES_ENV}='{{fast: \"openai:gpt-4o-mini\"}}')"
+        f", or a model alias ({', '.join(aliases)}; define your own in {ALIASES_KEY} metadata (the user level's "
+        f"AUTHORITY.md sets it for every tool: {ALIASES_KEY}: {{fast: openai:gpt-4o-mini}}) or in ${ALIASES_ENV})"
     )
     return (
         f"unknown model provider {provider!r}{' (nor a model alias)' if bare else ''}{hint} "
@@ -289,7 +327,25 @@ def _anthropic() -> Provider:
     return AnthropicProvider()
 
 
-PROVIDERS: dict[str, Any] = {"scripted": _scripted, "openai": _openai, "anthropic": _anthropic}
+def _ollama() -> Provider:
+    from .openai import OLLAMA_URL, OpenAIProvider
+
+    return OpenAIProvider("OLLAMA", OLLAMA_URL, local=True)
+
+
+def _gemini() -> Provider:
+    from .openai import GEMINI_URL, OpenAIProvider
+
+    return OpenAIProvider("GEMINI", GEMINI_URL)
+
+
+PROVIDERS: dict[str, Any] = {
+    "scripted": _scripted,
+    "openai": _openai,
+    "anthropic": _anthropic,
+    "ollama": _ollama,
+    "gemini": _gemini,
+}
 """Built-in provider factories by name; others come from ``toolcascade.providers`` entry points."""
 
 _INSTANCES: dict[str, Provider] = {}

@@ -5,6 +5,11 @@ OpenAI, vLLM, Ollama, llama.cpp server, LM Studio ... through the official
 use). Base URL and key come from the spec (``base-url``, ``api-key-env``) or
 ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``.
 
+Two more providers speak the same API with their own defaults: ``ollama``
+(``OLLAMA_URL``, a local Ollama server, no key; ``OLLAMA_BASE_URL`` and
+``OLLAMA_API_KEY`` change them) and ``gemini`` (Google's OpenAI-compatible
+endpoint, ``GEMINI_URL``, the key in ``GEMINI_API_KEY``).
+
 Requests stream (``stream: true`` with ``stream_options: {include_usage:
 true}``); the answer is assembled from the chunks while each piece goes to
 the delta callback. ``options: {stream: false}`` sends one unstreamed request
@@ -40,6 +45,8 @@ from .http import request_options, sdk_client, sdk_error, timed_out, transport_e
 from .protocol import Delta, max_tokens, normal_usage, timeouts
 
 DEFAULT_URL = "https://api.openai.com/v1"
+OLLAMA_URL = "http://127.0.0.1:11434/v1"
+GEMINI_URL = "https://generativelanguage.googleapis.com/v1beta/openai/"
 RESERVED = {
     "model": "set the model's name",
     "messages": "the agent sends the conversation",
@@ -54,7 +61,16 @@ class OpenAIProvider:
 
     In the agent loop the client is the Manager's, one per configuration and
     event loop (``orchestrator.agent.clients``); elsewhere one per request.
+    ``env`` prefixes the variables of its base URL and key (``OPENAI``:
+    ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``); ``url`` is where requests go
+    when nothing else says (None: OpenAI's); ``local``: that is a server on
+    this machine, asked without a key (``ollama``).
     """
+
+    def __init__(self, env: str = "OPENAI", url: str | None = None, *, local: bool = False) -> None:
+        self.env = env
+        self.url = url  # None: the SDK's own default, OpenAI's
+        self.local = local
 
     def client(self, spec: Mapping[str, Any]) -> AbstractAsyncContextManager[tuple[Any, str, str]]:
         """``(AsyncOpenAI, base URL, the key's variable)`` for a spec, for one request (see ``http.sdk_client``).
@@ -62,7 +78,7 @@ class OpenAIProvider:
         Raises:
             ConfigurationError: the SDK is not installed, or no key.
         """
-        return sdk_client("openai", "AsyncOpenAI", spec, "OPENAI", DEFAULT_URL)
+        return sdk_client("openai", "AsyncOpenAI", spec, self.env, DEFAULT_URL, endpoint=self.url, local=self.local)
 
     async def complete(self, request: Mapping[str, Any], *, run: str, on_delta: Delta | None = None) -> dict[str, Any]:
         """Send one request and assemble the answer, streaming its pieces to ``on_delta``.

@@ -34,6 +34,7 @@ from ..schema import json_schema, pointer, validator_for, wording
 
 if TYPE_CHECKING:
     from ..context import Context
+    from ..tool import Tool
 
 STRATEGIES = ("native", "tool", "prompted")
 DEFAULT_STRATEGIES = {"anthropic": "tool"}
@@ -130,11 +131,21 @@ def structured(ctx: Context, spec: Mapping[str, Any]) -> Structured | None:
         ConfigurationError: ``returns-strategy`` is not a strategy, ``returns-retries`` not a whole number >= 0,
             ``returns`` a malformed Picoschema shorthand.
     """
-    returns = json_schema(ctx.meta.get("returns"), "returns", ctx.tool)  # a shorthand asks as its JSON Schema does
+    return settings_of(ctx.meta, spec, ctx.tool.name, ctx.tool)
+
+
+def settings_of(
+    meta: Mapping[str, Any], spec: Mapping[str, Any], name: str, origin: Tool | None = None
+) -> Structured | None:
+    """``structured`` for merged metadata ``meta`` and the parsed model ``spec`` of the tool ``name``.
+
+    Raises:
+        ConfigurationError: as ``structured``.
+    """
+    returns = json_schema(meta.get("returns"), "returns", origin, name)  # a shorthand asks as its JSON Schema does
     if not (isinstance(returns, Mapping) and (returns.get("type") == "object" or "properties" in returns)):
         return None
-    name = ctx.tool.name
-    chosen = ctx.meta.get("returns-strategy")
+    chosen = meta.get("returns-strategy")
     if chosen is None:
         strategy, why = default_strategy(spec)
     elif chosen in STRATEGIES:
@@ -145,12 +156,30 @@ def structured(ctx: Context, spec: Mapping[str, Any]) -> Structured | None:
             tool=name,
             key="returns-strategy",
         )
-    retries = ctx.meta.get("returns-retries", DEFAULT_RETRIES)
+    retries = meta.get("returns-retries", DEFAULT_RETRIES)
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ConfigurationError(
             f"returns-retries must be a whole number of 0 or more, not {retries!r}", tool=name, key="returns-retries"
         )
     return Structured(returns, strategy, retries, why)
+
+
+def strategy_of(meta: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+    """What ``show`` says of an agent's structured answers: ``{strategy, why, retries}``, or ``{error}``.
+
+    None when the tool has no model or its ``returns`` asks for no object.
+    """
+    from .model import parse_model  # show only
+
+    if not meta.get("model"):
+        return None
+    try:
+        found = settings_of(meta, parse_model(meta["model"], tool=name, aliases=meta.get("model-aliases")), name)
+    except ConfigurationError as exc:
+        return {"error": exc.detail}
+    if found is None:
+        return None
+    return {"strategy": found.strategy, "why": found.why, "retries": found.retries}
 
 
 def default_strategy(spec: Mapping[str, Any]) -> tuple[str, str]:
