@@ -237,3 +237,30 @@ async def test_mcp_client_mcp_server_git_over_stdio(tmp_path):
         status = await manager.invoke("git/git_status", {"repo_path": str(repo)})
     text = status if isinstance(status, str) else str(status)
     assert "new.txt" in text
+
+
+async def test_mcp_client_the_tool_list_is_cached_until_the_server_says_it_changed(tmp_path):
+    raw = {"command": sys.executable, "args": [RAW], "timeout": 20}
+    with Manager([folder(tmp_path / "tools", {"raw": raw})]) as manager, anyio.fail_after(LIMIT):
+        with pytest.raises(ToolNotFoundError):
+            manager.find_tool("raw/added")
+        assert await manager.invoke("raw/grow", {}) == "grown"
+        for _ in range(100):  # the notification is handled on the pool's loop, beside the answer
+            try:
+                found = manager.find_tool("raw/added")
+                break
+            except ToolNotFoundError:
+                await anyio.sleep(0.1)
+        assert found.description == "Added by grow."
+
+
+async def test_mcp_client_an_agent_hears_a_dead_server_as_a_tool_result(flaky, tmp_path):
+    script = [
+        {"calls": [{"name": "flaky__die", "arguments": {}}]},
+        {"answer": "the server died", "expect": {"last-role": "tool", "contains": "RemoteToolError"}},
+    ]
+    meta = {"model": {"provider": "scripted", "script": script}, "tools": ["flaky/die"]}
+    text = "---\n" + yaml.safe_dump({"description": "d", "metadata": meta}, sort_keys=False) + "---\nGo\n"
+    (tmp_path / "tools" / "dier.md").write_text(text, encoding="utf-8")
+    with anyio.fail_after(LIMIT):
+        assert await flaky.invoke("dier", {}) == "the server died"
