@@ -3,7 +3,7 @@
 **Media results.** A tool that returns a media part
 (``orchestrator.mediaparts``), or a list of text and media parts, gives
 image and audio content as such, a file as an embedded resource
-(``toolcascade://result/NAME``, its bytes inline), and a part given by URL as
+(``toolcascade-result://NAME``, its bytes inline: not a resource ``resources/read`` serves), and a part given by URL as
 a resource link; a text line describing the media comes first when the
 result has no text of its own.
 
@@ -34,7 +34,7 @@ from .schema import check, json_schema
 if TYPE_CHECKING:
     import mcp.types as types
 
-MEDIA_URI = "toolcascade://result/"
+MEDIA_URI = "toolcascade-result://"
 """The URI an embedded file result is given: a name for the client, not a resource it can read again."""
 SERVER_PATH = "<server path>"  # what an error result says instead of a path outside the served folders
 _PATH = re.compile(r"(?<![\w.~/:-])(?:file://)?/[^\s'\"`,;:()\[\]{}<>|]+")
