@@ -224,7 +224,7 @@ def _turn_line(turn: dict[str, Any]) -> str:
     if kind == "model.request":
         offered = ", ".join(data.get("tools") or []) or "no tools"
         sent = data.get("messages")
-        count = len(sent) if isinstance(sent, list) else sent
+        count = len(sent) + (data.get("earlier") or 0) if isinstance(sent, list) else sent
         return f"{where} asks {data.get('model')}: {count} messages, {offered}"
     if kind == "model.response":
         calls = ", ".join(data.get("calls") or [])
@@ -242,7 +242,8 @@ def _messages(turn: dict[str, Any]) -> list[str]:
     sent = (turn.get("data") or {}).get("messages")
     if turn.get("kind") != "model.request" or not isinstance(sent, list):
         return []
-    lines = []
+    earlier = (turn.get("data") or {}).get("earlier")
+    lines = [f"        ({earlier} as in the request before)"] if earlier else []
     for message in sent:
         if not isinstance(message, dict):
             lines.append(f"        {_json(message)}")

@@ -11,7 +11,8 @@ names look secret (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSW*`` ...),
 every environment value for a tool with ``trust: {env: true}``, the value of
 the variable an agent's ``api-key-env`` names, and a paused run's resume
 token. The cut reaches the messages a ``model.request`` sent, when its
-event carries them. A run whose answers ``orchestrator.costs`` can price
+event carries them: the messages after those the agent's previous request
+sent too (``earlier`` counts those), each bounded. A run whose answers ``orchestrator.costs`` can price
 keeps its ``cost`` (US dollars) and the price table it came from
 (``prices``).
 """
@@ -60,7 +61,8 @@ def row(call: Call, environment: Environment) -> tuple[Any, ...]:
             secrets.append(token)
         notes = getattr(call.error, "__notes__", ())
         error = {"type": type(call.error).__name__, "message": " ".join([str(call.error), *notes])}
-    turns = [_turn(event, call.lookup, secrets) for event in call.events]
+    sent: dict[tuple[str, int], list[Any]] = {}  # each agent's last request's messages
+    turns = [_turn(event, call.lookup, secrets, sent) for event in call.events]
     secrets += environment.values if call.env else environment.secrets
     usage = dict(call.usage) if call.usage else None
     body = {
@@ -151,7 +153,9 @@ def _plain_args(args: Any) -> Any:
     return args
 
 
-def _turn(event: Event, lookup: Callable[[str], Any] | None, secrets: list[Any]) -> dict[str, Any]:
+def _turn(
+    event: Event, lookup: Callable[[str], Any] | None, secrets: list[Any], sent: dict[tuple[str, int], list[Any]]
+) -> dict[str, Any]:
     data = {key: event.data.get(key) for key in _TURN_DATA.get(event.kind, ()) if key in event.data}
     called = data.get("call")
     if event.kind == "tool.start" and lookup is not None and isinstance(called, str):
@@ -164,10 +168,26 @@ def _turn(event: Event, lookup: Callable[[str], Any] | None, secrets: list[Any])
         data["arguments"] = redact(arguments, _schema(lookup(called)), secrets)
     if "content" in data:
         data["content"] = _bounded(data["content"])
-    if isinstance(data.get("messages"), list):  # the messages as sent (an older agent sent their count)
-        data["messages"] = _bounded(data["messages"])
+    messages = data.get("messages")
+    if isinstance(messages, list):  # the messages as sent (an older agent sent their count)
+        data.update(_new_messages(messages, sent, (event.tool, event.depth)))
     turn = {"kind": event.kind, "tool": event.tool, "depth": event.depth, "iteration": event.iteration}
     return {**turn, "time": event.time, "data": data}
+
+
+def _new_messages(
+    messages: list[Any], sent: dict[tuple[str, int], list[Any]], agent: tuple[str, int]
+) -> dict[str, Any]:
+    """A request's messages as kept: those after the ones its agent's request before sent too (``earlier``: how many).
+
+    Each request of an agent sends the whole conversation again; keeping
+    only what is new keeps a run's row as long as its conversation, not its
+    square. A conversation rewritten since (compacted) is kept whole.
+    """
+    before = sent.get(agent)
+    sent[agent] = messages
+    earlier = len(before) if before and messages[: len(before)] == before else 0
+    return {"messages": [_bounded(message) for message in messages[earlier:]], "earlier": earlier}
 
 
 def _bounded(value: Any) -> Any:

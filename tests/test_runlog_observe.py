@@ -187,15 +187,19 @@ async def test_an_agents_requests_are_recorded_with_their_messages_and_shown(wri
         (info,) = manager.runlog.runs()
         run = manager.runlog.get(info.id)
     assert run is not None
-    first, second = (turn["data"]["messages"] for turn in run["turns"] if turn["kind"] == "model.request")
-    assert [m["role"] for m in first] == ["user"]
-    assert first[0]["content"] == "How many kettles? (token [redacted])"  # a secret of the environment is cut out
-    assert [m["role"] for m in second] == ["user", "assistant", "tool"]  # the list as sent then, not as it grew
-    assert "3" in json.dumps(second[2])
+    first, second = (turn["data"] for turn in run["turns"] if turn["kind"] == "model.request")
+    assert [m["role"] for m in first["messages"]] == ["user"] and first["earlier"] == 0
+    assert (
+        first["messages"][0]["content"] == "How many kettles? (token [redacted])"
+    )  # a secret of the environment is cut out
+    # the second request sent the first's message again, then what came since: only that is kept again
+    assert second["earlier"] == 1 and [m["role"] for m in second["messages"]] == ["assistant", "tool"]
+    assert "3" in json.dumps(second["messages"][1])
     assert b"tok-7731-4409-private" not in file_bytes(log)
     shown = CliRunner(env={"NO_COLOR": "1"}).invoke(cli, ["logs", "show", info.id, "--log", str(log)])
     assert "        user: How many kettles? (token [redacted])" in shown.output
     assert "        tool: " in shown.output
+    assert "asks scripted: 3 messages" in shown.output and "        (1 as in the request before)" in shown.output
 
 
 async def test_an_mcp_server_with_a_run_log_records_each_call_with_its_caller(talker, write, tmp_path):
