@@ -16,7 +16,6 @@ the answer names it, to fetch with a new call, as Claude Code does.
 
 from orchestrator import InvocationError, SecurityError
 from orchestrator.hosttools import bounded, domain_allowed, grant, permit, rules
-from orchestrator.webpages import check_url, fetch, readable
 
 frontmatter = {
     "description": (
@@ -40,6 +39,8 @@ frontmatter = {
 
 def _narrowed(ctx, url):
     """Refuse a host that the file's ``WebFetch(domain:...)`` patterns do not allow."""
+    from orchestrator.webpages import check_url  # http.client and ssl load when a page is fetched, not listed
+
     patterns = rules(ctx, "WebFetch")
     host = check_url(url).hostname or ""
     if patterns is not None and not domain_allowed(host, patterns):
@@ -50,6 +51,8 @@ def _narrowed(ctx, url):
 
 
 async def main(ctx):
+    from orchestrator.webpages import fetch, readable
+
     _narrowed(ctx, ctx.args["url"])
     await permit(ctx, "web", f"fetches {ctx.args['url'][:200]}")
     url = ctx.args["url"]  # an approver may have edited it: check it again
