@@ -251,7 +251,7 @@ async def test_r_agent_1_events_show_the_loop(write, manager):
 
 async def test_r_agent_2_model_strings_and_bad_specs(write, manager):
     for value, needle in [
-        ("gpt-4o", "unknown model provider 'gpt-4o'"),
+        ("gpt-4x", "unknown model provider 'gpt-4x'"),  # gpt-4o is an alias (openai:gpt-4o), gpt-4x is nothing
         ("openai", "needs a name"),
         ({"provider": "scripted", "temperature": 1}, "unknown model field"),
         (42, "model must be"),
