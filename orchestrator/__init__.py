@@ -28,6 +28,7 @@ from .events import Event
 from .explain import EntryExplanation, Explanation, KeyExplanation
 from .limits import Limits
 from .manager import Manager
+from .mediaparts import media_part
 from .ordering import Entry
 from .tool import Tool, ToolInfo
 from .version import __version__ as __version__  # not in __all__: `import *` leaves it out, as before
@@ -65,4 +66,5 @@ __all__ = [
     "ToolNotFoundError",
     "ValidationError",
     "ctx_target",
+    "media_part",
 ]

@@ -40,6 +40,7 @@ ENGINE_LOCALS = frozenset(
     {
         "prompt",
         "result",
+        "media",
         "middleware",
         "directives",
         "model",
