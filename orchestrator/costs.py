@@ -6,7 +6,9 @@
 model the table does not know (the offline ``scripted`` one, a local
 server's), the cost is None: never an error. ``table()`` names the price
 table a cost came from (``genai-prices 0.2.3``: the package ships its
-prices), so a recorded cost says which prices it used.
+prices), so a recorded cost says which prices it used. The table loads on
+the first answer it is asked to price (about a second: a run log prices on
+its own thread), never for the ``scripted`` model.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from typing import Any
+
+UNPRICED = frozenset({"scripted"})  # providers that cost nothing: no table is loaded for them
 
 
 @functools.lru_cache(maxsize=1)
@@ -28,13 +32,13 @@ def table() -> str | None:
 
 def cost(model: Any, usage: Any) -> float | None:
     """The price in US dollars of one model answer; None when it cannot be known (no table, unknown model)."""
-    if not isinstance(model, str) or not isinstance(usage, Mapping) or table() is None:
+    if not isinstance(model, str) or not isinstance(usage, Mapping):
         return None
     provider, _, name = model.partition(":")
-    if not name:
-        return None
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    if not isinstance(prompt, int) or not isinstance(completion, int):
+    if not name or provider in UNPRICED or not isinstance(prompt, int) or not isinstance(completion, int):
+        return None  # decided before the table is loaded: the offline model's runs never load it
+    if table() is None:
         return None
     return _price(provider, name, prompt, completion)
 

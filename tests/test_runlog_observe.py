@@ -221,3 +221,18 @@ async def test_an_mcp_server_with_a_run_log_records_each_call_with_its_caller(ta
     assert found["boom"].status == "error" and found["boom"].error_type == "ValueError"
     assert found["talker"].caller is not None and found["talker"].caller == found["boom"].caller
     assert found["talker"].cost is not None  # the model turns of a served call are kept as well
+
+
+def test_an_offline_models_runs_never_load_the_price_table(tmp_path):
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from orchestrator.costs import cost\n"
+        "assert cost('scripted', {'prompt_tokens': 3, 'completion_tokens': 1}) is None\n"
+        "assert cost('openai:gpt-4o-mini', {'total_tokens': 4}) is None\n"
+        "print('genai_prices' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
