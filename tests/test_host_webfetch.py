@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from servers import free_port
 
 from orchestrator import ArgsValidationError, InvocationError, Manager, SecurityError
 from orchestrator.pagetext import page_text
@@ -205,7 +206,7 @@ async def test_a_page_that_never_ends_stops_at_the_time_bound(site):
 
 async def test_an_unreachable_host_is_an_invocation_error():
     with pytest.raises(InvocationError, match="cannot be fetched"):
-        await fetch("http://127.0.0.1:9/", private=True, seconds=5)
+        await fetch(f"http://127.0.0.1:{free_port()}/", private=True, seconds=5)  # nothing listens there
 
 
 # -- where it may go --------------------------------------------------------------------------
