@@ -108,9 +108,10 @@ async def test_mcp_client_a_stdio_server_sees_only_the_variables_its_entry_names
     assert "TC_CANARY_SECRET" not in names
 
 
-def test_mcp_client_manager_close_stops_the_server_process(flaky):
+def test_mcp_client_a_stdio_server_runs_in_its_own_process_group_until_manager_close(flaky):
     pid = flaky.invoke_sync("flaky/pid", {})["result"]
     os.kill(pid, 0)  # running
+    assert os.getpgid(pid) == pid != os.getpgid(0)  # in a process group of its own
     flaky.close()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
