@@ -8,7 +8,7 @@ server's), the cost is None: never an error. ``table()`` names the price
 table a cost came from (``genai-prices 0.2.3``: the package ships its
 prices), so a recorded cost says which prices it used. The table loads on
 the first answer it is asked to price (about a second: a run log prices on
-its own thread), never for the ``scripted`` model.
+its own thread), never for the offline ``scripted`` model nor a local ``ollama`` one.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-UNPRICED = frozenset({"scripted"})  # providers that cost nothing: no table is loaded for them
+UNPRICED = frozenset({"scripted", "ollama"})  # offline and local models: no table is loaded for them
 
 
 @functools.lru_cache(maxsize=1)
