@@ -14,16 +14,15 @@ it at run time, ``orchestrator.agent.model.authorize_model``).
 
 from __future__ import annotations
 
-import gc
 import os
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .agent.model import KEYLESS, parse_model, route_line, route_setter, untrusted_roots
 from .authorities import FOLDER_FILE, load_authority
 from .cascade import make_level
+from .collector import paused
 from .collisions import check_collisions, check_middleware_args, check_replaced
 from .errors import OrchestratorError
 from .formats.rendering import leniency_note
@@ -56,25 +55,9 @@ def check(manager: Manager) -> list[Problem]:
 
     Problems are sorted by file and line; each is reported once.
     """
-    with manager.registry.snapshot() as run, _collector_paused():  # one look at each file and folder
+    # One look at each file and folder; the collector paused: a check keeps what it loads (orchestrator.collector).
+    with manager.registry.snapshot() as run, paused():
         return _check(manager, run)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for the pass, back as it was after.
-
-    A check keeps what it loads (the caches) and frees little: over 10,000
-    tools the collector's full passes over that growing heap took ~2 of 7 s,
-    finding nothing to free. Cycles made meanwhile are collected afterwards.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _check(manager: Manager, run: Snapshot) -> list[Problem]:

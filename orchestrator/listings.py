@@ -17,6 +17,7 @@ import anyio
 import anyio.to_thread
 
 from .annotations import Offer, offer
+from .collector import paused
 from .errors import OrchestratorError, describe
 from .manager import Manager
 from .results import output_schema
@@ -95,7 +96,9 @@ class Listings:
             OrchestratorError: the tools cannot be listed at all (a ``FolderLimitError``).
         """
         served: dict[str, Listing] = {}
-        for info in self.manager.list_tools():
+        with paused():  # a listing's heap is kept, not freed (orchestrator.collector)
+            infos = self.manager.list_tools()
+        for info in infos:
             if info.error is not None:
                 self._report(info.ref, f"not served: {info.error}")
                 continue

@@ -6,8 +6,13 @@ shortcuts to their meaning, with real files (and symlinks) in ``tmp_path``.
 
 from __future__ import annotations
 
+import gc
+import threading
 from pathlib import Path
 
+import pytest
+
+from orchestrator.collector import paused
 from orchestrator.folders import real_paths
 
 
@@ -31,3 +36,55 @@ def test_real_paths_follow_a_symlinked_file_and_a_symlinked_folder(tmp_path: Pat
     found = real_paths(paths)
     assert found == [str(p.resolve()) for p in paths]
     assert len(set(found)) == 1  # one file reached three ways: a listing shows it once
+
+
+# -- the collector, paused while a listing builds its heap (orchestrator.collector) ----------------------
+
+
+def test_a_pause_turns_the_collector_off_and_back_on() -> None:
+    assert gc.isenabled()
+    with paused():
+        assert not gc.isenabled()
+        with paused():  # nested
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the outer pause still runs
+    assert gc.isenabled()
+
+
+def test_a_pause_leaves_a_collector_that_was_off_off() -> None:
+    gc.disable()
+    try:
+        with paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_a_pause_ends_even_when_its_block_raises() -> None:
+    with pytest.raises(ValueError), paused():
+        raise ValueError("a listing failed")
+    assert gc.isenabled()
+
+
+def test_the_collector_comes_back_when_the_last_of_two_threads_pauses_ends() -> None:
+    first_in, second_in, first_may_leave, first_left = (threading.Event() for _ in range(4))
+    states: list[bool] = []
+
+    def first() -> None:
+        with paused():
+            first_in.set()
+            first_may_leave.wait(5)
+        first_left.set()
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    first_in.wait(5)
+    with paused():
+        second_in.set()
+        first_may_leave.set()
+        first_left.wait(5)
+        states.append(gc.isenabled())  # the first pause ended, this one has not
+    thread.join(5)
+    states.append(gc.isenabled())
+    assert states == [False, True]
