@@ -68,3 +68,17 @@ def test_plugins_folders_without_a_manifest_still_count(write, tmp_path):
     found = {folder.relative_to(tmp_path).as_posix() for folder in plugin_folders(tmp_path)}
     assert found == {"plugins/review", "deep/er/kit"}
     assert "review:check" in {info.ref for info in Manager([Path(tmp_path)]).list_tools()}
+
+
+def test_the_folders_looked_into_are_reported_for_a_cache_to_watch(write, tmp_path):
+    from orchestrator.formats import location_trees, registered
+
+    write("a/b/readme.txt", "x")
+    plugin(write, "a/c/kit", "kit")
+    looked: list[Path] = []
+    trees = {
+        tree.relative_to(tmp_path).as_posix() for tree, _fmt in location_trees(tmp_path, registered().values(), looked)
+    }
+    assert "a/c/kit/commands" in trees
+    seen = {folder.relative_to(tmp_path).as_posix() or "." for folder in looked}
+    assert {".", "a", "a/b", "a/c", "a/c/kit"} <= seen  # where a new manifest would change the answer

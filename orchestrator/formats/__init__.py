@@ -298,12 +298,15 @@ def suffixes(formats: Iterable[Format]) -> tuple[str, ...]:
     return tuple(sorted(found, key=len, reverse=True))
 
 
-def location_trees(root: Path, formats: Iterable[Format]) -> Iterator[tuple[Path, Format]]:
+def location_trees(
+    root: Path, formats: Iterable[Format], looked: list[Path] | None = None
+) -> Iterator[tuple[Path, Format]]:
     """The folders under ``root`` that formats read as trees, with their format.
 
     A location ``.claude/agents`` is found at ``root/.claude/agents``, at
     ``root`` itself when root is it or lies inside it, and at ``root/agents``
-    when root ends with ``.claude``.
+    when root ends with ``.claude``. ``looked`` receives the folders read while looking for plugins
+    (``plugins.plugin_folders``), for a cache to watch.
     """
     seen: set[tuple[Path, str]] = set()
     for fmt in formats:
@@ -322,10 +325,12 @@ def location_trees(root: Path, formats: Iterable[Format]) -> Iterator[tuple[Path
             if (folder, fmt.name) not in seen:
                 seen.add((folder, fmt.name))
                 yield folder, fmt
-    yield from _plugin_trees(root, formats, seen)
+    yield from _plugin_trees(root, formats, seen, looked)
 
 
-def _plugin_trees(root: Path, formats: Iterable[Format], seen: set[tuple[Path, str]]) -> Iterator[tuple[Path, Format]]:
+def _plugin_trees(
+    root: Path, formats: Iterable[Format], seen: set[tuple[Path, str]], looked: list[Path] | None
+) -> Iterator[tuple[Path, Format]]:
     """The ``agents``, ``commands`` and ``skills`` folders of the Claude Code plugins under ``root``."""
     kinds = [
         (fmt, loc[len(".claude/") :])
@@ -337,7 +342,7 @@ def _plugin_trees(root: Path, formats: Iterable[Format], seen: set[tuple[Path, s
         return
     from .plugins import plugin_folders
 
-    for plugin in plugin_folders(root):
+    for plugin in plugin_folders(root, looked):
         for fmt, kind in kinds:
             folder = plugin / kind
             if (folder, fmt.name) not in seen:

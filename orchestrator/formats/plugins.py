@@ -95,20 +95,23 @@ def manifest_name(folder: Path) -> str | None:
     return folder.name
 
 
-def plugin_folders(root: Path) -> list[Path]:
+def plugin_folders(root: Path, looked: list[Path] | None = None) -> list[Path]:
     """The plugin folders of a search path: root itself when it is one, else ``root/plugins/*`` (or root's
     own folders when root is ``plugins``) and the folders below root that hold a manifest.
 
     Manifests are looked for down to ``MANIFEST_DEPTH`` levels below root (a marketplace keeps its plugins
     at ``plugins/NAME`` or deeper), in at most ``MANIFEST_FOLDERS`` folders, never inside a plugin found,
-    a hidden folder or a dependency folder (``SKIPPED``).
+    a hidden folder or a dependency folder (``SKIPPED``). ``looked``, when given, receives every folder
+    whose entries were read, so a cache of the result can follow edits there (a manifest added deep down).
     """
     if root.parent.name == PLUGINS or _is_file(root / MANIFEST):
         return [root]
+    if looked is not None:
+        looked.append(root)
     children = _folders(root)
     if root.name == PLUGINS:
         return children
-    found = _manifests(children)
+    found = _manifests(children, looked)
     holder = root / PLUGINS
     if holder in children:
         found += [folder for folder in _folders(holder) if folder not in found]
@@ -127,17 +130,19 @@ def _folders(folder: Path) -> list[Path]:
         return []
 
 
-def _manifests(top: list[Path]) -> list[Path]:
+def _manifests(top: list[Path], looked: list[Path] | None) -> list[Path]:
     """The folders holding a manifest among ``top`` and below them, breadth first and bounded."""
     found: list[Path] = []
     level = top
-    looked = 0
+    count = 0
     for _depth in range(MANIFEST_DEPTH):
         below: list[Path] = []
         for folder in level:
-            looked += 1
-            if looked > MANIFEST_FOLDERS:
+            count += 1
+            if count > MANIFEST_FOLDERS:
                 return found
+            if looked is not None:
+                looked.append(folder)
             if _is_file(folder / MANIFEST):
                 found.append(folder)  # a plugin's own folders hold no other plugin
             else:
