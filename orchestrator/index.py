@@ -430,8 +430,6 @@ class Index:
         def deps_of(paths: Iterable[str]) -> list[int] | None:
             found = []
             for path in paths:
-                if frozen(path):
-                    continue  # an installed package's built-ins: never stat-ed, vouched for by the key
                 if path in refused:
                     return None
                 at = row_of(path, sig_of(path))
@@ -461,7 +459,7 @@ class Index:
             value = encoder.encode(name, entry[0])
             if value is MISS:
                 continue
-            deps = deps_of(sorted(entry[1]))
+            deps = deps_of(sorted(p for p in entry[1] if not frozen(p)))  # frozen: vouched for by the key
             if deps is not None:
                 entries[name][code] = [value, deps]
         # What the file held and this listing did not ask for (``check`` lists names, not rows) is kept.
