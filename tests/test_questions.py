@@ -168,3 +168,12 @@ def test_chat_asks_the_question_on_the_terminal(manager, tmp_path):
     code, screen = on_terminal(["chat", "forecast", "--store", str(tmp_path / "s.db")], ["go", "F", "/exit"], tmp_path)
     assert code == 0, screen
     assert "Which unit, C or F?" in screen and "done" in screen
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_run_on_a_terminal_asks_the_question_there(manager, tmp_path):
+    code, screen = on_terminal(["run", "forecast", "--path", "tools"], ["kelvin", "F"], tmp_path)
+    assert code == 0, screen
+    assert "question (weather, called by forecast): Which unit, C or F?" in screen
+    assert "invalid answer" in screen and "done" in screen  # kelvin was refused, F answered
