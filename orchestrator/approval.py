@@ -16,6 +16,10 @@ The ``approval`` middleware (``tools/approval.py``) asks, in order:
 4. nobody: it raises ``ApprovalRequired``, which the agent loop or
    ``Manager.invoke`` turns into a suspended run (``Interrupted``).
 
+The same approvers answer a middleware's questions to its caller
+(``orchestrator.questions``) through their ``respond`` method: approval is
+that channel's yes/no question about a held call.
+
 An approver is a callable taking the request (plain JSON: ``kind``, ``tool``,
 ``args``, ``reason``, ``agent``, ``run``, and ``calls`` for a batch) and
 returning anything ``Decision.of`` reads. An ``async def`` approver is
