@@ -19,6 +19,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigurationError
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from .context import Context
     from .events import Event
     from .manager import Manager
+    from .tool import Tool
 
 log = logging.getLogger("orchestrator.runlog")
 
@@ -117,10 +119,7 @@ class Recorder:
         model = meta.get("model")
         if isinstance(model, Mapping) and isinstance(model.get("api-key-env"), str):
             call.secrets.append(os.environ.get(model["api-key-env"]))
-        try:
-            call.levels = self._manager.planner.plan(ctx.tool, ctx.paths, shared.checked).levels
-        except Exception:  # a tool registered or changed meanwhile: its levels are left out
-            call.levels = ()
+        call.planned = partial(_levels, self._manager, ctx.tool, ctx.paths)  # looked up on the writer thread
 
     def record(
         self,
@@ -181,6 +180,11 @@ class Recorder:
             self.runlog.close()
         else:
             self.runlog.flush()
+
+
+def _levels(manager: Manager, tool: Tool, paths: Any) -> Any:
+    """The cascade levels of ``tool``'s plan (its cached plan: the writer thread asks, not the event loop)."""
+    return manager.planner.plan(tool, paths, set()).levels
 
 
 def _new_id() -> str:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .runlog import Call
 
 REDACTED = "[redacted]"
+_SCHEMAS: dict[int, tuple[Any, Any]] = {}  # id(params or returns) -> (it, its JSON Schema), for the writer threads
 MAX_TEXT = 200_000  # characters of one arg, result or model answer kept; the rest is cut
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|PRIVATE|COOKIE|SESSION|DSN", re.IGNORECASE)
 _TURN_DATA = {
@@ -66,11 +67,11 @@ def row(call: Call, environment: Environment) -> tuple[Any, ...]:
     secrets += environment.values if call.env else environment.secrets
     usage = dict(call.usage) if call.usage else None
     body = {
-        "args": _bounded(args),
-        "result": _bounded(result),
+        "args": args,
+        "result": result,
         "error": error,
         "meta_hash": _digest(call.meta) if call.meta is not None else None,
-        "levels": [_level(level) for level in call.levels],
+        "levels": [_level(level) for level in _levels(call)],
         "usage": usage,
         "cost": None,
         "prices": None,
@@ -79,13 +80,17 @@ def row(call: Call, environment: Environment) -> tuple[Any, ...]:
     price = total(turns)
     if price is not None:
         body["cost"], body["prices"] = price, table()
+    text = json.dumps(body, ensure_ascii=False, default=str)
+    if len(text) > MAX_TEXT:  # only then can the args or the result be over the bound: cut them, write again
+        body["args"], body["result"] = _bounded(body["args"]), _bounded(body["result"])
+        text = json.dumps(body, ensure_ascii=False, default=str)
     cut = _cutter(secrets)
-    if cut is not None:
-        body = _scrub(body, cut)
+    if cut is not None and cut[1].search(text):  # a secret is in the row's text: cut it out of every string
+        body = _scrub(body, cut[0])
         error = body["error"]
+        text = json.dumps(body, ensure_ascii=False, default=str)
     model = next((t["data"].get("model") for t in turns if t["data"].get("model")), None)
     tokens = usage.get("total_tokens") if usage else None
-    text = json.dumps(body, ensure_ascii=False, default=str)
     return (
         call.id,
         call.started,
@@ -136,14 +141,32 @@ def secret_environment() -> Environment:
 
 
 def _schema(value: Any) -> Any:
+    """``value`` (``params`` or ``returns``) as JSON Schema, None when it is none; the same object, converted once."""
     if value is None:
         return None
+    found = _SCHEMAS.get(id(value))
+    if found is not None and found[0] is value:
+        return found[1]
     from .schema import json_schema
 
     try:
-        return json_schema(value)
+        schema = json_schema(value)
     except ConfigurationError:
-        return None
+        schema = None
+    if len(_SCHEMAS) >= 256:
+        _SCHEMAS.clear()
+    _SCHEMAS[id(value)] = (value, schema)  # the value is kept: its id is never another's while cached
+    return schema
+
+
+def _levels(call: Call) -> Sequence[Any]:
+    """The cascade levels of ``call``'s plan: given, or looked up now (off the event loop), () when that fails."""
+    if call.levels or call.planned is None:
+        return call.levels
+    try:
+        return call.planned()
+    except Exception:  # a tool changed or gone meanwhile: its levels are left out
+        return ()
 
 
 def _plain_args(args: Any) -> Any:
@@ -212,8 +235,9 @@ def _level(level: Any) -> dict[str, Any]:
     return {"kind": getattr(level, "kind", None), "name": getattr(level, "name", None), "path": path and str(path)}
 
 
-def _cutter(secrets: Sequence[Any]) -> re.Pattern[str] | None:
-    """One pattern matching every secret's text (strings of 4 characters or more, longest first)."""
+def _cutter(secrets: Sequence[Any]) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+    """Patterns matching every secret's text (strings of 4 characters or more, longest first): as it is, and as
+    JSON writes it inside a string (to look for it in a row's text first)."""
     texts: set[str] = set()
     for secret in secrets:
         if isinstance(secret, str):
@@ -225,9 +249,12 @@ def _cutter(secrets: Sequence[Any]) -> re.Pattern[str] | None:
 
 
 @functools.lru_cache(maxsize=64)
-def _pattern(texts: tuple[str, ...]) -> re.Pattern[str] | None:
-    """The pattern of ``texts``, compiled once (the environment's secrets are the same for every run)."""
-    return re.compile("|".join(map(re.escape, texts))) if texts else None
+def _pattern(texts: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+    """The patterns of ``texts``, compiled once (the environment's secrets are the same for every run)."""
+    if not texts:
+        return None
+    written = [json.dumps(text, ensure_ascii=False)[1:-1] for text in texts]
+    return re.compile("|".join(map(re.escape, texts))), re.compile("|".join(map(re.escape, {*texts, *written})))
 
 
 def _strings(value: Any) -> Iterator[str]:

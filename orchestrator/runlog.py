@@ -107,7 +107,8 @@ class Call:
     """One finished top-level call as the recorder hands it to the log: raw, redacted on the writer thread.
 
     ``params`` and ``returns`` are the tool's schemas (redaction), ``meta``
-    its merged metadata (hashed), ``levels`` its plan's cascade levels,
+    its merged metadata (hashed), ``levels`` its plan's cascade levels (or
+    ``planned``, which looks them up on the writer thread),
     ``events`` the run's model turns, ``env`` whether its templates saw the
     environment, ``lookup`` how to find a called tool's ``params``.
     """
@@ -123,6 +124,7 @@ class Call:
     caller: str | None = None
     meta: Mapping[str, Any] | None = None
     levels: Sequence[Any] = ()
+    planned: Callable[[], Sequence[Any]] | None = None
     events: Sequence[Event] = ()
     usage: Mapping[str, Any] | None = None
     env: bool = False
