@@ -70,6 +70,8 @@ ENGINE_SETTINGS = frozenset(
         "host-rules",
         "media-urls",
         "instructions",
+        "mcp-servers",
+        "complete-with",
     }
 )
 """Metadata keys that choose models, endpoints, secrets, offered tools, trust (the host tools' ``host-trust``

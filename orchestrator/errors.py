@@ -17,7 +17,8 @@ Every error the engine raises on purpose derives from ``OrchestratorError``::
     │   │   └── RefusedAnswerError
     │   ├── ApprovalRequired
     │   ├── ApprovalDenied
-    │   └── ApproverError
+    │   ├── ApproverError
+    │   └── RemoteToolError
     ├── InvocationTimeout
     ├── Interrupted
     └── SecurityError
@@ -357,6 +358,20 @@ class Interrupted(OrchestratorError):
         self.token = token
         self.request = request
         super().__init__(message, **where)
+
+
+class RemoteToolError(InvocationError):
+    """Raised when a remote (MCP) tool fails: its server did not start, timed out, crashed, or answered an error or too much.
+
+    ``server`` and ``remote`` (the tool's name on its server) say which; ``reason`` is one of
+    ``start``, ``timeout``, ``crashed``, ``error``, ``protocol``, ``too-large``.
+    """
+
+    def __init__(self, message: str, *, server: str, remote: str | None, reason: str, tool: str | None = None) -> None:
+        self.server = server
+        self.remote = remote
+        self.reason = reason
+        super().__init__(message, tool=tool or (f"{server}/{remote}" if remote else server))
 
 
 class InvocationTimeout(OrchestratorError):

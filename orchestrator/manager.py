@@ -245,10 +245,13 @@ class Manager:
         self.lifetime.end(self._stop)
 
     def _stop(self) -> None:
-        """The first steps of ``close``: the file watcher, and what the run log has pending is written."""
+        """The first steps of ``close``: the file watcher, the run log's pending rows, the MCP servers remote tools started."""
         self.registry.freshness.close()
         if self.recorder is not None:
             self.recorder.close()
+        remote = sys.modules.get("orchestrator.remote")  # not imported: no remote tool was looked up
+        if remote is not None:
+            remote.close_pool(self.registry)
 
     async def aclose(self) -> None:
         """``close()`` on a worker thread, so the event loop keeps running while workers are reaped."""

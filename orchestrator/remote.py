@@ -44,17 +44,17 @@ from typing import TYPE_CHECKING, Any
 
 from .authorities import Authorities
 from .chain import frames
-from .errors import ConfigurationError, SecurityError, ToolNotFoundError
+from .errors import ConfigurationError, RemoteToolError, SecurityError, ToolNotFoundError
 from .planner import Planner
 from .registry import Registry, SearchPath
-from .remotes import Pool, RemoteToolError, ServerSpec, parse_server
+from .remotes import Pool, ServerSpec, parse_server
 from .tool import Tool
 
 if TYPE_CHECKING:
     from .cascade import Level
     from .context import Context
 
-__all__ = ["KIND", "SERVERS", "RemoteToolError", "declared_servers", "find_remote", "pool_of", "remote_refs"]
+__all__ = ["KIND", "SERVERS", "RemoteToolError", "close_pool", "declared_servers", "find_remote", "pool_of", "remote_refs"]
 
 SERVERS = "mcp-servers"
 """The metadata key declaring MCP servers."""
@@ -72,6 +72,13 @@ def pool_of(registry: Registry) -> Pool:
         pool = _pools[registry] = Pool(registry.changed)
         weakref.finalize(registry, pool.close)
     return pool
+
+
+def close_pool(registry: Registry) -> None:
+    """Stop the servers ``registry``'s remote tools started (``Manager.close``); a later lookup starts them again."""
+    pool = _pools.pop(registry, None)
+    if pool is not None:
+        pool.close()
 
 
 def _planner(registry: Registry) -> Planner:

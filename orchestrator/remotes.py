@@ -39,7 +39,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from .errors import ConfigurationError, InvocationError
+from .errors import ConfigurationError, InvocationError, RemoteToolError
 
 DEFAULT_TIMEOUT = 60.0
 """Seconds a server has to start, list its tools or answer a call, unless its entry sets ``timeout``."""
@@ -47,20 +47,6 @@ DEFAULT_MAX_RESULT = 16_000_000
 """Bytes a result may hold (its text, structured content and base64 data), unless the entry sets ``max-result``."""
 STDIO_KEYS = frozenset({"command", "args", "env", "cwd", "timeout", "max-result"})
 HTTP_KEYS = frozenset({"url", "headers", "bearer-token-env", "timeout", "max-result"})
-
-
-class RemoteToolError(InvocationError):
-    """A remote (MCP) tool failed: its server did not start, timed out, crashed, answered an error or too much.
-
-    ``server`` and ``remote`` (the tool's name on its server) say which; ``reason`` is one of
-    ``start``, ``timeout``, ``crashed``, ``error``, ``protocol``, ``too-large``.
-    """
-
-    def __init__(self, message: str, *, server: str, remote: str | None, reason: str, tool: str | None = None) -> None:
-        self.server = server
-        self.remote = remote
-        self.reason = reason
-        super().__init__(message, tool=tool or (f"{server}/{remote}" if remote else server))
 
 
 @dataclass(frozen=True, slots=True)

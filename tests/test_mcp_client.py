@@ -22,10 +22,10 @@ from orchestrator import (
     ArgsValidationError,
     ConfigurationError,
     Manager,
+    RemoteToolError,
     SecurityError,
     ToolNotFoundError,
 )
-from orchestrator.remotes import RemoteToolError
 
 pytestmark = pytest.mark.anyio
 

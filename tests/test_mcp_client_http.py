@@ -21,8 +21,7 @@ import pytest
 import yaml
 from servers import free_port, listening, stop
 
-from orchestrator import Manager
-from orchestrator.remotes import RemoteToolError
+from orchestrator import Manager, RemoteToolError
 
 pytestmark = pytest.mark.anyio
 
