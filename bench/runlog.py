@@ -6,11 +6,12 @@
   over rounds. Target: recording keeps at least 0.8x the throughput without
   it (the rows are written on the log's own thread, in batches).
 - MCP: sequential ``tools/call`` of the same tool through the official
-  client against ``build_server`` in this process, the server's Manager
-  with a run log and without; milliseconds per call, median over rounds.
-  Target: recording adds at most 10% to a call's latency.
+  client against two ``build_server`` servers in this process, open side by
+  side, one whose Manager keeps a run log, called in turn in short rounds;
+  milliseconds per call, median over rounds. Target: recording adds at
+  most 10% to a call's latency.
 
-    .venv/bin/python -m bench.runlog [--lines 10000] [--calls 300] [--rounds 5]
+    .venv/bin/python -m bench.runlog [--lines 10000] [--calls 200] [--rounds 5]
 
 Prints a small markdown table and the two ratios against the targets.
 """
@@ -31,6 +32,7 @@ import anyio
 
 BATCH_TARGET = 0.8  # lines per second with recording over without, at least
 MCP_TARGET = 1.1  # ms per MCP call with recording over without, at most
+MCP_ROUNDS = 4  # MCP rounds per round of the bench, each server in turn
 NOTE = """---
 description: Notes a text.
 metadata:
@@ -80,23 +82,39 @@ def batch_rate(tools: Path, source: Path, work: Path, recording: bool) -> float:
     return lines / seconds
 
 
-async def mcp_latency(tools: Path, log: Path | None, calls: int, rounds: int) -> list[float]:
-    """Milliseconds per sequential MCP call, one figure per round, against a server in this process."""
+async def mcp_latency(tools: Path, log: Path, calls: int, rounds: int) -> dict[bool, list[float]]:
+    """Milliseconds per sequential MCP call, per round, against two servers in this process: one recording in
+    ``log``, one not, open side by side and called in turn (``calls`` each per round), so the machine's load
+    weighs on both alike. The writer thread writes during a recording round; what is left at its end (at most
+    the last 50 ms of rows) is written before the next round, so none of it lands in the other server's round."""
+    from contextlib import AsyncExitStack
+
     from mcp import Client
 
     from orchestrator import Manager
     from orchestrator.mcp import build_server
 
-    figures = []
-    with Manager([tools], runlog=log) as manager:
-        async with Client(build_server(manager)) as client:
-            for _ in range(max(20, calls // 5)):  # warm-up: imports, caches, the writer thread
+    figures: dict[bool, list[float]] = {False: [], True: []}
+    async with AsyncExitStack() as stack:
+        clients = {}
+        managers = {}
+        for recording in (False, True):
+            managers[recording] = stack.enter_context(Manager([tools], runlog=log if recording else None))
+            clients[recording] = await stack.enter_async_context(Client(build_server(managers[recording])))
+        runlog = managers[True].runlog
+        assert runlog is not None
+        for client in clients.values():  # warm-up: imports, caches, the writer thread
+            for _ in range(max(20, calls)):
                 await client.call_tool("note", {"text": "warm"})
-            for _ in range(rounds):
+        for index in range(rounds):
+            for recording in (False, True) if index % 2 == 0 else (True, False):
+                client = clients[recording]
                 started = time.perf_counter()
                 for number in range(calls):
                     await client.call_tool("note", {"text": f"call {number}"})
-                figures.append((time.perf_counter() - started) / calls * 1e3)
+                figures[recording].append((time.perf_counter() - started) / calls * 1e3)
+                if recording:  # the last rows of the round are written before the other server's round
+                    await anyio.to_thread.run_sync(runlog.flush)
     return figures
 
 
@@ -116,12 +134,7 @@ def run(lines: int, calls: int, rounds: int) -> dict[str, Any]:
         tools, source = write_folder(root, lines)
         batch_rate(tools, source, root, False)  # warm-up: imports, the tool's plan, the index
         rates = alternate(rounds, lambda recording: batch_rate(tools, source, root, recording))
-        latency: dict[bool, list[float]] = {False: [], True: []}
-        for index in range(rounds):
-            order = (False, True) if index % 2 == 0 else (True, False)
-            for recording in order:
-                log = root / f"mcp-{index}.db" if recording else None
-                latency[recording] += anyio.run(mcp_latency, tools, log, calls, 1)
+        latency = anyio.run(mcp_latency, tools, root / "mcp.db", calls, rounds * MCP_ROUNDS)
     batch_off, batch_on = statistics.median(rates[False]), statistics.median(rates[True])
     mcp_off, mcp_on = statistics.median(latency[False]), statistics.median(latency[True])
     return {
@@ -150,13 +163,14 @@ def markdown(found: dict[str, Any]) -> str:
         f"{found['mcp_ratio']:.2f}x | ≤ {MCP_TARGET}x | {'pass' if mcp_ok else '**FAIL**'} |",
     ]
     load = " / ".join(f"{value:.2f}" for value in os.getloadavg())
-    return "\n".join(rows) + f"\n\nMedians over {found['rounds']} rounds, on and off in turn; load average {load}.\n"
+    rounds = f"batch: medians over {found['rounds']} runs each; MCP: over {found['rounds'] * MCP_ROUNDS} rounds each"
+    return "\n".join(rows) + f"\n\n{rounds}, on and off in turn; load average {load}.\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--lines", type=int, default=10_000, help="JSON lines per batch run")
-    parser.add_argument("--calls", type=int, default=300, help="MCP calls per round")
+    parser.add_argument("--calls", type=int, default=200, help="MCP calls per round, to each server")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of each, on and off in turn")
     options = parser.parse_args()
     print(markdown(run(options.lines, options.calls, options.rounds)))
