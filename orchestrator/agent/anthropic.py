@@ -48,6 +48,7 @@ import anyio
 from ..errors import ConfigurationError
 from .answer import Answer, BadAnswer, decode, field, mapping, server_error
 from .http import request_options, sdk_client, sdk_error, timed_out, transport_error
+from .media import anthropic_tool_result
 from .protocol import Delta, max_tokens, normal_usage, timeouts
 
 DEFAULT_URL = "https://api.anthropic.com"
@@ -149,8 +150,13 @@ def messages(ours: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if role == "system":
             continue
         if role == "tool":
-            text = str(message.get("content") or "")
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.get("tool_call_id"), "content": text}
+            content = anthropic_tool_result(message.get("content"), _block)
+            text = content if isinstance(content, str) else ""
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": message.get("tool_call_id"),
+                "content": content,
+            }
             if text.startswith("error: "):
                 block["is_error"] = True
             blocks = [block]

@@ -42,6 +42,7 @@ import anyio
 from ..errors import ConfigurationError
 from .answer import Answer, BadAnswer, decode, field, mapping, server_error
 from .http import request_options, sdk_client, sdk_error, timed_out, transport_error
+from .media import openai_turns
 from .protocol import Delta, max_tokens, normal_usage, timeouts
 
 DEFAULT_URL = "https://api.openai.com/v1"
@@ -118,7 +119,7 @@ class OpenAIProvider:
 
 def _body(request: Mapping[str, Any], spec: Mapping[str, Any], compatible: bool) -> dict[str, Any]:
     """The chat completions request body (options are added by the caller)."""
-    body: dict[str, Any] = {"model": spec["name"], "messages": [_wire(m) for m in request["messages"]]}
+    body: dict[str, Any] = {"model": spec["name"], "messages": [_wire(m) for m in openai_turns(request["messages"])]}
     options = spec.get("options") or {}
     if "max_tokens" not in options and "max_completion_tokens" not in options:
         body["max_tokens" if compatible else "max_completion_tokens"] = max_tokens(spec)

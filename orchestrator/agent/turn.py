@@ -20,7 +20,11 @@ from ..approval import Decision, deciding
 from ..errors import ApprovalRequired, InvocationError, OrchestratorError
 from ..options import extract_options
 from ..tracing import CALL_ID
+from .media import result_content
 from .toolset import NEXT
+
+Content = str | list[dict[str, Any]]
+"""A tool result as the model reads it: text, or text and media parts."""
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -114,7 +118,7 @@ async def batch(ctx: Context, runs: list[dict[str, Any]], overrides: dict[str, A
 
 
 def kept_outcomes(
-    calls: list[dict[str, Any]], outcomes: list[tuple[bool, Any, str]], is_next: Callable[[Mapping[str, Any]], bool]
+    calls: list[dict[str, Any]], outcomes: list[tuple[bool, Any, Content]], is_next: Callable[[Mapping[str, Any]], bool]
 ) -> list[tuple[bool, Any]]:
     """The outcomes ``tool-choice: required`` returns: the wrapped chain's result once, however often it ran.
 
@@ -140,7 +144,7 @@ def deciding_on(decision: Decision | None) -> AbstractContextManager[None]:
 
 async def run_turn(
     agent: Agent, turn: dict[str, Any], iteration: int, decision: Decision | None
-) -> list[tuple[bool, Any, str]]:
+) -> list[tuple[bool, Any, Content]]:
     """Run one turn's tool calls: the batch hook, then every call not finished yet; their outcomes in order.
 
     ``turn`` is the turn's state (what a suspension saves): the model's
@@ -170,7 +174,7 @@ async def run_turn(
     outcomes: list[Any] = turn["outcomes"]
     held = turn["held"] if isinstance(turn["held"], int) else None
     todo = [i for i, outcome in enumerate(outcomes) if outcome is None]
-    results: dict[int, tuple[bool, Any, str] | ApprovalRequired | Termination] = {}
+    results: dict[int, tuple[bool, Any, Content] | ApprovalRequired | Termination] = {}
 
     async def one(index: int) -> None:
         with deciding_on(decision if index == held else None):
@@ -192,12 +196,12 @@ async def run_turn(
     if waiting:
         turn["held"] = waiting[0][0]
         raise agent.suspension(waiting[0][1], turn) from waiting[0][1]
-    return [(bool(o[0]), o[1], str(o[2])) for o in outcomes]
+    return [(bool(o[0]), o[1], o[2]) for o in outcomes]
 
 
 async def run_call(
     agent: Agent, call: Mapping[str, Any], run: Mapping[str, Any], iteration: int
-) -> tuple[bool, Any, str] | ApprovalRequired | Termination:
+) -> tuple[bool, Any, Content] | ApprovalRequired | Termination:
     """Run one tool call; every failure becomes an error result for the model, never a crash.
 
     ``run`` is the call after the batch hook: its ``arguments`` (maybe
@@ -248,6 +252,6 @@ async def run_call(
     return True, value, _text(value)
 
 
-def _text(value: Any) -> str:
-    """A call's value as the tool result the model reads."""
-    return value if isinstance(value, str) else json.dumps(value, default=str)
+def _text(value: Any) -> str | list[dict[str, Any]]:
+    """A call's value as the tool result the model reads: text, or text and media parts (``media.result_content``)."""
+    return result_content(value)
