@@ -1,8 +1,8 @@
 """The recorder: what joins a Manager to its run log (``Manager(runlog=...)``).
 
 The top-level ``invoke`` (``orchestrator.invocation``) hands the recorder
-each finished call; the recorder listens to the manager's events for the
-run's model turns (``model.request``, ``model.response``, ``tool.start``,
+each finished call; from the first one on, the recorder listens to the
+manager's events for the run's model turns (``model.request``, ``model.response``, ``tool.start``,
 ``tool.end``: a run's top-level ``invoke.start`` opens it), and hands the
 whole to the ``RunLog``, whose writer thread redacts and writes it. A call
 made elsewhere (a unit on an executor, a batch line) is recorded with
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
@@ -54,7 +55,8 @@ class Recorder:
         self._turns: OrderedDict[str, list[Event]] = OrderedDict()
         self._described: dict[str, tuple[str | None, Any, Any, bool]] = {}
         self._listening = self.listen
-        manager.events.listeners.append(self._listening)
+        self._listens = False  # listening starts with the first top-level invoke (begin): a batch's units never do
+        self._lock = threading.Lock()
 
     def listen(self, event: Event) -> None:
         """Keep a run's model turns (an event listener: the run's top-level ``invoke.start`` opens it)."""
@@ -72,9 +74,19 @@ class Recorder:
                     event = replace(event, data={**event.data, "messages": list(sent)})
                 turns.append(event)
 
-    @staticmethod
-    def begin() -> tuple[float, float]:
-        """When a call starts: wall-clock time and the performance counter."""
+    def begin(self) -> tuple[float, float]:
+        """When a top-level invoke starts: wall-clock time and the performance counter.
+
+        The first one starts listening to the manager's events for model
+        turns: until then the manager has no listener on the recorder's
+        account, so a batch (whose lines are units, never ``invoke``) emits no
+        event for it.
+        """
+        if not self._listens:
+            with self._lock:
+                if not self._listens:
+                    self._manager.events.listeners.append(self._listening)
+                    self._listens = True
         return time.time(), time.perf_counter()
 
     def finish(
@@ -219,7 +231,7 @@ async def recorded(manager: Manager, tool: str, args: Any, call: Callable[[], Aw
     recorder = manager.recorder
     if recorder is None:
         return await call()
-    started, clock = recorder.begin()
+    started, clock = time.time(), time.perf_counter()
     try:
         result = await call()
     except Exception as exc:

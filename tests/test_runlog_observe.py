@@ -236,3 +236,17 @@ def test_an_offline_models_runs_never_load_the_price_table(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+async def test_the_recorder_listens_from_the_first_invoke_and_a_batch_never_makes_it(write, tools, tmp_path):
+    write("tools/public.md", NOTE)
+    with Manager([tools], runlog=tmp_path / "runs.db") as manager:
+        assert manager.recorder is not None and not manager.events  # no event is built on the log's account yet
+        manager.recorder.record("public", {"text": "a batch line"}, started=0.0, seconds=0.1, result="x")
+        assert not manager.events  # a batch's lines are recorded without any listener
+        await manager.invoke("public", {"text": "hello"})
+        assert len(manager.events.listeners) == 1  # the first invoke starts it, once
+        await manager.invoke("public", {"text": "again"})
+        assert len(manager.events.listeners) == 1
+        assert manager.runlog is not None and len(manager.runlog.runs()) == 3
+    assert not manager.events.listeners  # closing the manager stops it
