@@ -3,6 +3,7 @@
 from .authorities import Authority
 from .context import Context, ctx_target
 from .errors import (
+    AnswerValidationError,
     ApprovalDenied,
     ApprovalRequired,
     ApproverError,
@@ -21,6 +22,7 @@ from .errors import (
     ReturnsValidationError,
     SecurityError,
     SessionLostError,
+    Termination,
     ToolDefinitionError,
     ToolNotFoundError,
     ValidationError,
@@ -31,10 +33,12 @@ from .limits import Limits
 from .manager import Manager
 from .mediaparts import media_part
 from .ordering import Entry
+from .questions import answering, ask_caller
 from .tool import Tool, ToolInfo
 from .version import __version__ as __version__  # not in __all__: `import *` leaves it out, as before
 
 __all__ = [
+    "AnswerValidationError",
     "ApprovalDenied",
     "ApprovalRequired",
     "ApproverError",
@@ -62,11 +66,14 @@ __all__ = [
     "ReturnsValidationError",
     "SecurityError",
     "SessionLostError",
+    "Termination",
     "Tool",
     "ToolDefinitionError",
     "ToolInfo",
     "ToolNotFoundError",
     "ValidationError",
+    "answering",
+    "ask_caller",
     "ctx_target",
     "media_part",
 ]

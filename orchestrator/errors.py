@@ -11,6 +11,7 @@ Every error the engine raises on purpose derives from ``OrchestratorError``::
     ├── InterpolationError
     ├── ValidationError
     │   ├── ArgsValidationError
+    │   ├── AnswerValidationError
     │   └── ReturnsValidationError
     ├── InvocationError
     │   ├── ModelError
@@ -18,7 +19,8 @@ Every error the engine raises on purpose derives from ``OrchestratorError``::
     │   ├── ApprovalRequired
     │   ├── ApprovalDenied
     │   ├── ApproverError
-    │   └── RemoteToolError
+    │   ├── RemoteToolError
+    │   └── Termination
     ├── InvocationTimeout
     ├── Interrupted
     └── SecurityError
@@ -243,6 +245,12 @@ class ArgsValidationError(ValidationError):
     what = "args"
 
 
+class AnswerValidationError(ValidationError):
+    """Raised when the caller's answer to a question does not match the question's schema."""
+
+    what = "answer"
+
+
 class ReturnsValidationError(ValidationError):
     """Raised when a result does not match the tool's ``returns`` schema.
 
@@ -372,6 +380,24 @@ class RemoteToolError(InvocationError):
         self.remote = remote
         self.reason = reason
         super().__init__(message, tool=tool or (f"{server}/{remote}" if remote else server))
+
+
+class Termination(InvocationError):
+    """Raised by a ``tool-pipeline`` middleware to end the agent's loop: no further model request is made.
+
+    Microsoft Agent Framework's MiddlewareTermination. The turn's other
+    calls finish, every result joins the conversation (and the session),
+    and the agent returns ``value`` (validate-returns still checks it). Raise
+    it before ``next()`` to skip the call (its result for the model is
+    ``value``), or after, with the call's result or anything else. Only the
+    nearest agent's loop ends: one that called this agent as a tool gets
+    ``value`` as that call's result. Outside an agent's tool call it is an
+    error like any other.
+    """
+
+    def __init__(self, value: Any = None, *, tool: str | None = None) -> None:
+        self.value = value
+        super().__init__("a middleware ended the agent loop outside an agent's tool call", tool=tool)
 
 
 class InvocationTimeout(OrchestratorError):

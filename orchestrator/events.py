@@ -30,6 +30,8 @@ KINDS = (
     "tool.end",
     "approval.request",
     "approval.decision",
+    "input.request",
+    "input.answer",
     "chain.stopped",
     "agent.instructions",
 )
@@ -44,8 +46,8 @@ class Event:
     ``iteration`` the agent loop's turn (model and tool events). ``data``:
 
     - ``invoke.end``: ``error`` (``"Type: message"`` or None), ``seconds``.
-    - ``model.request``: ``model`` (``provider:name``), ``messages`` (how
-      many), ``tools`` (names offered), ``response_format`` (a JSON answer
+    - ``model.request``: ``model`` (``provider:name``), ``messages`` (the
+      list the provider is sent), ``tools`` (names offered), ``response_format`` (a JSON answer
       was asked for).
     - ``model.delta``: a piece of the answer while it streams: ``text``, or
       ``call`` (the tool), ``arguments`` (a fragment of its JSON arguments)
@@ -61,11 +63,15 @@ class Event:
       a cached answer, whose ``content`` a display shows instead).
     - ``tool.start``: ``call`` (the tool), ``arguments``; ``tool.end``:
       ``call``, ``error`` (None on success), ``held`` (True when the call
-      waits for an approval decision).
+      waits for an approval decision), ``terminated`` (True when a
+      ``tool-pipeline`` middleware ended the agent's loop: ``Termination``).
     - ``approval.request``: ``request`` (what the approver is asked: ``tool``,
       ``args``, ``reason``, ...), ``by`` (the approver); ``approval.decision``:
       ``call``, ``action`` (approve / deny / edit), ``reason``, ``by``,
       ``args`` (the args the call runs with).
+    - ``input.request``: a middleware asks the caller (``ask_caller``):
+      ``request`` (``question``, ``schema``, ``tool``), ``by`` (who answers);
+      ``input.answer``: ``answer``, ``by``.
     - ``chain.stopped``: an entry ended the chain of ``tool`` before the rest
       of it ran (it returned without calling ``next()``, or finished the
       chain first): a cache hit, an answer given in place of the body, or a

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
-from .errors import InvocationError, ValidationError, describe
+from .errors import AnswerValidationError, InvocationError, describe
 from .schema import check
 
 if TYPE_CHECKING:
@@ -46,12 +46,6 @@ MAX_SHOWN = 4000  # characters of a schema a terminal prompt shows
 _answering: contextvars.ContextVar[Responder | None] = contextvars.ContextVar("toolcascade_answering", default=None)
 # The approver of the request being served (the CLI's terminal, the MCP client), if any.
 _asking: contextvars.ContextVar[Responder | None] = contextvars.ContextVar("toolcascade_asking", default=None)
-
-
-class AnswerValidationError(ValidationError):
-    """Raised when the caller's answer to a question does not match the question's schema."""
-
-    what = "answer"
 
 
 def plain(value: Any) -> Any:

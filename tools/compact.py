@@ -62,7 +62,7 @@ def cut(messages, max_messages, max_tokens):
 async def summary(ctx, spec, dropped):
     parent = ctx.target.parent
     folder = parent.tool.path.parent if parent is not None and parent.tool.path else None
-    model = parse_model(spec, tool=ctx.tool.name, folder=folder)
+    model = parse_model(spec, tool=ctx.tool.name, folder=folder, aliases=ctx.target.meta.get("model-aliases"))
     transcript = "\n".join(f"{m.get('role')}: {m.get('content') or json.dumps(m.get('tool_calls'))}" for m in dropped)
     request = {
         "model": model,

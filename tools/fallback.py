@@ -32,7 +32,9 @@ frontmatter = {
 async def main(ctx):
     target = ctx.target
     mark = target.manager.checkpoint()
-    models = [parse_model(m, tool=target.tool.name) for m in ctx.args["models"]]
+    models = [
+        parse_model(m, tool=target.tool.name, aliases=target.meta.get("model-aliases")) for m in ctx.args["models"]
+    ]
     for model in [None, *models]:
         if model is not None:
             target.manager.rewind(mark)

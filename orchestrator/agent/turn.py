@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..approval import Decision, deciding
-from ..errors import ApprovalRequired, InvocationError, OrchestratorError
+from ..errors import ApprovalRequired, InvocationError, OrchestratorError, Termination
 from ..options import extract_options
 from ..tracing import CALL_ID
 from .media import result_content
@@ -31,24 +31,6 @@ if TYPE_CHECKING:
     from .loop import Agent
 
 log = logging.getLogger("orchestrator.agent")
-
-
-class Termination(InvocationError):
-    """Raised by a ``tool-pipeline`` middleware to end the agent's loop: no further model request is made.
-
-    Microsoft Agent Framework's MiddlewareTermination. The turn's other
-    calls finish, every result joins the conversation (and the session),
-    and the agent returns ``value`` (validate-returns still checks it). Raise
-    it before ``next()`` to skip the call (its result for the model is
-    ``value``), or after, with the call's result or anything else. Only the
-    nearest agent's loop ends: one that called this agent as a tool gets
-    ``value`` as that call's result. Outside an agent's tool call it is an
-    error like any other.
-    """
-
-    def __init__(self, value: Any = None, *, tool: str | None = None) -> None:
-        self.value = value
-        super().__init__("a middleware ended the agent loop outside an agent's tool call", tool=tool)
 
 
 def refuse_extra(turn: dict[str, Any], max_calls: int, agent: str) -> None:
