@@ -88,3 +88,24 @@ def test_the_collector_comes_back_when_the_last_of_two_threads_pauses_ends() -> 
     thread.join(5)
     states.append(gc.isenabled())
     assert states == [False, True]
+
+
+# -- the catalogue bench/catalog.py --cpu measures -----------------------------------------------------
+
+
+def test_the_benchmarks_catalogue_lists_every_tool_and_checks_clean(tmp_path: Path, monkeypatch) -> None:
+    # A broken generated tool would be listed as an error row, and the figures would time error paths.
+    from bench.catalog import write_trust_catalog
+    from orchestrator import Manager
+    from orchestrator.check import check
+
+    monkeypatch.setenv("TOOLCASCADE_CACHE", str(tmp_path / "cache"))
+    catalog = write_trust_catalog(tmp_path / "catalog", 40, 4)
+    infos = Manager([catalog]).list_tools()
+    assert sorted(info.ref for info in infos) == sorted(
+        f"group{f:02d}/tool{t:03d}" for f in range(4) for t in range(10)
+    )
+    assert [info for info in infos if info.error is not None] == []
+    assert {info.kind for info in infos} == {"markdown", "python"}
+    assert infos[0].params["required"] == ["topic"]
+    assert check(Manager([catalog])) == []
