@@ -505,3 +505,26 @@ def _close(word: str, choices: Sequence[str]) -> list[str]:
     import difflib  # only a misspelling needs it
 
     return difflib.get_close_matches(word, choices, n=1)
+
+
+def untrusted_level(level: Level, tool: Tool, roots: Sequence[Path], trusted_siblings: set[Path]) -> bool:
+    """Whether ``level``'s file lies in a folder the program does not trust, or in an untrusted ``authorities/``.
+
+    ``roots`` are the untrusted search paths' roots, ``trusted_siblings`` the
+    ``authorities/`` folders beside trusted ones. The tool's own level is as
+    trusted as the tool; a level without a file (a registered function's
+    metadata, the program's overrides) is the program's own. The rule that
+    model routes (``orchestrator.agent.routes``) and MCP servers
+    (``orchestrator.remote``) apply.
+    """
+    if level.kind == "tool":
+        return not tool.trusted
+    if level.path is None:
+        return False
+    for root in roots:
+        siblings = root.parent / "authorities"
+        if level.path.is_relative_to(root) or (
+            level.path.is_relative_to(siblings) and siblings not in trusted_siblings
+        ):
+            return True
+    return False

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .authorities import Authorities
+from .cascade import untrusted_level
 from .chain import frames
 from .errors import ConfigurationError, RemoteToolError, SecurityError, ToolNotFoundError
 from .planner import Planner
@@ -54,7 +55,16 @@ if TYPE_CHECKING:
     from .cascade import Level
     from .context import Context
 
-__all__ = ["KIND", "SERVERS", "RemoteToolError", "close_pool", "declared_servers", "find_remote", "pool_of", "remote_refs"]
+__all__ = [
+    "KIND",
+    "SERVERS",
+    "RemoteToolError",
+    "close_pool",
+    "declared_servers",
+    "find_remote",
+    "pool_of",
+    "remote_refs",
+]
 
 SERVERS = "mcp-servers"
 """The metadata key declaring MCP servers."""
@@ -207,7 +217,7 @@ def _checked(server: str, entry: Any, levels: Sequence[Level], tool: Tool, paths
         if value is not None and (not isinstance(value, Mapping) or server in value):
             setters.append(level)
     for level in setters:
-        if _untrusted(level, tool, roots, trusted_siblings):
+        if untrusted_level(level, tool, roots, trusted_siblings):
             who = "this tool" if level.kind == "tool" else f"{level.kind} {level.name!r}"
             raise SecurityError(
                 f"{who} declares MCP server {server!r}, but it is a file from a folder the program does not trust: "
@@ -220,24 +230,6 @@ def _checked(server: str, entry: Any, levels: Sequence[Level], tool: Tool, paths
                 key=f"{SERVERS}.{server}",
             )
     return parse_server(server, entry, tool.name)
-
-
-def _untrusted(level: Level, tool: Tool, roots: Sequence[Path], trusted_siblings: set[Path]) -> bool:
-    """Whether a level's file lies in a folder the program does not trust (or its ``authorities/`` sibling).
-
-    The rule of ``orchestrator.agent.routes`` for model routes.
-    """
-    if level.kind == "tool":
-        return not tool.trusted
-    if level.path is None:
-        return False  # a registered function's metadata: the program's own
-    for root in roots:
-        siblings = root.parent / "authorities"
-        if level.path.is_relative_to(root) or (
-            level.path.is_relative_to(siblings) and siblings not in trusted_siblings
-        ):
-            return True
-    return False
 
 
 def _tool(spec: ServerSpec, ref: str, listed: Any, root: Path | None, trusted: bool) -> Tool:

@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..cascade import MISSING, merge_default
+from ..cascade import MISSING, merge_default, untrusted_level
 from ..errors import SecurityError
 
 if TYPE_CHECKING:
@@ -222,7 +222,7 @@ def route_setter(
             merged = value
     for field in ROUTE:
         owner = owners.get(field)
-        if owner is not None and _untrusted(owner, tool, roots, trusted_siblings):
+        if owner is not None and untrusted_level(owner, tool, roots, trusted_siblings):
             return owner, _route_message(owner, _at(owner.data[head], rest), ".".join(key))
     return None
 
@@ -259,21 +259,6 @@ def route_line(level: Level, key: Sequence[str] = ("model",)) -> int | None:
         if line is not None:
             return line
     return None
-
-
-def _untrusted(level: Level, tool: Tool, roots: Sequence[Path], trusted_siblings: set[Path]) -> bool:
-    """Whether a level's file lies in a folder the program does not trust (or its ``authorities/`` sibling)."""
-    if level.kind == "tool":
-        return not tool.trusted
-    if level.path is None:
-        return False  # a registered function's metadata or overrides: the program's own
-    for root in roots:
-        siblings = root.parent / "authorities"
-        if level.path.is_relative_to(root) or (
-            level.path.is_relative_to(siblings) and siblings not in trusted_siblings
-        ):
-            return True
-    return False
 
 
 def _route_message(level: Level, value: Any, key: str = "model") -> str:
