@@ -23,7 +23,7 @@ right but not written to the index.
 **CPU seconds of whole processes (issue 24).** ``--cpu`` measures what a
 user waits for instead: ``toolcascade list`` (its first run over files it
 never saw, with a new ``XDG_CACHE_HOME``), ``list`` again with the output
-piped (not a terminal), and ``check``, each the CPU seconds (user + sys, from
+piped (not a terminal), and ``check`` after them (the index present), each the CPU seconds (user + sys, from
 ``getrusage(RUSAGE_CHILDREN)``) of one whole ``toolcascade`` process,
 interpreter start and imports included. The catalogue is a realistic one:
 10,000 tools in 100 folders, each folder with an ``AUTHORITY.md``, the
