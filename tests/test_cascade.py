@@ -489,7 +489,7 @@ def test_rendering_only_the_templated_keys_merges_as_the_whole_level_would(write
     tool = manager.find_tool("t")
     plan = manager.planner.plan(tool, manager.paths)
     assert len(plan.rest) == 1
-    ctx, *_ = manager._prepare("t", {"n": 7}, None, None, {"context": None, "overrides": None, "middleware": None})
+    ctx = manager.prepare("t", {"n": 7})
     variables = partial(scope, ctx)
     fast = rerender(plan.raw, plan.base, plan.rest[0], variables, "t")
     full = merge_levels(plan.rest, variables, "t", plan.base)
