@@ -181,6 +181,7 @@ def _declared(
             root=sp.root,
             trusted=sp.trusted,
         )
+        registry.watch([str(probe.path)], deps)  # a plan depends on its tool's file: the probe's has a signature too
         plan = planner.plan(probe, paths, deps)
         entry = _entry(plan.raw.values, server)
         if entry is not None:
