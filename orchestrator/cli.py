@@ -29,6 +29,7 @@ import click
 
 from .annotations import described
 from .authorization import token_from_env
+from .collector import paused
 from .display import Usage, display, explanation_view, plain_rows, progress, terminal
 from .errors import InterpolationError
 from .exits import INTERRUPTED as INTERRUPTED
@@ -39,10 +40,10 @@ from .manager import Manager
 from .outputs import output_option, show_result
 from .planner import replaced_builtin
 from .registry import builtin_folder
+from .rows import json_rows, mcp_cell, mcp_column, once_per_file
 from .screen import Screen as Screen
 from .screen import answers_in_json, say_stopped
 from .screen import echo_result as echo_result
-from .tool import ToolInfo
 from .version import __version__
 
 MCP_MISSING = (
@@ -274,7 +275,7 @@ def list_(show_all: bool, show_mcp: bool, as_json: bool, paths: Sequence[Path], 
       toolcascade list --all --path tools --path ~/shared-tools
       toolcascade list --json
     """
-    with reporting(debug):
+    with reporting(debug), paused():  # a listing's heap is kept, not freed (orchestrator.collector)
         manager = command_manager(paths)
         infos = once_per_file(manager.list_tools(hidden=show_all))
     mcp = mcp_column(manager, infos) if show_mcp else {}
@@ -327,70 +328,6 @@ def list_(show_all: bool, show_mcp: bool, as_json: bool, paths: Sequence[Path], 
     else:
         hint = "" if paths or Path("tools").is_dir() else " (no ./tools here; use --path DIR)"
         click.echo(f"no tools found{hint}", err=True)
-
-
-def json_rows(
-    infos: Sequence[ToolInfo], replacing: dict[str, str], mcp: dict[str, dict[str, Any]] | None
-) -> list[dict[str, Any]]:
-    """``list --json``: one object per tool; with ``mcp`` (``--mcp``), how each is offered over MCP."""
-    rows = [
-        {
-            "name": info.name,
-            "ref": info.ref,
-            "kind": info.kind,
-            "description": info.description,
-            "hidden": info.hidden,
-            "params": info.params,
-            "path": str(info.path) if info.path is not None else None,
-            "error": str(info.error) if info.error is not None else None,
-            "format": info.format,
-            "replaces": f"built-in {replacing[info.ref]}" if info.ref in replacing else None,
-        }
-        for info in infos
-    ]
-    if mcp is not None:
-        for listed in rows:
-            listed["mcp"] = mcp.get(str(listed["ref"]))
-    return rows
-
-
-def mcp_column(manager: Manager, infos: Sequence[ToolInfo]) -> dict[str, dict[str, Any]]:
-    """Ref -> how ``serve`` offers the tool over MCP (``{"serve": [tool, prompt]}``), or why not (``{"error": ...}``)."""
-    from .errors import OrchestratorError
-    from .listings import offer_of
-
-    found: dict[str, dict[str, Any]] = {}
-    for info in infos:
-        if info.error is not None:
-            continue
-        try:
-            found[info.ref] = {"serve": [] if info.hidden else list(offer_of(manager, info).serve)}
-        except OrchestratorError as exc:
-            found[info.ref] = {"error": str(exc)}
-    return found
-
-
-def mcp_cell(offered: dict[str, Any] | None) -> str:
-    """The ``MCP`` column of ``list --mcp``: ``tool, prompt``, ``tool``, ``prompt``, ``-``, or ``not served: why``."""
-    if offered is None:
-        return "-"
-    if "error" in offered:
-        return f"not served: {offered['error']}"
-    return ", ".join(offered["serve"]) or "-"
-
-
-def once_per_file(infos: Sequence[ToolInfo]) -> list[ToolInfo]:
-    """``infos`` with a file reachable from two search paths (``--path tools --path .``) listed once, by its first ref."""
-    seen: set[Path] = set()
-    kept = []
-    for info in infos:
-        if info.path is not None:
-            where = info.path.resolve()
-            if where in seen:
-                continue
-            seen.add(where)
-        kept.append(info)
-    return kept
 
 
 @cli.command(short_help="Explain a tool's metadata cascade and chain.")
@@ -533,6 +470,7 @@ def check_(paths: Sequence[Path]) -> None:
     help="With --http: require 'Authorization: Bearer <token>', the token read from environment variable VAR "
     "(default: TOOLCASCADE_MCP_TOKEN when it is set); other requests get 401.",
 )
+@click.option("--log", "record", is_flag=True, help="Record every call in the run log (see toolcascade logs).")
 @debug_option
 def serve(
     paths: Sequence[Path],
@@ -543,6 +481,7 @@ def serve(
     max_timeout: float,
     grace: float,
     auth_token_env: str | None,
+    record: bool,
     debug: bool,
 ) -> None:
     """Serve the non-hidden tools over MCP (stdio by default), params as input schemas.
@@ -572,7 +511,7 @@ def serve(
             sys.exit(1)
         raise
     folders = search_paths(paths)
-    manager = command_manager(paths)
+    manager = command_manager(paths, runlog=record)
     if not any(info.error is None for info in manager.list_tools()):
         where = ", ".join(str(f.resolve()) for f in folders) or f"no folder: there is no ./tools in {Path.cwd()}"
         click.echo(f"warning: serving no tools (looked in {where}); pass --path /abs/path/to/tools", err=True)
@@ -589,6 +528,8 @@ def serve(
             )
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a server is stopped
+    finally:
+        manager.close()  # the run log's pending rows are written, the MCP servers remote tools started stop
 
 
 def main() -> None:

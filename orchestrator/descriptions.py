@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .binding import prepare
+from .collector import paused
 from .errors import OrchestratorError, OrderCycleError
 from .explain import Explanation, explanation
 from .options import extract_options
@@ -29,14 +30,15 @@ def list_tools(manager: Manager, hidden: bool) -> list[ToolInfo]:
     """Every tool reachable through ``manager``'s search paths (see ``Manager.list_tools``)."""
     found = []
     checked: set[str] = set()  # one listing, one look at each file and folder
-    for ref, path, _sp in manager.registry.discover(manager.paths, parse=True):
-        try:
-            info = describe(manager, ref, manager.paths, checked)
-        except OrchestratorError as exc:
-            found.append(ToolInfo(ref, ref, "unknown", None, False, None, path, exc))
-            continue
-        if hidden or not info.hidden:
-            found.append(info)
+    with paused():  # what a listing builds is kept in the caches: collections would find nothing to free
+        for ref, path, _sp in manager.registry.discover(manager.paths, parse=True):
+            try:
+                info = describe(manager, ref, manager.paths, checked)
+            except OrchestratorError as exc:
+                found.append(ToolInfo(ref, ref, "unknown", None, False, None, path, exc))
+                continue
+            if hidden or not info.hidden:
+                found.append(info)
     return found
 
 

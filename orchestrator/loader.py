@@ -36,7 +36,7 @@ _BOUNDARY = re.compile(r"^-{3,}[ \t]*$", re.MULTILINE)
 # A document opens with frontmatter when this matches at its start: python-frontmatter's test for YAML
 # (its ``YAMLHandler.FM_BOUNDARY``), without importing it for every first file read.
 _OPENING = re.compile(r"^-{3,}\s*$", re.MULTILINE)
-KNOWN_KEYS = ("name", "description", "authority", "metadata", "role", "when")
+KNOWN_KEYS = ("name", "description", "authority", "metadata", "role", "when", "evals")
 # A top-level ``name:`` key in a frontmatter block (the cheap test before parsing it for the names index).
 _NAME_LINE = re.compile(r"^name[ \t]*:", re.MULTILINE)
 

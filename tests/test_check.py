@@ -128,7 +128,7 @@ def test_check_warns_about_unknown_frontmatter_keys_with_a_suggestion(manager, w
         f"{os.path.join('tools', 'typo.md')}:3: warning: unknown frontmatter key 'metdata' is ignored; "
         "did you mean 'metadata'?",
         f"{os.path.join('tools', 'typo.md')}:4: warning: unknown frontmatter key 'colour' is ignored "
-        "(known: name, description, authority, metadata, role, when)",
+        "(known: name, description, authority, metadata, role, when, evals)",
     ]
 
 

@@ -250,3 +250,32 @@ async def test_the_recorder_listens_from_the_first_invoke_and_a_batch_never_make
         assert len(manager.events.listeners) == 1
         assert manager.runlog is not None and len(manager.runlog.runs()) == 3
     assert not manager.events.listeners  # closing the manager stops it
+
+
+async def test_serve_log_records_the_calls_of_a_served_folder_and_serve_alone_records_none(
+    talker, tmp_path, monkeypatch
+):
+    import os
+
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    async def serve_and_call(*flags: str) -> None:
+        code = "from orchestrator.cli import main; main()"
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-c", code, "serve", "--path", str(talker), *flags],
+            env={**os.environ, "TOOLCASCADE_RUNLOG": str(log)},
+        )
+        with anyio.fail_after(60):
+            async with Client(params, mode="auto") as client:
+                said = await client.call_tool("talker", {"text": flags[0] if flags else "quiet"})
+        assert not said.is_error
+
+    log = tmp_path / "served.db"
+    await serve_and_call()
+    assert not log.exists() or RunLog(log).runs(None) == []  # a server records nothing unless asked
+    await serve_and_call("--log")
+    runs = RunLog(log).runs(None)
+    assert [run.tool for run in runs] == ["talker"]
+    assert runs[0].caller is not None  # the MCP client, as the server saw it
