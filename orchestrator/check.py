@@ -280,7 +280,7 @@ def _check_model(tool: Tool, plan: Plan, report: Report) -> None:
     if tool.format is not None or not isinstance(value, str) or is_template(value):
         return
     try:
-        parse_model(value, tool=tool.name)
+        parse_model(value, tool=tool.name, aliases=plan.raw.values.get("model-aliases"))
     except OrchestratorError as exc:
         report.warn(*where_key(tool, plan, "model"), f"model {value!r} names no model, so a run fails: {exc.detail}")
 

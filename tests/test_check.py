@@ -446,6 +446,15 @@ def test_check_warns_of_a_model_that_names_no_model_with_the_aliases(manager, wr
     assert "did you mean 'sonnet'?" in found[0].message and "haiku, opus, sonnet" in found[0].message
 
 
+def test_check_knows_the_aliases_metadata_defines(manager, write):
+    write("tools/AUTHORITY.md", "---\nmetadata:\n  model-aliases: {fast: 'openai:gpt-4o-mini'}\n---\n")
+    write("tools/quick.md", "---\nmetadata:\n  model: fast\n---\nName it.\n")
+    write("tools/slow.md", "---\nmetadata:\n  model: fastt\n---\nName it.\n")
+    found = [p for p in check(manager) if "quick.md" in str(p.path) or "slow.md" in str(p.path)]
+    assert [(p.path, p.severity) for p in found] == [("tools/slow.md", "warning")]
+    assert "did you mean 'fast'?" in found[0].message
+
+
 # -- shorthand schemas, partials and Prompty's leniency (issues 28 and 30) ----------------------------------
 
 
