@@ -35,6 +35,7 @@ from .display import progress
 from .errors import Interrupted, describe
 from .manager import Manager
 from .options import SESSION_ID
+from .outputs import printable
 from .questions import answering
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -171,7 +172,7 @@ def chat(
         except Exception as exc:  # one failed turn does not end the conversation
             click.echo(f"error: {describe(exc)}", err=True)
             continue
-        echo_result(result, screen)
+        echo_result(printable(result), screen)
 
 
 def resumed(manager: Manager, agent: str, held: Interrupted) -> tuple[Any, Screen | None]:
@@ -304,5 +305,5 @@ def resume(
         manager = command_manager(paths, sessions=store)
         chosen = Decision.of(decision)
         result, screen = watched(manager, "resume", partial(anyio.run, manager.resume, token, chosen))
-    echo_result(result, screen)
+    echo_result(printable(result), screen)
     sys.stdout.flush()

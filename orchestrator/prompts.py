@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import approval
 from .errors import ArgsValidationError, Interrupted, OrchestratorError, describe
+from .mediaparts import media_pieces
 
 if TYPE_CHECKING:
     import mcp.types as types
@@ -71,9 +72,16 @@ def prompt_args(listing: Listing, arguments: Mapping[str, str] | None) -> Any:
 
 
 def rendered(listing: Listing, result: Any) -> types.GetPromptResult:
-    """The ``prompts/get`` answer: the rendered text as one user message."""
+    """The ``prompts/get`` answer: the rendered text as one user message (a prompt that places media: one per part)."""
     import mcp.types as types
 
+    pieces = media_pieces(result)
+    if pieces is not None:
+        from .results import media_content
+
+        blocks = media_content(pieces)
+        messages = [types.PromptMessage(role="user", content=block) for block in blocks]
+        return types.GetPromptResult(description=listing.description, messages=messages)
     text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
     message = types.PromptMessage(role="user", content=types.TextContent(text=text))
     return types.GetPromptResult(description=listing.description, messages=[message])

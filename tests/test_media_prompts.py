@@ -231,3 +231,30 @@ async def test_fakellm_answers_a_prompt_that_placed_media(write, project, tools,
         tool(write, "look", LOOK, model=spec, params=PHOTO)
         assert await Manager([tools], cwd=project).invoke("look", {"photo": "photo.bin"}) == "Alike."
         assert fakellm_http(f"{base}/_fakellm/stats")["by_rule"] == {"seen": 1}
+
+
+async def test_prompts_get_of_a_template_that_places_media_sends_image_content(write, project, tools):
+    from mcp import Client
+
+    from orchestrator.mcp import build_server
+
+    tool(write, "card", "Look: {{ media('diagram.png') }}")
+    with anyio.fail_after(20):
+        async with Client(build_server(Manager([tools], cwd=project)), mode="legacy") as client:
+            got = await client.get_prompt("card", {})
+    text, image = (message.content for message in got.messages)
+    assert text.type == "text" and text.text == "Look: "
+    assert image.type == "image" and image.mime_type == "image/png" and image.data == b64(PNG)
+    assert all(b64(PNG) not in getattr(message.content, "text", "") for message in got.messages)
+
+
+def test_chat_prints_a_media_answer_as_a_line_not_base64(write, project, tools, monkeypatch):
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    tool(write, "card", "Look: {{ media('diagram.png') }}")
+    monkeypatch.chdir(project)
+    result = CliRunner().invoke(cli, ["chat", "card", "--path", str(tools)], input="hello\n")
+    assert result.exit_code == 0, result.output
+    assert "image/png" in result.output and b64(PNG) not in result.output
