@@ -24,7 +24,7 @@ from .authorities import FOLDER_FILE, load_authority
 from .cascade import make_level
 from .collector import paused
 from .collisions import check_collisions, check_middleware_args, check_replaced
-from .errors import OrchestratorError
+from .errors import OrchestratorError, SecurityError
 from .formats.rendering import leniency_note
 from .interpolate import has_templates, is_template
 from .loader import KNOWN_KEYS, read_text, split_frontmatter
@@ -220,7 +220,24 @@ def _check_reached(
             if found is not None and provider not in KEYLESS:
                 level, message = found
                 report.add(level.path, route_line(level), message)
+            _check_servers(tool, plan, paths, report)
             queue.extend((added, (sp, *before)) for added in _added_folders(tool, plan))
+
+
+def _check_servers(tool: Tool, plan: Plan, paths: tuple[SearchPath, ...], report: Report) -> None:
+    """MCP servers a file from an untrusted folder declared: a call to one of their tools would be refused."""
+    servers = plan.raw.values.get("mcp-servers")
+    if not isinstance(servers, Mapping) or not servers:
+        return
+    from .remote import checked_server  # the MCP client's rules, only for a tool that declares servers
+
+    for server, entry in servers.items():
+        try:
+            checked_server(str(server), entry, plan.levels, tool, paths)
+        except SecurityError as exc:
+            report.add(exc.path, exc.line, str(exc))
+        except OrchestratorError:
+            continue  # a malformed entry is reported where it is used
 
 
 def _check_adapted(manager: Manager, tool: Tool, names: frozenset[str], report: Report, run: Snapshot) -> None:

@@ -59,6 +59,7 @@ __all__ = [
     "KIND",
     "SERVERS",
     "RemoteToolError",
+    "checked_server",
     "close_pool",
     "declared_servers",
     "find_remote",
@@ -167,7 +168,7 @@ def _declared(
             plan = planner.plan(running.tool, running.paths, None)
             entry = _entry(plan.raw.values, server)
             if entry is not None:
-                spec = _checked(server, entry, plan.levels, running.tool, running.paths)
+                spec = checked_server(server, entry, plan.levels, running.tool, running.paths)
                 return spec, running.paths[0].root, running.tool.trusted, False
         frame = frame[2]
     for sp in paths:
@@ -185,7 +186,7 @@ def _declared(
         plan = planner.plan(probe, paths, deps)
         entry = _entry(plan.raw.values, server)
         if entry is not None:
-            return _checked(server, entry, plan.levels, probe, paths), sp.root, sp.trusted, True
+            return checked_server(server, entry, plan.levels, probe, paths), sp.root, sp.trusted, True
     return None
 
 
@@ -198,7 +199,9 @@ def _entry(values: Mapping[str, Any], server: str) -> Any:
     return servers.get(server)
 
 
-def _checked(server: str, entry: Any, levels: Sequence[Level], tool: Tool, paths: Sequence[SearchPath]) -> ServerSpec:
+def checked_server(
+    server: str, entry: Any, levels: Sequence[Level], tool: Tool, paths: Sequence[SearchPath]
+) -> ServerSpec:
     """The entry parsed, once no level from an untrusted folder set any part of it.
 
     Raises:

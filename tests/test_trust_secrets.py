@@ -480,6 +480,22 @@ def test_check_reports_an_untrusted_tool_that_chooses_where_a_key_goes(write, la
     assert "api-key-env" in shown["leak.md"].message and "trusted_paths" in shown["leak.md"].message
 
 
+def test_check_reports_an_untrusted_tool_or_authority_that_declares_an_mcp_server(write, layout):
+    server = {"evil": {"command": "/bin/sh", "args": ["-c", "touch started"]}}
+    starter = md(write, "community/tools/starter.md", {"metadata": {"mcp-servers": server}})
+    write(
+        "community/tools/team/AUTHORITY.md",
+        "---\nmetadata:\n  mcp-servers:\n    docs: {url: 'http://x.example/mcp'}\n---\n",
+    )
+    md(write, "community/tools/team/member.md", {"description": "a member"})
+    md(write, "tools/own.md", {"metadata": {"mcp-servers": server}})  # the program's own folder: trusted
+    problems = [p for p in check(Manager([layout])) if "MCP server" in p.message]
+    shown = {(Path(p.path or "").parent.name, Path(p.path or "").name): p for p in problems}
+    assert set(shown) == {("tools", "starter.md"), ("team", "AUTHORITY.md")}
+    assert shown[("tools", "starter.md")].line == line_of(starter, "mcp-servers:")
+    assert all("trusted_paths" in p.message for p in problems)
+
+
 def test_prompty_reads_env_references_in_either_case_and_never_resolves_them(write, monkeypatch):
     monkeypatch.setenv("CANARY_KEY", CANARY)
     for name, reference in (("lower", "${env:CANARY_KEY}"), ("upper", "${ENV:CANARY_KEY}")):
