@@ -240,7 +240,12 @@ class Registry(Folders):
         """After a miss: the MCP server tool ``ref`` names (``orchestrator.remote``), or None.
 
         Cached as a file is (with the authority files that declared its server) unless a running tool declared it.
+        A malformed ref (refused before any file is touched) names no server's tool either.
         """
+        try:
+            check_ref(ref, self.limits.ref_length)
+        except ToolNotFoundError:
+            return None
         finder = self.miss_finder
         if finder is None:
             import importlib  # the finder's module sits above discovery (it plans): named, as the CLI's lazy entries
