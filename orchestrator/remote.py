@@ -38,7 +38,7 @@ that is not declared where it is called.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +72,8 @@ SERVERS = "mcp-servers"
 KIND = "remote"
 """``Tool.kind`` of an MCP server's tool."""
 
+# Per registry, held weakly: neither a pool nor a planner keeps its registry (and the file watcher thread it
+# owns) alive once its Manager is gone.
 _planners: weakref.WeakKeyDictionary[Registry, Planner] = weakref.WeakKeyDictionary()
 _pools: weakref.WeakKeyDictionary[Registry, Pool] = weakref.WeakKeyDictionary()
 
@@ -80,9 +82,20 @@ def pool_of(registry: Registry) -> Pool:
     """The pool of ``registry``'s remote tools (made on first use; a tool list change drops its remote tools)."""
     pool = _pools.get(registry)
     if pool is None or pool.closed:
-        pool = _pools[registry] = Pool(registry.changed)
+        pool = _pools[registry] = Pool(_dropper(weakref.ref(registry)))
         weakref.finalize(registry, pool.close)
     return pool
+
+
+def _dropper(held: weakref.ref[Registry]) -> Callable[[], None]:
+    """A server's tools changed: drop the registry's derived caches, if it is still there."""
+
+    def changed() -> None:
+        registry = held()
+        if registry is not None:
+            registry.changed()
+
+    return changed
 
 
 def close_pool(registry: Registry) -> None:
@@ -93,9 +106,15 @@ def close_pool(registry: Registry) -> None:
 
 
 def _planner(registry: Registry) -> Planner:
+    """The planner remote lookups use: the registry's own caches; it lives while the registry does, no longer.
+
+    A planner holds its registry, so it is kept on a weak proxy of it: a value in ``_planners`` that held the
+    registry itself would keep the key alive for ever.
+    """
     planner = _planners.get(registry)
     if planner is None:
-        planner = _planners[registry] = Planner(registry, Authorities(registry))
+        proxy = weakref.proxy(registry)
+        planner = _planners[registry] = Planner(proxy, Authorities(proxy))  # type: ignore[arg-type]
     return planner
 
 

@@ -11,6 +11,12 @@ from pathlib import Path
 import orchestrator
 
 DOCUMENTED = {
+    "AnswerValidationError",
+    "RemoteToolError",
+    "Termination",
+    "answering",
+    "ask_caller",
+    "media_part",
     "ApprovalDenied",
     "ApprovalRequired",
     "ApproverError",

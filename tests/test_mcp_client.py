@@ -265,3 +265,16 @@ async def test_mcp_client_an_agent_hears_a_dead_server_as_a_tool_result(flaky, t
     (tmp_path / "tools" / "dier.md").write_text(text, encoding="utf-8")
     with anyio.fail_after(LIMIT):
         assert await flaky.invoke("dier", {}) == "the server died"
+
+
+async def test_mcp_client_a_remote_lookup_keeps_no_manager_alive(tmp_path):
+    import gc
+    import weakref
+
+    manager = Manager([folder(tmp_path / "tools", {})])
+    with pytest.raises(ToolNotFoundError):  # a miss of NAME/TOOL asks the MCP client for a declared server
+        await manager.invoke("nothing/here", {})
+    registry = weakref.ref(manager.registry)
+    del manager
+    gc.collect()
+    assert registry() is None  # nor its file watcher thread
