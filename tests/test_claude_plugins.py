@@ -82,3 +82,14 @@ def test_the_folders_looked_into_are_reported_for_a_cache_to_watch(write, tmp_pa
     assert "a/c/kit/commands" in trees
     seen = {folder.relative_to(tmp_path).as_posix() or "." for folder in looked}
     assert {".", "a", "a/b", "a/c", "a/c/kit"} <= seen  # where a new manifest would change the answer
+
+
+async def test_a_plugin_added_deep_down_later_is_found_by_the_same_manager(write, tmp_path):
+    write("vendors/acme/tools/README.md", "Vendored tools.\n")  # the folders exist before the plugin does
+    manager = Manager([tmp_path])
+    assert not any(info.ref.startswith("late-kit:") for info in manager.list_tools())
+    plugin(write, "vendors/acme/tools/late", "late-kit")
+    manager.refresh()
+    assert {"late-kit:fix", "late-kit:helper"} <= {info.ref for info in manager.list_tools()}
+    assert {"late-kit:fix", "late-kit:helper"} <= {info.ref for info in Manager([tmp_path]).list_tools()}
+    assert await manager.invoke("late-kit:fix", {"arguments": "c.py"}) == "Fix c.py"
