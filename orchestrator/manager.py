@@ -317,7 +317,7 @@ class Manager:
         """
         # A closed manager starts no run (the coroutine raises when awaited, as any other invoke error); a run
         # already going keeps its nested calls, as it did before ``parent`` was public.
-        if self.closed and parent is None:
+        if self.lifetime.closed and parent is None:  # the record, not the property: one call less per invoke
             return self._closed("invoke", str(ref.name if isinstance(ref, Tool) else ref))
         return self._invoke(
             ref,
