@@ -421,7 +421,7 @@ def load_adapted(
         block, first_line, body, body_line = cut_frontmatter(text, path)
         data, lines, recovered = leniency.recover(block or "", path, first_line, limits)
     try:
-        adapted = fmt.adapt(path, Front(data, lines, text), body, body_line)
+        adapted = fmt.adapt(path, Front(data, lines, text, root), body, body_line)
     except ToolDefinitionError as exc:
         if exc.path is not None:
             raise

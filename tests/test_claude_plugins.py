@@ -93,3 +93,16 @@ async def test_a_plugin_added_deep_down_later_is_found_by_the_same_manager(write
     assert {"late-kit:fix", "late-kit:helper"} <= {info.ref for info in manager.list_tools()}
     assert {"late-kit:fix", "late-kit:helper"} <= {info.ref for info in Manager([tmp_path]).list_tools()}
     assert await manager.invoke("late-kit:fix", {"arguments": "c.py"}) == "Fix c.py"
+
+
+async def test_a_nested_plugins_root_is_its_folder_relative_to_the_search_path(write, tmp_path):
+    write("vendors/acme/lint/.claude-plugin/plugin.json", '{"name": "acme-lint"}')
+    write(
+        "vendors/acme/lint/commands/run.md", "---\ndescription: Lint\n---\nRun ${CLAUDE_PLUGIN_ROOT}/scripts/lint.sh\n"
+    )
+    write("solo/.claude-plugin/plugin.json", '{"name": "solo"}')
+    write("solo/commands/go.md", "---\ndescription: Go\n---\nRun ${CLAUDE_PLUGIN_ROOT}/go.sh\n")
+    assert (
+        await Manager([tmp_path]).invoke("acme-lint:run", {"arguments": ""}) == "Run vendors/acme/lint/scripts/lint.sh"
+    )
+    assert await Manager([tmp_path / "solo"]).invoke("solo:go", {"arguments": ""}) == "Run ./go.sh"  # the project

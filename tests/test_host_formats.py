@@ -410,7 +410,8 @@ async def test_a_folder_with_a_plugin_manifest_is_a_plugin_named_by_it(write, tm
     plugin_repo(write, "kit", '{"name": "tidy-kit", "version": "1.0.0"}')
     manager = Manager([tmp_path / where])
     assert {info.ref for info in manager.list_tools()} == {"tidy-kit:fix", "tidy-kit:helper", "tidy-kit:polish"}
-    assert await manager.invoke("tidy-kit:fix", {"arguments": "a.py"}) == "Fix a.py with ./fix.sh"
+    written = "./fix.sh" if where == "kit" else "kit/fix.sh"  # the plugin's folder, relative to the search path
+    assert await manager.invoke("tidy-kit:fix", {"arguments": "a.py"}) == f"Fix a.py with {written}"
 
 
 def test_a_manifest_without_a_usable_name_names_the_plugin_after_its_folder(write, tmp_path):

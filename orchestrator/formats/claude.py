@@ -27,8 +27,9 @@
 Plugins (``plugins/NAME/{agents,commands,skills}``, or a folder holding
 ``.claude-plugin/plugin.json``; ``orchestrator.formats.plugins``) are read
 as these locations; their tools are named ``NAME:tool`` and
-``${CLAUDE_PLUGIN_ROOT}`` in their text is written ``plugins/NAME`` (``.``
-for a folder with a manifest): no server path reaches a prompt.
+``${CLAUDE_PLUGIN_ROOT}`` in their text is written ``plugins/NAME`` (a folder
+with a manifest: its path from the search path, ``.`` when it is the search
+path): no server path reaches a prompt.
 
 Frontmatter that is not strict YAML loads as Claude Code loads it
 (``LENIENCY``, ``orchestrator.formats.lenient``), with a warning per key read
@@ -353,7 +354,7 @@ class ClaudeAgent:
         return path.suffix == ".md" and path.name not in RESERVED and in_location(path, self.locations[0]) is not None
 
     def adapt(self, path: Path, front: Mapping[str, Any], body: str, body_line: int) -> Adapted:
-        plugin = place(path, "agents")
+        plugin = place(path, "agents", getattr(front, "root", None))
         name, named = _plugin_name(*_name(front, path.stem, path), plugin)
         mapping = [named, *_root_note(body, plugin)]
         body = fill_root(body, plugin)
@@ -401,7 +402,7 @@ class ClaudeCommand:
         "`.claude/commands/**/*.md` (`git/x.md` is `git:x`), `plugins/P/commands/` (`P:x`): `description` "
         "(else the first line), `argument-hint`, `allowed-tools`, `model`",
         '`{"arguments": ...}` fills `$ARGUMENTS`, `$1`..`$9` (appended when the body uses none); '
-        "`${CLAUDE_PLUGIN_ROOT}` is `plugins/P` (`.` with a manifest); with `model`, an agent",
+        "`${CLAUDE_PLUGIN_ROOT}` is `plugins/P` (with a manifest: its folder from the search path, `.` for the search path itself); with `model`, an agent",
         _LENIENT,
         _INJECTED,
     )
@@ -417,7 +418,7 @@ class ClaudeCommand:
         return ":".join((plugin.name, *parts) if plugin is not None else parts)
 
     def adapt(self, path: Path, front: Mapping[str, Any], body: str, body_line: int) -> Adapted:
-        plugin = place(path, "commands")
+        plugin = place(path, "commands", getattr(front, "root", None))
         name, named = _name(front, self.derived_name(path), path)
         if "name" in front:
             name, named = _plugin_name(name, named, plugin)
@@ -448,7 +449,7 @@ class ClaudeSkill:
         return folder is not None and path.parent.parent == folder
 
     def adapt(self, path: Path, front: Mapping[str, Any], body: str, body_line: int) -> Adapted:
-        plugin = place(path, "skills")
+        plugin = place(path, "skills", getattr(front, "root", None))
         name, named = _plugin_name(*_skill_name(front, path.parent.name, path), plugin)
         adapted = _command_like(self, name, named, path, front, fill_root(body, plugin), body_line)
         root_note = _root_note(body, plugin)

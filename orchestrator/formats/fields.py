@@ -76,14 +76,23 @@ class Format(Protocol):
 
 
 class Front(dict):  # type: ignore[type-arg]
-    """A parsed frontmatter that remembers the file line of each top-level key (and, when given, the file's text)."""
+    """A parsed frontmatter that remembers the file line of each top-level key (and, when given, the file's text).
+
+    ``root`` is the search path the file was found in, when known: what a path the adapter writes for the
+    project (a plugin's folder) is relative to.
+    """
 
     def __init__(
-        self, data: Mapping[str, Any], lines: Mapping[str, int] | None = None, text: str | None = None
+        self,
+        data: Mapping[str, Any],
+        lines: Mapping[str, int] | None = None,
+        text: str | None = None,
+        root: Path | None = None,
     ) -> None:
         super().__init__(data)
         self.lines: dict[str, int] = dict(lines or {})
         self.text = text
+        self.root = root
 
     def written(self, key: str) -> str | None:
         """The value of top-level ``key`` as the file writes it (None when the file's text is not known)."""

@@ -52,11 +52,13 @@ class Place:
     root: str
 
 
-def place(path: Path, kind: str) -> Place | None:
+def place(path: Path, kind: str, root: Path | None = None) -> Place | None:
     """The plugin whose ``kind`` folder (``agents``, ``commands``, ``skills``) holds ``path``, or None.
 
     A plugin is ``plugins/NAME``, or any folder with a ``.claude-plugin/plugin.json``; it is named by its
     manifest's ``name`` when it has one (a marketplace's ``plugins/tidy`` may be ``tidy-kit``), else by its folder.
+    ``root`` is the search path the file was found in: a manifest's plugin below it is written relative to it
+    (``vendors/acme/lint``), one that is the search path itself (or with no root known) as ``.``.
     """
     if f"{os.sep}{kind}{os.sep}" not in str(path):
         return None  # the common case, decided without splitting the path
@@ -69,8 +71,15 @@ def place(path: Path, kind: str) -> Place | None:
             return Place(named, Path(*parts[: start + 1]), f"{PLUGINS}/{parts[start - 1]}")
         name = manifest_name(Path(*parts[:start]))
         if name is not None:
-            return Place(name, Path(*parts[: start + 1]), ".")
+            return Place(name, Path(*parts[: start + 1]), _relative(Path(*parts[:start]), root))
     return None
+
+
+def _relative(folder: Path, root: Path | None) -> str:
+    """``folder`` as written for the project: relative to the search path ``root``, ``.`` when it is root."""
+    if root is None or not folder.is_relative_to(root):
+        return "."
+    return folder.relative_to(root).as_posix() or "."
 
 
 def manifest_name(folder: Path) -> str | None:
