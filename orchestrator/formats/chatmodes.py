@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..hosttools import IMPLEMENTED_ORDER
-from .copilot import COPILOT_MODELS, LENIENCY, editor_problems, map_model, tools_field
+from .copilot import COPILOT_MODELS, LENIENCY, description_field, editor_problems, map_model, tools_field
 from .fields import (
     Adapted,
     Mapped,
@@ -83,12 +83,7 @@ class CopilotAgent:
         name, mapping, extra = _name(front, path)
         problems: list[tuple[int | None, str]] = []
         metadata: dict[str, Any] = {}
-        description, how = prose_field(front, "description", tool=name, path=path)
-        if description is not None:
-            metadata["description"] = description
-            mapping.append(Mapped("description", "description", how))
-            if how:
-                problems.append((key_line(front, "description"), f"'description' is {how}"))
+        description_field(front, name, path, metadata, mapping, problems)
         _model(front, name, path, metadata, mapping, problems)
         host = tools_field(front, name, path, metadata, mapping)
         if "tools" not in front:

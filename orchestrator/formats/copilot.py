@@ -237,12 +237,7 @@ class CopilotPrompt:
         problems: list[tuple[int | None, str]] = []
         metadata: dict[str, Any] = {}
         extra: dict[str, Any] = {}
-        description, how = prose_field(front, "description", tool=name, path=path)
-        if description is not None:
-            metadata["description"] = description
-            mapping.append(Mapped("description", "description", how))
-            if how:
-                problems.append((key_line(front, "description"), f"'description' is {how}"))
+        description_field(front, name, path, metadata, mapping, problems)
         model_field(front, name, path, metadata, mapping, problems)
         host = tools_field(front, name, path, metadata, mapping)
         for key in ("mode", "agent"):
@@ -280,6 +275,23 @@ def _name(front: Mapping[str, Any], path: Path) -> tuple[str, list[Mapped]]:
     raise field_error(
         f"'name' must be non-empty text, not {value!r:.60}", tool=derived, path=path, front=front, key="name"
     )
+
+
+def description_field(
+    front: Mapping[str, Any],
+    name: str,
+    path: Path,
+    metadata: dict[str, Any],
+    mapping: list[Mapped],
+    problems: list[tuple[int | None, str]],
+) -> None:
+    """``description`` as text (a YAML list joined, as VS Code renders it); how it was read is a problem for ``check``."""
+    description, how = prose_field(front, "description", tool=name, path=path)
+    if description is not None:
+        metadata["description"] = description
+        mapping.append(Mapped("description", "description", how))
+        if how:
+            problems.append((key_line(front, "description"), f"'description' is {how}"))
 
 
 def model_field(
