@@ -33,6 +33,7 @@ from .cli import (
 )
 from .display import progress
 from .errors import Interrupted, describe
+from .exits import say_paused
 from .manager import Manager
 from .options import SESSION_ID
 from .outputs import printable
@@ -143,7 +144,8 @@ def chat(
         key = key or input_key(manager, agent)
     session = session_id or new_session_id()
     asker = terminal()
-    prompt = "> " if sys.stdin.isatty() else ""  # piped lines need no prompt in the output
+    asking = sys.stdin.isatty()
+    prompt = "> " if asking else ""  # piped lines need no prompt in the output
     click.echo(f"session {session} (continue with --session {session}); /exit or Ctrl-D ends", err=True)
     while True:
         try:
@@ -163,6 +165,9 @@ def chat(
                     manager, agent, partial(manager.invoke_sync, agent, args, context={"session": session}), agent
                 )
         except Interrupted as held:
+            if not asking:  # piped lines are the conversation, not answers: the held turn waits for resume
+                say_paused(held, resume_options(paths, store))
+                continue
             try:
                 with answering(asker.respond):
                     result, screen = resumed(manager, agent, held)

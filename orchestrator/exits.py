@@ -76,6 +76,12 @@ def reporting(debug: bool, again: Sequence[str] = ()) -> Iterator[None]:
 
 def suspend(paused: Interrupted, again: Sequence[str]) -> NoReturn:
     """Say on stderr what the paused run holds and how to continue it; exit ``SUSPENDED``."""
+    say_paused(paused, again)
+    sys.exit(SUSPENDED)
+
+
+def say_paused(paused: Interrupted, again: Sequence[str]) -> None:
+    """Say on stderr what the paused run holds and the ``toolcascade resume`` command that continues it."""
     request = paused.request
     shown = json.dumps(request.get("args"), ensure_ascii=False, default=str)
     click.echo(f"paused: waiting for a decision on {request.get('tool', '?')} {shown}", err=True)
@@ -84,7 +90,6 @@ def suspend(paused: Interrupted, again: Sequence[str]) -> NoReturn:
     command = shlex.join(["toolcascade", "resume", paused.token, "--approve", *again])
     click.echo(f"  continue: {command}", err=True)
     click.echo("  (or --deny [--reason TEXT], or --edit JSON, in place of --approve)", err=True)
-    sys.exit(SUSPENDED)
 
 
 def resume_options(paths: Sequence[Path], store: Path | None) -> list[str]:

@@ -218,3 +218,24 @@ def test_resume_needs_exactly_one_decision(tmp_path):
     assert code == 2 and "--reason goes with --deny" in err
     code, _, err = run("resume", "tok", "--edit", "{bad", "--store", str(tmp_path / "s.db"))
     assert code == 1 and "--edit is not valid JSON" in err
+
+
+def test_piped_chat_leaves_a_held_turn_for_resume_and_reads_on(write, tools, tmp_path):
+    # Piped lines are the conversation: the line after a held turn is not taken as its answer.
+    write("tools/hold.py", HOLD)
+    write("tools/send.py", SEND)
+    write("tools/mailer.md", MAILER.replace('"sent to"', '"sent to bob"'))
+    db = tmp_path / "s.db"
+    result = CliRunner().invoke(
+        cli,
+        ["chat", "mailer", "--session", "p1", "--path", str(tools), "--store", str(db)],
+        input="mail bob\ny\n/exit\n",
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.stderr
+    assert 'paused: waiting for a decision on send {"to": "bob"}' in result.stderr
+    command = next(line for line in result.stderr.splitlines() if "continue: toolcascade resume" in line)
+    words = command.split("continue: ", 1)[1].split()
+    assert words[-4:] == ["--path", str(tools), "--store", str(db)]
+    code, out, err = run(*words[1:])
+    assert (code, out) == (0, "Done.\n"), err
