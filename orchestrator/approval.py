@@ -30,7 +30,6 @@ garbage is an ``ApproverError``: a call is never approved by accident.
 
 from __future__ import annotations
 
-import contextvars
 import inspect
 import json
 import logging
@@ -51,8 +50,11 @@ from .errors import (
     ConfigurationError,
     describe,
 )
-from .questions import answer_on_terminal, current_approver, name, plain
+from .questions import ANSWER, answer_on_terminal, current_approver, ledger, name, plain, settled
 from .questions import asking as asking  # re-exported: the command line and the MCP server set it here
+from .questions import called as called
+from .questions import canonical as canonical
+from .questions import same_call as same_call
 from .schema import check, fill_defaults, json_schema
 
 if TYPE_CHECKING:
@@ -74,16 +76,22 @@ class Decision:
     ``request`` (set by ``resume``) binds it to the call it was asked about
     (``same_call``); None: the first call held. ``earlier``: the run's
     decisions before it, each bound to its call, that a replay meets again.
+    ``answer`` (action ``answer``, made by ``answered`` only): a held
+    question's answer (``orchestrator.questions``); it never decides a call.
+    ``filled``: the form an MCP client's user filled in, which answers a held
+    question (``orchestrator.elicitation``).
 
     Raises:
         ConfigurationError: an edit whose args carry a ``$`` key.
     """
 
-    action: Literal["approve", "deny", "edit"]
+    action: Literal["approve", "deny", "edit", "answer"]
     args: Mapping[str, Any] | None = None  # edit: the arguments the call runs with instead
     reason: str | None = None  # deny: what the model (or the caller) is told
     request: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     earlier: tuple[Decision, ...] = field(default=(), compare=False, repr=False)
+    answer: Any = None
+    filled: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.args is not None:
@@ -116,8 +124,26 @@ class Decision:
             f"not {value!r}"[:300]
         )
 
+    @classmethod
+    def answered(cls, answer: Any) -> Decision:
+        """A held question's answer (``Decision.of`` never reads one: an approver cannot give it)."""
+        return cls(ANSWER, answer=plain(answer))  # type: ignore[arg-type]
+
+    @classmethod
+    def from_json(cls, value: Any) -> Decision:
+        """A decision or answer as ``to_json`` wrote it.
+
+        Raises:
+            ConfigurationError: anything ``Decision.of`` refuses that is no answer either.
+        """
+        if isinstance(value, Mapping) and value.get("action") == ANSWER:
+            return cls.answered(value.get("answer"))
+        return cls.of(value)
+
     def to_json(self) -> dict[str, Any]:
         """The decision as plain JSON (what a session store keeps)."""
+        if self.action == ANSWER:
+            return {"action": ANSWER, "answer": self.answer}
         return {
             "action": self.action,
             "args": dict(self.args) if self.args is not None else None,
@@ -140,67 +166,11 @@ def only_arguments(args: Mapping[str, Any]) -> None:
             )
 
 
-def canonical(args: Any) -> str:
-    """``args`` as canonical text: sorted-keys JSON of its plain values (what binds a decision to a call)."""
-    return json.dumps(plain(args), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def same_call(asked: Mapping[str, Any], held: Mapping[str, Any]) -> bool:
-    """True when ``held`` is the call ``asked`` was about: the same kind, tool and canonical args."""
-    return (
-        asked.get("kind") == held.get("kind")
-        and asked.get("tool") == held.get("tool")
-        and canonical(asked.get("args")) == canonical(held.get("args"))
-    )
-
-
-def called(request: Mapping[str, Any]) -> dict[str, Any]:
-    """What binds a decision: the request's kind, tool and args."""
-    return {"kind": request.get("kind"), "tool": request.get("tool"), "args": request.get("args")}
-
-
-class _Ledger:
-    """The decisions a resumed run carries, each for one call (see ``same_call``), each used once."""
-
-    def __init__(self, decisions: list[Decision]) -> None:
-        self.decisions = decisions
-        self.used = [False] * len(decisions)
-
-    def take(self, request: Mapping[str, Any] | None) -> Decision | None:
-        for index, decision in enumerate(self.decisions):
-            if not self.used[index] and (
-                request is None or not decision.request or same_call(decision.request, request)
-            ):
-                self.used[index] = True
-                return decision
-        return None
-
-    def unmatched(self) -> Mapping[str, Any] | None:
-        """The request of the last bound decision no call has taken (the call it was for changed)."""
-        left = [d.request for d, used in zip(self.decisions, self.used, strict=True) if not used and d.request]
-        return left[-1] if left else None
-
-    def taken(self) -> list[dict[str, Any]]:
-        """The bound decisions calls took, as JSON: a run replayed from its start meets those calls again."""
-        return [
-            {"request": called(d.request), "decision": d.to_json()}
-            for d, used in zip(self.decisions, self.used, strict=True)
-            if used and d.request is not None
-        ]
-
-
-# The decisions a resumed run carries for its held calls; each taken once by the call it was made for.
-_decided: contextvars.ContextVar[_Ledger | None] = contextvars.ContextVar("toolcascade_decided", default=None)
-
-
 @contextmanager
 def deciding(decision: Decision) -> Iterator[None]:
     """Run the block with ``decision`` (and its ``earlier`` ones) waiting for the calls they were made for."""
-    token = _decided.set(_Ledger([*decision.earlier, decision]))
-    try:
+    with settled([*decision.earlier, decision]):
         yield
-    finally:
-        _decided.reset(token)
 
 
 def take_decision(request: Mapping[str, Any] | None = None) -> Decision | None:
@@ -209,8 +179,8 @@ def take_decision(request: Mapping[str, Any] | None = None) -> Decision | None:
     Without a request, the next decision left, whatever call it was made for:
     middleware that holds calls should pass the request it asks about.
     """
-    ledger = _decided.get()
-    return ledger.take(request) if ledger is not None else None
+    carried = ledger()
+    return carried.take(request) if carried is not None else None  # type: ignore[no-any-return]
 
 
 # -- configuration -------------------------------------------------------------------
@@ -386,19 +356,19 @@ async def decide(target: Context, request: dict[str, Any]) -> Decision:
         ApproverError: the approver failed or answered garbage.
     """
     manager = target.owner
-    ledger = _decided.get()
-    decision = ledger.take(request) if ledger is not None else None
+    carried = ledger()
+    decision = carried.take(request) if carried is not None else None
     by = "resumed run"
     if decision is None:
-        was = ledger.unmatched() if ledger is not None else None
+        was = carried.unmatched() if carried is not None else None
         if was is not None:  # a resumed run's decision was for another call: this one is asked about anew
             request["changed"] = {"tool": was.get("tool"), "args": was.get("args")}
         approver = current_approver() or manager.approver
         if approver is None:
             what = "this batch of calls" if request["kind"] == "batch" else f"a call of {request['tool']!r}"
             why = " (the call changed since the decision was asked for, which was not used)" if was else ""
-            if ledger is not None and ledger.taken():
-                request["decided"] = ledger.taken()  # interrupts.suspend keeps these for the replay
+            if carried is not None and carried.taken():
+                request["decided"] = carried.taken()  # interrupts.suspend keeps these for the replay
             raise ApprovalRequired(
                 f"{what} needs approval{why} and no approver is set; resume the run with a decision",
                 request=request,
@@ -408,6 +378,10 @@ async def decide(target: Context, request: dict[str, Any]) -> Decision:
         by = name(approver)
         manager.emit("approval.request", target, request=request, by=by)
         decision = await ask(approver, request, by, request["tool"])
+    if decision.action not in ACTIONS:  # an answer to a question never decides a call
+        raise ApproverError(
+            f"{by} gave an answer, not a decision; the call did not run", approver=by, tool=request["tool"]
+        )
     args = decision.args if decision.action == "edit" else request["args"]
     manager.emit(
         "approval.decision",

@@ -3,8 +3,13 @@
 Handshake-era sessions are asked during the call (``Elicitor``); on the
 2026-07-28 protocol a held call returns an ``input_required`` result
 (``held``) whose ``request_state`` is the resume token. A middleware's
-question (``orchestrator.questions``) is asked with a form during the call
-(``Elicitor.respond``): its schema's fields, or one ``answer`` field.
+question (``orchestrator.questions``) is asked with a form (``questions.form``:
+its schema's fields, or one ``answer`` field): during the call
+(``Elicitor.respond``) in the handshake era; on the 2026-07-28 protocol the
+question holds the run and ``held`` sends its form, and the client's retry
+carries the filled form (``read_answer`` keeps it as the decision's
+``filled``), which ``resume`` reads as the answer. A client that cannot be
+asked (``Refusal``) makes the question an error the agent hears.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from .approval import Decision
 from .errors import InvocationError
+from .questions import ANSWER as ANSWER
+from .questions import INPUT, form
 
 if TYPE_CHECKING:
     import mcp.types as types
@@ -23,8 +30,7 @@ if TYPE_CHECKING:
     Context = ServerRequestContext[dict[str, Any], Any]
 
 ASKS = 3  # elicitations per held call before a still-unreadable answer denies it
-APPROVAL = "approval"  # the key of the elicitation in an input_required result
-ANSWER = "answer"  # the one field of a question's form when its schema is not an object of fields
+APPROVAL = "approval"  # the key of the elicitation in an input_required result (a held call's or question's)
 
 
 def question(request: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -65,17 +71,20 @@ def read_answer(answer: Any, *, batch: bool) -> tuple[Decision, str | None]:
     """The decision an elicitation answer gives, or (deny, problem) when its edited arguments are unusable.
 
     Decline, cancel or no answer deny; ``approve: false`` denies with the reason given.
+    An accepted form's content is the decision's ``filled``: the answer when
+    the held request was a question (``resume`` reads it; a call never does).
     """
     if answer is None or getattr(answer, "action", None) != "accept":
         why = getattr(answer, "action", None) or "no answer"
         return Decision("deny", reason=f"the MCP client's user did not approve ({why})"), None
-    content = getattr(answer, "content", None) or {}
+    content = dict(getattr(answer, "content", None) or {})
     if content.get("approve") is not True:
         reason = content.get("reason")
-        return Decision("deny", reason=str(reason) if reason else "the MCP client's user denied it"), None
+        denied = Decision("deny", reason=str(reason) if reason else "the MCP client's user denied it", filled=content)
+        return denied, None
     text = content.get("args")
     if batch or not isinstance(text, str) or not text.strip():
-        return Decision("approve"), None
+        return Decision("approve", filled=content), None
     try:
         edited = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -99,6 +108,19 @@ class Refusal:
 
     async def __call__(self, request: dict[str, Any]) -> Decision:
         return Decision("deny", reason=refusal(request, self.why))
+
+    async def respond(self, request: dict[str, Any]) -> Any:
+        """A question cannot be answered either: an error the agent (or the caller) hears.
+
+        Raises:
+            InvocationError: always, saying why.
+        """
+        raise InvocationError(
+            f"{request.get('tool')!r} asks its caller {request.get('question')!r}"[:300]
+            + f", and this MCP client cannot answer: {self.why}",
+            tool=request.get("tool"),
+            key="input",
+        )
 
 
 def refusal(request: Mapping[str, Any], why: str) -> str:
@@ -153,20 +175,19 @@ class Elicitor:
         return Decision("deny", reason=f"the MCP client's user gave unusable arguments {ASKS} times")
 
 
-def form(request: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
-    """The form schema that asks a question, and whether its one ``answer`` field wraps the question's schema."""
-    schema = request.get("schema")
-    if isinstance(schema, Mapping) and schema.get("type") == "object" and schema.get("properties"):
-        return dict(schema), False
-    field = dict(schema) if isinstance(schema, Mapping) else {"type": "string"}
-    field.setdefault("title", "Answer")
-    return {"type": "object", "properties": {ANSWER: field}, "required": [ANSWER]}, True
-
-
 def held(token: str, request: Mapping[str, Any]) -> types.InputRequiredResult:
-    """The 2026-era answer to a held call: an elicitation to fulfil, and the token to retry with."""
+    """The 2026-era answer to a held call or question: an elicitation to fulfil, and the token to retry with."""
     import mcp.types as types
 
-    message, schema = question(request)
+    message, schema = asked(request) if request.get("kind") == INPUT else question(request)
     ask = types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=schema))
     return types.InputRequiredResult(input_requests={APPROVAL: ask}, request_state=token)
+
+
+def asked(request: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The message and form that ask a held question (``questions.form``); a changed question says so."""
+    lines = [str(request.get("question"))]
+    changed = request.get("changed")
+    if isinstance(changed, Mapping):
+        lines.append(f"The question changed since it was last answered; it was: {changed.get('question')}")
+    return "\n".join(lines), form(request)[0]

@@ -40,6 +40,13 @@ A nested agent (one a model or a python tool called) does not save a state
 of its own: the turn of the agent above it holds the call, and the resumed
 run calls the nested agent again from its start.
 
+A question a middleware asks its caller (``orchestrator.questions``) with
+nobody to answer holds the run the same way (its request's kind is
+``input``); ``resume`` then takes the answer (``answer_for``): the answer
+itself, or a filled form (an MCP client's, ``toolcascade resume --edit``),
+checked against the question's schema before the token is used. It is bound
+to the question as a decision is to its call.
+
 Only plain JSON can be saved: a run invoked with a ``Tool`` object,
 callables or contexts in its options cannot suspend (an ``InvocationError``
 says which option).
@@ -56,7 +63,15 @@ from typing import TYPE_CHECKING, Any
 
 from .approval import Decision, called, deciding, per_call
 from .context import carried
-from .errors import ApprovalRequired, ApproverError, ConfigurationError, Interrupted, InvocationError
+from .errors import (
+    AnswerValidationError,
+    ApprovalRequired,
+    ConfigurationError,
+    Interrupted,
+    InvocationError,
+)
+from .questions import INPUT, form, unform
+from .schema import check
 from .tool import Tool
 
 log = logging.getLogger("orchestrator")
@@ -142,6 +157,16 @@ async def suspend(
     token = new_token()
     await manager.sessions.suspend(token, state)
     held = request.get("tool") or exc.tool or name
+    if request.get("kind") == INPUT:
+        example = '{"answer": ...}' if form(request)[1] else "{...its fields}"
+        return Interrupted(
+            f"{name!r} is waiting for an answer to {request.get('question')!r} (asked by {held!r})"
+            f"{_changed(request)}; continue with manager.resume({token!r}, answer) or: toolcascade resume {token} "
+            f"--edit '{example}' (or --deny)",
+            token=token,
+            request=request,
+            tool=name,
+        )
     return Interrupted(
         f"{name!r} is waiting for a decision on {held!r}{_changed(request)}; continue with "
         f"manager.resume({token!r}, 'approve') or: toolcascade resume {token} --approve (or --deny)",
@@ -156,6 +181,8 @@ def _changed(request: Mapping[str, Any]) -> str:
     was = request.get("changed")
     if not isinstance(was, Mapping):
         return ""
+    if request.get("kind") == INPUT:
+        return f": the question changed since it was answered (it was {was.get('question')!r}), so that answer was not used"
 
     def shown(args: Any) -> str:
         text = json.dumps(args, ensure_ascii=False, sort_keys=True)
@@ -168,7 +195,7 @@ def _changed(request: Mapping[str, Any]) -> str:
 
 
 async def resume(manager: Manager, token: str, decision: Any = "approve", *, ref: str | None = None) -> Any:
-    """Continue the run saved under ``token`` with ``decision``; its result.
+    """Continue the run saved under ``token`` with ``decision`` (a held question's: the answer); its result.
 
     The decision is checked before the token is used, so a bad decision (a
     batch's per-call ones too) does not spend it; nor does a ``ref`` other
@@ -176,45 +203,32 @@ async def resume(manager: Manager, token: str, decision: Any = "approve", *, ref
     request: it applies to that call only (see the module's docstring).
 
     Raises:
-        ConfigurationError: a decision that is not approve, deny or edit, or an edit with ``$`` keys.
+        ConfigurationError: a decision that is not approve, deny or edit, or an edit with ``$`` keys; approve
+            for a held question.
         ApproverError: a batch edit whose per-call decisions cannot be read.
+        AnswerValidationError: a held question's answer fails its schema (the token is not spent).
         InvocationError: an unknown token, one already used, or a saved state this version cannot read.
         Interrupted: the continued run waits for another decision (a new token).
         OrchestratorError: any error of the continued run.
     """
-    chosen = Decision.of(decision)
+    try:
+        chosen, problem = Decision.of(decision), None
+    except ConfigurationError as exc:
+        chosen, problem = None, exc  # it may be a question's answer: the saved request says
     if not isinstance(token, str) or not token or len(token) > 200:
         raise InvocationError(f"a resume token is the string Interrupted.token gave, not {str(token)[:40]!r}")
     state = await manager.sessions.take(token)
-    if state is None:
+    if state is None:  # whatever ``decision`` is: an answer to a question may be any value
         raise InvocationError(
             f"no suspended run has the token {token[:12]!r}: it was resumed already, or it comes from another "
             f"session store (this one: {manager.sessions!r})",
             key="token",
         )
-    if state.get("version") != VERSION or state.get("kind") not in KINDS or not isinstance(state.get("ref"), str):
-        raise InvocationError(f"the suspended run {token[:12]!r} was saved by another version of toolcascade")
-    if ref is not None and state["ref"] != ref:
-        await manager.sessions.suspend(token, state)  # put back: the token still resumes its own tool's run
-        raise InvocationError(
-            f"the suspended run {token[:12]!r} is a call of {state['ref']!r}, not of {ref!r}: retry that tool",
-            tool=ref,
-            key="token",
-        )
-    request = state.get("request")
     try:
-        before = _earlier(state.get("decided") or [])
-    except ConfigurationError:
-        before = None
-    if not isinstance(request, dict) or before is None:
-        raise InvocationError(f"the suspended run {token[:12]!r} was saved by another version of toolcascade")
-    if request.get("kind") == "batch":
-        try:  # a batch edit's per-call decisions are read now, so a bad one does not spend the token either
-            per_call(chosen, [str(call.get("id")) for call in request.get("calls") or [] if isinstance(call, Mapping)])
-        except ApproverError:
-            await manager.sessions.suspend(token, state)
-            raise
-    chosen = replace(chosen, request=request, earlier=before)  # it applies to the call the person saw only
+        chosen = _chosen(token, state, decision, chosen, problem, ref)
+    except Exception:
+        await manager.sessions.suspend(token, state)  # put back: a refused decision or answer does not spend it
+        raise
     options = dict(state.get("options") or {})
     run_state = state.get("run-state")
     carrying = carried.set([dict(run_state)] if isinstance(run_state, dict) and run_state else None)
@@ -230,6 +244,83 @@ async def resume(manager: Manager, token: str, decision: Any = "approve", *, ref
         carried.reset(carrying)
 
 
+def _chosen(
+    token: str,
+    state: dict[str, Any],
+    given: Any,
+    chosen: Decision | None,
+    problem: ConfigurationError | None,
+    ref: str | None,
+) -> Decision:
+    """The decision (or answer) ``given`` for the saved run, bound to its request (on error the state goes back).
+
+    Raises:
+        InvocationError: a state this version cannot read, or a run of another tool than ``ref``.
+        ConfigurationError: no decision (or, for a question, no answer).
+        ApproverError: a batch edit whose per-call decisions cannot be read.
+        AnswerValidationError: the answer fails the question's schema.
+    """
+    if state.get("version") != VERSION or state.get("kind") not in KINDS or not isinstance(state.get("ref"), str):
+        raise InvocationError(f"the suspended run {token[:12]!r} was saved by another version of toolcascade")
+    if ref is not None and state["ref"] != ref:
+        raise InvocationError(
+            f"the suspended run {token[:12]!r} is a call of {state['ref']!r}, not of {ref!r}: retry that tool",
+            tool=ref,
+            key="token",
+        )
+    request = state.get("request")
+    try:
+        before = _earlier(state.get("decided") or [])
+    except ConfigurationError:
+        before = None
+    if not isinstance(request, dict) or before is None:
+        raise InvocationError(f"the suspended run {token[:12]!r} was saved by another version of toolcascade")
+    if request.get("kind") == INPUT:
+        chosen = answer_for(request, given)
+    elif chosen is None or chosen.action == "answer":
+        raise problem or ConfigurationError(
+            f"the suspended run {token[:12]!r} waits for a decision on a call (approve, deny or edit), not an answer"
+        )
+    elif request.get("kind") == "batch":  # a batch edit's per-call decisions are read now, before the token is used
+        per_call(chosen, [str(call.get("id")) for call in request.get("calls") or [] if isinstance(call, Mapping)])
+    return replace(chosen, request=request, earlier=before)  # it applies to the call the person saw only
+
+
+def answer_for(request: Mapping[str, Any], given: Any) -> Decision:
+    """The answer ``given`` to a held question, checked against its schema.
+
+    ``given`` is the answer itself, or a ``Decision``: a filled form (an MCP
+    client's ``filled``, an edit's args: ``--edit``) gives the answer
+    (``questions.unform``); deny declines to answer; an answer is one.
+
+    Raises:
+        ConfigurationError: approve, which answers nothing.
+        AnswerValidationError: the answer fails the question's schema (the run stays held).
+    """
+    if isinstance(given, Decision):
+        if given.action == "answer":
+            answer = given.answer
+        elif given.filled is not None:
+            answer = unform(request, given.filled)
+        elif given.action == "edit":
+            answer = unform(request, given.args or {})
+        elif given.action == "deny":
+            return Decision("deny", reason=given.reason)
+        else:
+            example = '{"answer": ...}' if form(request)[1] else "{...the schema's fields}"
+            raise ConfigurationError(
+                f"the run waits for an answer to {request.get('question')!r}, which approve does not give: "
+                f"resume it with the answer (manager.resume(token, answer), or toolcascade resume TOKEN --edit "
+                f"'{example}')"
+            )
+    else:
+        answer = given
+    schema = request.get("schema")
+    if schema is not None:
+        check(schema, answer, AnswerValidationError, request.get("tool"), key="input")
+    return Decision.answered(answer)
+
+
 def _earlier(decided: Any) -> tuple[Decision, ...]:
     """The decisions a suspended run saved as ``decided`` (``[{request, decision}]``), each bound to its call.
 
@@ -242,8 +333,8 @@ def _earlier(decided: Any) -> tuple[Decision, ...]:
     for entry in decided:
         if not (isinstance(entry, Mapping) and isinstance(entry.get("request"), Mapping)):
             raise ConfigurationError("each decided entry must be {request: {...}, decision: {...}}")
-        read = Decision.of(entry.get("decision"))
-        found.append(Decision(read.action, read.args, read.reason, called(entry["request"])))
+        read = Decision.from_json(entry.get("decision"))
+        found.append(replace(read, request=called(entry["request"])))
     return tuple(found)
 
 

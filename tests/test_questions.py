@@ -1,5 +1,8 @@
 """WaitForResponse (issue 29): a middleware asks its caller for input and waits, answered through the API
 callback (``answering``), an approver's ``respond`` (the terminal), MCP elicitation, and ``chat`` on a terminal.
+
+With nobody to answer, the question holds the run as a held approval does: ``Interrupted`` with a token, and
+``manager.resume(token, answer)`` (or ``toolcascade resume``, or a 2026-era MCP client's retry) continues it.
 """
 
 from __future__ import annotations
@@ -13,10 +16,10 @@ import pytest
 import yaml
 from mcp import Client
 from mcp.types import ElicitResult
-from test_chat import on_terminal
+from test_chat import on_terminal, run
 
-from orchestrator import InvocationError, Manager
-from orchestrator.approval import terminal
+from orchestrator import ConfigurationError, Interrupted, InvocationError, Manager
+from orchestrator.approval import Decision, terminal
 from orchestrator.mcp import build_server
 from orchestrator.questions import AnswerValidationError, answering
 
@@ -55,7 +58,7 @@ def manager(write, tools: Path) -> Manager:
     write(
         "tools/forecast.md", "---\n" + yaml.safe_dump({"description": "Forecast.", "metadata": metadata}) + "---\nGo.\n"
     )
-    return Manager([tools])
+    return Manager([tools], sessions=tools.parent / "s.db")
 
 
 def results(manager: Manager) -> list:
@@ -105,17 +108,122 @@ async def test_an_answer_that_fails_the_schema_is_an_error(write, manager):
         await manager.invoke("direct")
 
 
-async def test_nobody_to_answer_says_how_to_give_one(write, manager):
-    write(
-        "tools/direct.md",
-        "---\nmetadata: {unit: {}, $order: {unit: {after: [$pre-execute], before: [execute]}}}\n---\nhi\n",
-    )
-    with pytest.raises(InvocationError, match="nobody can answer.*answering") as info:
+DIRECT = """
+frontmatter = {"description": "Weather, asking its unit.", "metadata": {"params": {"type": "object"}, "unit": {},
+    "$order": {"unit": {"after": ["$pre-execute"], "before": ["execute"]}}}}
+def main(ctx):
+    return f"21 {ctx.args['unit']}"
+"""
+
+
+async def test_with_nobody_to_answer_the_question_holds_the_run_and_resume_answers_it(write, manager):
+    write("tools/direct.py", DIRECT)
+    ran = results(manager)
+    with pytest.raises(Interrupted) as info:
         await manager.invoke("direct")
-    assert info.value.key == "input"
+    held = info.value
+    assert held.request["kind"] == "input" and held.request["question"] == "Which unit, C or F?"
+    assert held.request["tool"] == "direct" and held.request["schema"] == {"type": "string", "enum": ["C", "F"]}
+    assert "waiting for an answer to 'Which unit, C or F?'" in str(held) and held.token in str(held)
+    with pytest.raises(AnswerValidationError, match="invalid answer"):
+        await manager.resume(held.token, "kelvin")  # checked before the token is used: the run stays held
+    with pytest.raises(AnswerValidationError):
+        await manager.resume(held.token, "approve")  # a plain value is the answer itself, never a decision
+    with pytest.raises(ConfigurationError, match="waits for an answer"):
+        await manager.resume(held.token, Decision("approve"))  # approve answers nothing
+    assert await manager.resume(held.token, "F") == "21 F"
+    with pytest.raises(InvocationError, match="no suspended run"):
+        await manager.resume(held.token, "F")  # replayed
+    assert ran == []  # the tool ran once, through the resumed run, which the pipeline sees as a top-level call
+
+
+async def test_a_forged_or_other_tools_token_is_refused_and_the_token_stays_good(write, manager):
+    write("tools/direct.py", DIRECT)
+    with pytest.raises(Interrupted) as info:
+        await manager.invoke("direct")
+    with pytest.raises(InvocationError, match="no suspended run"):
+        await manager.resume("0" * 32, "F")
+    with pytest.raises(InvocationError, match="is a call of 'direct', not of 'forecast'"):
+        await manager.resume(info.value.token, "F", ref="forecast")
+    assert await manager.resume(info.value.token, "F", ref="direct") == "21 F"
+
+
+async def test_an_agents_question_holds_its_turn_and_the_answer_reaches_the_model(manager):
+    sent: list = []
+    manager.events.listeners.append(lambda e: sent.append(e.data["messages"]) if e.kind == "model.request" else None)
+    with pytest.raises(Interrupted) as info:
+        await manager.invoke("forecast")
+    assert info.value.request["agent"] == "forecast" and info.value.request["tool"] == "weather"
+    assert len(sent) == 1
+    assert await manager.resume(info.value.token, "F") == "done"
+    assert len(sent) == 2  # the model was not asked again for the held turn
+    assert sent[1][-1]["content"] == "21 F in Paris"
+
+
+async def test_declining_to_answer_is_an_error_the_agent_hears(manager):
     ended = results(manager)
-    assert await manager.invoke("forecast") == "done"  # the agent hears it as the call's error result
-    assert "nobody can answer" in str(ended[0]["error"])
+    with pytest.raises(Interrupted) as info:
+        await manager.invoke("forecast")
+    assert await manager.resume(info.value.token, Decision("deny", reason="no idea")) == "done"
+    assert "declined to answer 'Which unit, C or F?': no idea" in str(ended[-1]["error"])
+
+
+async def test_an_answer_never_decides_a_held_approval(write, manager):
+    write("tools/send.py", 'frontmatter = {"metadata": {"approval": True}}\ndef main(ctx):\n    return "sent"\n')
+    with pytest.raises(Interrupted) as info:
+        await manager.invoke("send")
+    with pytest.raises(ConfigurationError, match="not an answer"):
+        await manager.resume(info.value.token, Decision.answered("yes"))
+    assert await manager.resume(info.value.token, "approve") == "sent"  # the refusal did not spend the token
+
+
+ASKED = """
+from pathlib import Path
+from orchestrator.questions import ask_caller
+frontmatter = {"role": "middleware", "metadata": {"params": {"type": "object"}}}
+async def main(ctx):
+    question = Path(QUESTION).read_text()
+    size = await ask_caller(ctx, question, {"type": "integer"})
+    ctx.target.args = {**ctx.target.args, "size": size}
+    return await ctx.target.manager.next()
+"""
+SIZED = """
+frontmatter = {"metadata": {"params": {"type": "object"}, "unit": {}, "sized": {},
+    "$order": {"unit": {"after": ["$pre-execute"], "before": ["sized"]}, "sized": {"before": ["execute"]}}}}
+def main(ctx):
+    return f"{ctx.args['size']} {ctx.args['unit']}"
+"""
+
+
+async def test_two_questions_are_answered_one_resume_at_a_time_and_a_changed_one_holds_again(write, manager, tmp_path):
+    asked = write("question.txt", "How big?")
+    write("tools/sized.py", ASKED.replace("QUESTION", repr(str(asked))))
+    write("tools/both.py", SIZED)
+    with pytest.raises(Interrupted) as first:
+        await manager.invoke("both")
+    assert first.value.request["question"] == "Which unit, C or F?"
+    with pytest.raises(Interrupted) as second:
+        await manager.resume(first.value.token, "C")  # the replay meets the unit question again, answered
+    assert second.value.request["question"] == "How big?"
+    asked.write_text("How tall?")  # the question changes before its answer comes
+    with pytest.raises(Interrupted) as third:
+        await manager.resume(second.value.token, 3)
+    assert third.value.request["question"] == "How tall?"
+    assert third.value.request["changed"]["question"] == "How big?"
+    assert "the question changed since it was answered" in str(third.value)
+    assert await manager.resume(third.value.token, 7) == "7 C"  # the unit's answer still carried, once
+
+
+def test_cli_run_off_a_terminal_holds_and_resume_answers_with_the_form(write, manager, tools, tmp_path):
+    write("tools/direct.py", DIRECT)
+    where = ("--path", str(tools), "--store", str(tmp_path / "cli.db"))
+    code, out, err = run("run", "direct", "--no-log", *where)
+    assert code == 3 and out == "", err
+    (token,) = [w for line in err.splitlines() if "continue:" in line for w in line.split() if len(w) == 32]
+    code, _, err = run("resume", token, "--edit", '{"answer": "kelvin"}', *where)
+    assert code == 1 and "AnswerValidationError" in err
+    code, out, err = run("resume", token, "--edit", '{"answer": "F"}', *where)  # the token was not spent
+    assert (code, out) == (0, "21 F\n"), err
 
 
 async def test_the_managers_approver_answers_when_it_can_respond(manager):
@@ -134,32 +242,81 @@ async def test_the_terminal_reads_json_for_a_schema_beyond_text_and_end_of_input
         terminal(io.StringIO(""), io.StringIO()).respond(asked)
 
 
-async def test_mcp_elicitation_answers_the_question(manager):
+MODES = pytest.mark.parametrize("mode", ["legacy", "auto"])  # handshake era; 2026-07-28 (input_required, retry)
+
+
+FORM = """
+from orchestrator.questions import ask_caller
+frontmatter = {"role": "middleware", "metadata": {"params": {"type": "object"}}}
+SCHEMA = {"type": "object", "properties": {"unit": {"type": "string", "enum": ["C", "F"]}}, "required": ["unit"]}
+async def main(ctx):
+    got = await ask_caller(ctx, "Which unit?", SCHEMA)
+    ctx.target.args = {**ctx.target.args, "unit": got["unit"]}
+    return await ctx.target.manager.next()
+"""
+
+
+@MODES
+async def test_mcp_elicitation_answers_the_question(manager, mode):
     seen: list = []
+    sent: list = []
+    manager.events.listeners.append(lambda e: sent.append(e.data["messages"]) if e.kind == "model.request" else None)
 
     async def callback(context, params) -> ElicitResult:
         seen.append(params)
         return ElicitResult(action="accept", content={"answer": "F"})
 
     with anyio.fail_after(20):
-        async with Client(build_server(manager), mode="legacy", elicitation_callback=callback) as client:
+        async with Client(build_server(manager), mode=mode, elicitation_callback=callback) as client:
             result = await client.call_tool("forecast", {})
     assert not result.is_error and result.content[0].text == "done"
     (params,) = seen
     assert params.message == "Which unit, C or F?"
     assert params.requested_schema["properties"]["answer"]["enum"] == ["C", "F"]
+    assert sent[-1][-1]["content"] == "21 F in Paris"
 
 
-async def test_mcp_decline_is_an_error_the_agent_hears(manager):
+async def test_mcp_2026_question_of_an_object_schema_is_its_fields_and_a_bad_answer_is_an_error(write, manager):
+    write("tools/unit.py", FORM)
+    answers = [{"unit": "kelvin"}, {"unit": "C"}]
+    seen: list = []
+
+    async def callback(context, params) -> ElicitResult:
+        seen.append(params)
+        return ElicitResult(action="accept", content=answers.pop(0))
+
+    with anyio.fail_after(20):
+        async with Client(build_server(manager), mode="auto", elicitation_callback=callback) as client:
+            bad = await client.call_tool("forecast", {})
+            good = await client.call_tool("forecast", {})
+    assert set(seen[0].requested_schema["properties"]) == {"unit"}
+    assert bad.is_error and "AnswerValidationError" in bad.content[0].text
+    assert not good.is_error and good.content[0].text == "done"
+
+
+@MODES
+async def test_mcp_decline_is_an_error_the_agent_hears(manager, mode):
     ended = results(manager)
 
     async def callback(context, params) -> ElicitResult:
         return ElicitResult(action="decline")
 
     with anyio.fail_after(20):
-        async with Client(build_server(manager), mode="legacy", elicitation_callback=callback) as client:
-            await client.call_tool("forecast", {})
-    assert "did not answer (decline)" in str(ended[0]["error"])
+        async with Client(build_server(manager), mode=mode, elicitation_callback=callback) as client:
+            result = await client.call_tool("forecast", {})
+    assert result.content[0].text == "done"
+    expected = "did not answer (decline)" if mode == "legacy" else "declined to answer"
+    assert expected in str(ended[-1]["error"])
+
+
+@MODES
+async def test_mcp_client_without_elicitation_cannot_answer_and_the_agent_hears_it(manager, mode):
+    ended = results(manager)
+    with anyio.fail_after(20):
+        async with Client(build_server(manager), mode=mode) as client:
+            result = await client.call_tool("forecast", {})
+    assert result.content[0].text == "done"
+    assert "this MCP client cannot answer" in str(ended[-1]["error"])
 
 
 @pytest.mark.slow
