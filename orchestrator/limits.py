@@ -4,7 +4,7 @@ One frozen value per manager (``Manager(limits=Limits(...))``); the defaults
 are documented in the README's security model. Loading bounds apply to every
 tool and authority file, rendering bounds to every template render (metadata,
 prompts, directive labels), thread bounds to sync user code, the answer bound
-to every model answer read over HTTP.
+to every model answer read over HTTP, the media bound to every media value read.
 """
 
 from __future__ import annotations
@@ -35,7 +35,11 @@ class Limits:
     ``folder_files``: files and folders one search path may hold, its
     subfolders' included: a listing (or a lookup scanning one folder) that
     counts more stops with a ``FolderLimitError`` naming the folder
-    (``orchestrator.registry``).
+    (``orchestrator.registry``). ``media_bytes``: bytes of one image, audio or
+    file a tool reads (a media arg, media a prompt places, a media result
+    ``media_part`` makes): past it a ``MediaLimitError`` names the tool
+    (``orchestrator.mediaparts``; the providers' own request limits are of
+    this order).
     """
 
     yaml_nodes: int = 100_000
@@ -52,6 +56,7 @@ class Limits:
     stat_interval: float = 0.1
     model_answer: int = 32_000_000
     folder_files: int = 200_000
+    media_bytes: int = 20_000_000
 
 
 DEFAULT_LIMITS = Limits()

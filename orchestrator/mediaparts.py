@@ -14,7 +14,8 @@ media-type}``, a media part itself and ``data:`` URLs carry the bytes; an ``http
 taken only when the tool's metadata says ``media-urls: true`` (the provider
 fetches it). The media type is sniffed from the bytes (``filetype``, the
 ``media`` extra), never taken from a name a caller gives; one value may have
-at most ``MAX_MEDIA_BYTES``.
+at most the manager's ``Limits.media_bytes`` (a ``MediaLimitError`` past it,
+naming the tool and the limit).
 """
 
 from __future__ import annotations
@@ -28,13 +29,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigurationError, SecurityError
+from .limits import DEFAULT_LIMITS
 
 if TYPE_CHECKING:
     from .context import Context
 
 KINDS = ("image", "audio", "file")
-MAX_MEDIA_BYTES = 20_000_000
-"""Bytes one media value may have (the providers' own request limits are of this order)."""
+
+
+class MediaLimitError(ConfigurationError):
+    """Raised when one media value has more bytes than ``Limits.media_bytes``; ``limit`` is that bound."""
+
+    def __init__(self, what: str, limit: int, **where: Any) -> None:
+        self.limit = limit
+        super().__init__(
+            f"{what} is over {limit:,} bytes, the most Limits.media_bytes lets one media value have: give a "
+            "smaller one, or raise it (Manager(limits=Limits(media_bytes=...)))",
+            **where,
+        )
+
+
+def media_limit(ctx: Context | None) -> int:
+    """The bytes one media value of ctx's run may have: its manager's ``Limits.media_bytes``."""
+    return ctx.owner.limits.media_bytes if ctx is not None else DEFAULT_LIMITS.media_bytes
 
 
 def media_part(
@@ -54,18 +71,20 @@ def media_part(
 
     Raises:
         SecurityError: a path outside the folder.
-        ConfigurationError: an unreadable file, more than ``MAX_MEDIA_BYTES``, or ``filetype`` is missing.
+        MediaLimitError: more than ``Limits.media_bytes`` (ctx's manager's; without ctx, the default).
+        ConfigurationError: an unreadable file, or ``filetype`` is missing.
     """
     where: dict[str, Any] = {"tool": ctx.tool.name} if ctx is not None else {}
+    limit = media_limit(ctx)
     if isinstance(source, bytes | bytearray):
         data = bytes(source)
-        if len(data) > MAX_MEDIA_BYTES:
-            raise ConfigurationError(f"a media result is over {MAX_MEDIA_BYTES:,} bytes", **where)
+        if len(data) > limit:
+            raise MediaLimitError("a media result", limit, **where)
         label = name or "result"
     else:
         folder = Path(ctx.cwd) if ctx is not None else Path.cwd()
         path = _confined(folder, source, "a media result", where)
-        data = _read(path, "a media result", where)
+        data = _read(path, "a media result", where, limit)
         label = name or path.name
     found = sniffed(data) or media_type or mimetypes.guess_type(label)[0] or "application/octet-stream"
     encoded = base64.b64encode(data).decode("ascii")
@@ -111,7 +130,8 @@ def placed_part(ctx: Context, value: Any, kind: str | None) -> dict[str, Any]:
 
     Raises:
         SecurityError: a path outside the run's folder, or a URL the tool does not allow.
-        ConfigurationError: a value that is no media, unreadable, too large, or of another kind.
+        MediaLimitError: more than ``Limits.media_bytes``.
+        ConfigurationError: a value that is no media, unreadable, or of another kind.
     """
     tool = ctx.tool
     where = {"tool": tool.name, "level": "prompt", "path": tool.path, "line": tool.prompt_line}
@@ -121,7 +141,15 @@ def placed_part(ctx: Context, value: Any, kind: str | None) -> dict[str, Any]:
 def read_part(
     ctx: Context, what: str, name: str, kind: str | None, value: Any, where: dict[str, Any]
 ) -> dict[str, Any]:
+    """A media value (an arg, a placed one) as a media part, read within ctx's ``Limits.media_bytes``.
+
+    Raises:
+        SecurityError: a path outside the run's folder, or a URL the tool does not allow.
+        MediaLimitError: more than ``Limits.media_bytes``.
+        ConfigurationError: a value that is no media, unreadable, or of another kind.
+    """
     tool = ctx.tool.name
+    limit = media_limit(ctx)
     if isinstance(value, str) and value.startswith(("http://", "https://")):
         if ctx.meta.get("media-urls") is not True:
             raise SecurityError(
@@ -132,14 +160,14 @@ def read_part(
         return {"type": "media", "kind": kind or _url_kind(value, what, where), "url": value, "name": name}
     if isinstance(value, str) and value.startswith("data:"):
         head, _, encoded = value.partition(",")
-        data, declared = _decode(encoded, what, where), head[5:].removesuffix(";base64")
+        data, declared = _decode(encoded, what, where, limit), head[5:].removesuffix(";base64")
         label = name
     elif isinstance(value, Mapping) and "data" in value:
         declared = str(value.get("media-type") or value.get("media_type") or "")  # a media part is one too
-        data, label = _decode(value.get("data"), what, where), str(value.get("name") or name)
+        data, label = _decode(value.get("data"), what, where, limit), str(value.get("name") or name)
     elif isinstance(value, str):
         path = _confined(Path(ctx.cwd), value, what, where)
-        data, declared, label = _read(path, what, where), "", path.name
+        data, declared, label = _read(path, what, where, limit), "", path.name
     else:
         raise ConfigurationError(
             f"{what} ({kind or 'media'}) must be a file path, a data: URL or {{data: base64, media-type}}, "
@@ -214,33 +242,40 @@ def _confined(folder: Path, value: str | PathLike[str], what: str, where: dict[s
     return path
 
 
-def _read(path: Path, what: str, where: dict[str, Any]) -> bytes:
-    """A media file's bytes, at most ``MAX_MEDIA_BYTES``.
+def _read(path: Path, what: str, where: dict[str, Any], limit: int) -> bytes:
+    """A media file's bytes, at most ``limit`` (no more than one byte past it is read).
 
     Raises:
-        ConfigurationError: not a readable file, or too large.
+        ConfigurationError: not a readable file.
+        MediaLimitError: too large.
     """
     try:
         if not path.is_file():
             raise ConfigurationError(f"{what}: {path.name!r} is not a file", **where)
         with path.open("rb") as handle:
-            data = handle.read(MAX_MEDIA_BYTES + 1)
+            data = handle.read(limit + 1)
     except OSError as exc:
         raise ConfigurationError(f"{what}: cannot read {path.name!r}: {exc.strerror}", **where) from exc
-    if len(data) > MAX_MEDIA_BYTES:
-        raise ConfigurationError(f"{what}: {path.name!r} is over {MAX_MEDIA_BYTES:,} bytes", **where)
+    if len(data) > limit:
+        raise MediaLimitError(f"{what}: {path.name!r}", limit, **where)
     return data
 
 
-def _decode(encoded: Any, what: str, where: dict[str, Any]) -> bytes:
-    """Base64 data, at most ``MAX_MEDIA_BYTES`` once decoded.
+def _decode(encoded: Any, what: str, where: dict[str, Any], limit: int) -> bytes:
+    """Base64 data, at most ``limit`` bytes once decoded (longer text is refused before decoding).
 
     Raises:
-        ConfigurationError: not base64 text, or too large.
+        ConfigurationError: not base64 text.
+        MediaLimitError: too large.
     """
-    if not isinstance(encoded, str) or len(encoded) > MAX_MEDIA_BYTES * 4 // 3 + 4:
-        raise ConfigurationError(f"{what}: data must be base64 text of at most {MAX_MEDIA_BYTES:,} bytes", **where)
+    if not isinstance(encoded, str):
+        raise ConfigurationError(f"{what}: data must be base64 text, not {type(encoded).__name__}", **where)
+    if len(encoded) > (limit + 2) // 3 * 4:
+        raise MediaLimitError(f"{what}: its data", limit, **where)
     try:
-        return base64.b64decode(encoded, validate=True)
+        data = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise ConfigurationError(f"{what}: data is not base64: {exc}", **where) from exc
+    if len(data) > limit:
+        raise MediaLimitError(f"{what}: its data", limit, **where)
+    return data

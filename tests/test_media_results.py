@@ -19,14 +19,14 @@ import pytest
 from mcp import Client
 from servers import serve
 
-from orchestrator import ConfigurationError, Manager, SecurityError
+from orchestrator import ConfigurationError, Limits, Manager, SecurityError
 from orchestrator.agent import parse_model
 from orchestrator.agent.anthropic import _block
 from orchestrator.agent.media import anthropic_tool_result, media_part, openai_turns, result_content
 from orchestrator.agent.model import grant_model
 from orchestrator.agent.openai import OpenAIProvider
 from orchestrator.mcp import build_server
-from orchestrator.mediaparts import MAX_MEDIA_BYTES, described
+from orchestrator.mediaparts import described
 
 pytestmark = pytest.mark.anyio
 
@@ -107,7 +107,7 @@ def test_media_part_from_bytes_sniffs_and_falls_back_to_the_given_type():
     assert media_part(b"\x00\x01", media_type="application/x-thing")["media_type"] == "application/x-thing"
     assert media_part(b"\x00\x01")["media_type"] == "application/octet-stream"
     with pytest.raises(ConfigurationError, match="over 20,000,000 bytes"):
-        media_part(b"\x00" * (MAX_MEDIA_BYTES + 1))
+        media_part(b"\x00" * (Limits().media_bytes + 1))
 
 
 def test_described_says_type_size_and_name():

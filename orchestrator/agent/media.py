@@ -5,7 +5,7 @@ An arg is media when its ``params`` property says so: ``format: image``,
 ``image/`` or ``audio/`` prefix tells the kind). Its value is read as
 ``orchestrator.mediaparts`` reads any (a file inside the run's folder,
 base64 data, a ``data:`` URL, a URL only with ``media-urls: true``; sniffed;
-at most ``MAX_MEDIA_BYTES``). The prompt's user message then holds the text,
+at most ``Limits.media_bytes``). The prompt's user message then holds the text,
 cut where the prompt placed media (``{{ media(...) }}``,
 ``orchestrator.placing``), and one part per media arg, in the order
 ``params`` lists them. Each provider turns the parts into its own content
@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..mediaparts import KINDS, described, is_media, media_pieces, read_part
-from ..mediaparts import MAX_MEDIA_BYTES as MAX_MEDIA_BYTES
 from ..mediaparts import media_part as media_part
 from ..mediaparts import sniffed as sniffed
 from ..placing import placed_pieces
