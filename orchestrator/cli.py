@@ -256,29 +256,67 @@ def running(
     return result, screen
 
 
+def remote_options(what: str) -> Any:
+    """``--remote`` (help: ``what``) and its ``--timeout``: start the declared MCP servers (``orchestrator.servers``)."""
+
+    def apply(command: Any) -> Any:
+        command = click.option(
+            "--timeout",
+            "remote_timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=15.0,
+            show_default=True,
+            metavar="SECONDS",
+            help="With --remote: how long each server has to start and list its tools (an entry's smaller "
+            "timeout wins).",
+        )(command)
+        return click.option("--remote", is_flag=True, help=what)(command)
+
+    return apply
+
+
 @cli.command(name="list", short_help="List the tools: name, kind, description.")
 @click.option("--all", "show_all", is_flag=True, help="Include hidden tools (visibility: hidden), like the built-ins.")
 @click.option(
     "--mcp", "show_mcp", is_flag=True, help="Add how serve offers each tool over MCP: tool, prompt, both or neither."
 )
+@remote_options(
+    "Also start each declared MCP server (mcp-servers) and list its tools as NAME/TOOL, kind remote; "
+    "a server that fails is one error row. The servers stop at the end."
+)
 @json_option
 @path_option
 @debug_option
-def list_(show_all: bool, show_mcp: bool, as_json: bool, paths: Sequence[Path], debug: bool) -> None:
+def list_(
+    show_all: bool,
+    show_mcp: bool,
+    remote: bool,
+    remote_timeout: float,
+    as_json: bool,
+    paths: Sequence[Path],
+    debug: bool,
+) -> None:
     """List the tools in the search paths: name, kind and description.
 
-    A tool that fails to load is listed with its error.
+    A tool that fails to load is listed with its error. Listing starts no
+    program: the tools of MCP servers are listed only with --remote.
 
     \b
     Examples:
       toolcascade list
       toolcascade list --all --path tools --path ~/shared-tools
       toolcascade list --json
+      toolcascade list --remote --timeout 30
     """
     with reporting(debug), paused():  # a listing's heap is kept, not freed (orchestrator.collector)
         manager = command_manager(paths)
         infos = once_per_file(manager.list_tools(hidden=show_all))
     mcp = mcp_column(manager, infos) if show_mcp else {}
+    if remote:  # the declared MCP servers' tools: started, listed, stopped
+        from .servers import remote_rows
+
+        with reporting(debug):
+            infos += remote_rows(manager, infos, remote_timeout, partial(click.echo, err=True))
     builtins = {path.stem for path in builtin_folder("tools").iterdir()}
     replacing = {}  # ref -> the built-in file a user tool takes the place of
     for info in infos:
@@ -390,19 +428,26 @@ def show(
 
 
 @cli.command(name="check", short_help="Report every problem in the tool and authority files.")
+@remote_options(
+    "Also start each MCP server that an agent's tools names (NAME/TOOL) and check that it lists the tool. "
+    "The servers stop at the end."
+)
 @path_option
-def check_(paths: Sequence[Path]) -> None:
+def check_(remote: bool, remote_timeout: float, paths: Sequence[Path]) -> None:
     """Check every tool and authority in the search paths; print each problem as path:line: message.
 
     Loads every file, resolves every cascade and chain (templates are
     compiled, not rendered), and warns about likely typos: unknown frontmatter
-    keys and metadata keys one edit away from a tool name. Exits 1 when there
-    is an error; warnings alone do not fail.
+    keys and metadata keys one edit away from a tool name. Starts no program:
+    a NAME/TOOL in tools needs a server NAME declared (mcp-servers) and
+    allowed where the agent runs; --remote starts it to find TOOL. Exits 1
+    when there is an error; warnings alone do not fail.
 
     \b
     Examples:
       toolcascade check
       toolcascade check --path tools --path ~/shared-tools
+      toolcascade check --remote
     """
     from .check import check
 
@@ -413,6 +458,10 @@ def check_(paths: Sequence[Path]) -> None:
     try:
         with reporting(False):  # a search path past Limits.folder_files: one error line, as list says it
             problems = check(manager)
+            if remote:
+                from .servers import merged, remote_problems
+
+                problems = merged(problems, remote_problems(manager, remote_timeout, partial(click.echo, err=True)))
     finally:
         quiet.setLevel(level)
     for problem in problems:  # the report, summary included, is the command's output: stdout

@@ -38,14 +38,14 @@ that is not declared where it is called.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .authorities import Authorities
 from .cascade import untrusted_level
 from .chain import frames
-from .errors import ConfigurationError, RemoteToolError, SecurityError, ToolNotFoundError
+from .errors import ConfigurationError, OrchestratorError, RemoteToolError, SecurityError, ToolNotFoundError
 from .planner import Planner
 from .registry import Registry, SearchPath
 from .remotes import Pool, ServerSpec, parse_server
@@ -63,7 +63,11 @@ __all__ = [
     "close_pool",
     "declared_servers",
     "find_remote",
+    "find_server",
+    "missing_tool",
     "pool_of",
+    "probe",
+    "remote_description",
     "remote_refs",
 ]
 
@@ -141,16 +145,64 @@ def find_remote(
     tools = pool_of(registry).list_tools(spec)
     listed = tools.get(remote)
     if listed is None:
-        from difflib import get_close_matches
-
-        near = get_close_matches(remote, list(tools), 3)
-        raise ToolNotFoundError(
-            ref,
-            [f"mcp://{server}"],
-            reason=f"MCP server {server!r} has no tool {remote!r}",
-            near=lambda: [f"{server}/{n}" for n in near],
-        )
+        raise missing_tool(ref, tools)
     return _tool(spec, ref, listed, root, trusted), cacheable
+
+
+def missing_tool(ref: str, tools: Iterable[str]) -> ToolNotFoundError:
+    """The error for ``NAME/TOOL`` when the server lists ``tools`` and not ``TOOL`` (with "did you mean")."""
+    from difflib import get_close_matches
+
+    server, _, remote = ref.partition("/")
+    near = get_close_matches(remote, list(tools), 3)
+    return ToolNotFoundError(
+        ref,
+        [f"mcp://{server}"],
+        reason=f"MCP server {server!r} has no tool {remote!r}",
+        near=lambda: [f"{server}/{n}" for n in near],
+    )
+
+
+def find_server(registry: Registry, tool: Tool, ref: str, paths: tuple[SearchPath, ...]) -> ServerSpec | None:
+    """The MCP server whose tool ``ref`` (``NAME/TOOL``, or ``NAME/*``) names, as ``tool`` would call it; nothing started.
+
+    The server must be declared where ``tool`` runs (its own file and the
+    authorities it inherits, else the authorities of the folder ``NAME/``, as
+    a lookup at run time finds it), by trusted configuration, and well
+    formed. ``check`` asks so; whether the server starts and lists ``TOOL``
+    is for ``check --remote`` (``orchestrator.servers``).
+
+    None when ``ref`` is no remote tool at all: no server ``NAME`` is declared
+    there, nor one whose name is close to it.
+
+    Raises:
+        ToolNotFoundError: ``NAME`` is not declared but a declared server's name is close ("did you mean").
+        SecurityError: a level from a folder the program does not trust set the entry.
+        ConfigurationError: the entry is malformed.
+    """
+    server, slash, remote = ref.partition("/")
+    if not slash or not server or not remote or "/" in remote:
+        return None
+    plan = _planner(registry).plan(tool, paths, None)
+    entry = _entry(plan.raw.values, server)
+    if entry is not None:
+        spec = checked_server(server, entry, plan.levels, tool, paths)
+    else:
+        found = _probed(registry, server, paths, set())
+        if found is None:
+            from difflib import get_close_matches
+
+            servers = plan.raw.values.get(SERVERS)
+            near = get_close_matches(server, [str(n) for n in servers or ()], 3)
+            if not near:
+                return None
+            raise ToolNotFoundError(
+                ref,
+                reason=f"no MCP server {server!r} is declared where {tool.name!r} runs",
+                near=lambda: [f"{n}/{remote}" for n in near],
+            )
+        spec = found[0]
+    return spec
 
 
 def remote_refs(registry: Registry, server: str, paths: tuple[SearchPath, ...]) -> list[str] | None:
@@ -165,10 +217,48 @@ def remote_refs(registry: Registry, server: str, paths: tuple[SearchPath, ...]) 
     return sorted(f"{server}/{name}" for name in pool_of(registry).list_tools(found[0]))
 
 
-def declared_servers(registry: Registry, tool: Tool, paths: tuple[SearchPath, ...]) -> dict[str, Any]:
-    """The ``mcp-servers`` entries ``tool``'s files declare (its own and its authorities'), as written."""
-    value = _planner(registry).plan(tool, paths, None).raw.values.get(SERVERS)
-    return dict(value) if isinstance(value, Mapping) else {}
+def declared_servers(
+    registry: Registry, tool: Tool, paths: tuple[SearchPath, ...]
+) -> dict[str, ServerSpec | OrchestratorError]:
+    """Every MCP server declared where ``tool`` runs (its own file and its authorities), nothing started.
+
+    Each is its checked spec, or the error saying why it cannot be used (``checked_server``).
+
+    Raises:
+        ConfigurationError: ``mcp-servers`` is not a mapping.
+    """
+    plan = _planner(registry).plan(tool, paths, None)
+    servers = plan.raw.values.get(SERVERS)
+    if servers is None:
+        return {}
+    if not isinstance(servers, Mapping):
+        raise ConfigurationError(f"{SERVERS} must be a mapping of server names to entries", key=SERVERS)
+    found: dict[str, ServerSpec | OrchestratorError] = {}
+    for name in servers:
+        try:
+            found[str(name)] = checked_server(str(name), servers[name], plan.levels, tool, paths)
+        except OrchestratorError as exc:
+            found[str(name)] = exc
+    return found
+
+
+def probe(sp: SearchPath, folder: str | None = None) -> Tool:
+    """A stand-in for a tool file in ``folder`` of ``sp`` (None: its top): its plan declares what ``NAME/TOOL`` finds.
+
+    The servers declared for a ref ``NAME/TOOL`` outside any running tool are
+    those the probe of the folder ``NAME`` declares (``declared_servers``).
+    """
+    where = sp.root if folder is None else sp.root / folder
+    return Tool(
+        name=f"{folder or '.'}/*",
+        uri=f"mcp-servers:{where}",
+        kind=KIND,
+        frontmatter={},
+        metadata={},
+        path=where / "*",
+        root=sp.root,
+        trusted=sp.trusted,
+    )
 
 
 def _declared(
@@ -190,22 +280,21 @@ def _declared(
                 spec = checked_server(server, entry, plan.levels, running.tool, running.paths)
                 return spec, running.paths[0].root, running.tool.trusted, False
         frame = frame[2]
+    return _probed(registry, server, paths, deps)
+
+
+def _probed(
+    registry: Registry, server: str, paths: tuple[SearchPath, ...], deps: set[str]
+) -> tuple[ServerSpec, Path | None, bool, bool] | None:
+    """``server`` as the authorities of a tool file in the folder ``NAME/`` of a search path declare it (cacheable)."""
+    planner = _planner(registry)
     for sp in paths:
-        probe = Tool(
-            name=f"{server}/*",
-            uri=f"mcp-servers:{sp.root / server}",
-            kind=KIND,
-            frontmatter={},
-            metadata={},
-            path=sp.root / server / "*",
-            root=sp.root,
-            trusted=sp.trusted,
-        )
-        registry.watch([str(probe.path)], deps)  # a plan depends on its tool's file: the probe's has a signature too
-        plan = planner.plan(probe, paths, deps)
+        stand_in = probe(sp, server)
+        registry.watch([str(stand_in.path)], deps)  # a plan depends on its tool's file: the probe's has one too
+        plan = planner.plan(stand_in, paths, deps)
         entry = _entry(plan.raw.values, server)
         if entry is not None:
-            return checked_server(server, entry, plan.levels, probe, paths), sp.root, sp.trusted, True
+            return checked_server(server, entry, plan.levels, stand_in, paths), sp.root, sp.trusted, True
     return None
 
 
@@ -255,13 +344,18 @@ def checked_server(
     return parse_server(server, entry, tool.name)
 
 
+def remote_description(server: str, listed: Any) -> str:
+    """What a server's tool is (an ``mcp.types.Tool``): its description, else its title, else where it comes from."""
+    return listed.description or getattr(listed, "title", None) or f"{listed.name} on MCP server {server}"
+
+
 def _tool(spec: ServerSpec, ref: str, listed: Any, root: Path | None, trusted: bool) -> Tool:
     """The ``Tool`` for one listed MCP tool."""
     server, remote = spec.name, listed.name
     metadata: dict[str, Any] = {"params": dict(listed.input_schema or {"type": "object"})}
     if listed.output_schema:
         metadata["returns"] = dict(listed.output_schema)
-    description = listed.description or getattr(listed, "title", None) or f"{remote} on MCP server {server}"
+    description = remote_description(server, listed)
 
     async def body(ctx: Context) -> Any:
         registry = ctx.owner.registry

@@ -31,7 +31,7 @@ import base64
 import json
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -165,6 +165,7 @@ class _Connection:
     stop: Any = None  # anyio.Event the pool sets to end the session
     failure: str | None = None  # why the session ended, when it was not asked to
     pending: set[Any] = field(default_factory=set)  # the cancel scopes of calls in flight
+    opening: Any = None  # the cancel scope of the task holding the session: ends a server that never answers
 
 
 class Pool:
@@ -220,8 +221,10 @@ class Pool:
     async def _close_all(self) -> None:
         for conn in list(self._connections.values()):
             conn.stop.set()
-        for conn in list(self._connections.values()):
-            with anyio.move_on_after(10):
+            if conn.session is None and conn.opening is not None:  # still in initialize: it will never see stop
+                conn.opening.cancel()
+        with anyio.move_on_after(10):
+            for conn in list(self._connections.values()):
                 await conn.ended.wait()
         self._connections.clear()
         self._done.set()
@@ -236,6 +239,13 @@ class Pool:
         """
         portal = self._get_portal()
         return portal.call(self._tools, spec)  # type: ignore[no-any-return]
+
+    def list_each(self, specs: Sequence[ServerSpec]) -> list[dict[str, Any] | RemoteToolError]:
+        """Each server's tools (as ``list_tools``), the servers started side by side; a failure is its error. Blocking.
+
+        Each server has its own ``timeout`` to start and list its tools; one that fails never stops the others.
+        """
+        return self._get_portal().call(self._each, list(specs))  # type: ignore[no-any-return]
 
     async def call(self, spec: ServerSpec, remote: str, args: Mapping[str, Any], tool: str) -> Any:
         """Call ``remote`` on the server with ``args``; the result as ``convert`` makes it.
@@ -267,6 +277,8 @@ class Pool:
             await ready.wait()
         if scope.cancelled_caught:
             conn.stop.set()
+            if conn.opening is not None:
+                conn.opening.cancel()  # the server stops now, not when the pool closes
             raise RemoteToolError(
                 f"MCP server {spec.name!r} did not answer initialize within {spec.timeout:g} s",
                 server=spec.name,
@@ -295,14 +307,15 @@ class Pool:
 
         errlog = open(os.devnull, "w")  # noqa: SIM115 - a stdio server's stderr, for the session's life
         try:
-            async with _transport(spec, errlog) as streams, anyio.create_task_group() as group:
-                relayed = _relay(streams[0], conn, group)
-                async with ClientSession(relayed, streams[1], message_handler=handle) as s:
-                    await s.initialize()
-                    conn.session = s
-                    ready.set()
-                    await conn.stop.wait()
-                group.cancel_scope.cancel()
+            with anyio.CancelScope() as conn.opening:
+                async with _transport(spec, errlog) as streams, anyio.create_task_group() as group:
+                    relayed = _relay(streams[0], conn, group)
+                    async with ClientSession(relayed, streams[1], message_handler=handle) as s:
+                        await s.initialize()
+                        conn.session = s
+                        ready.set()
+                        await conn.stop.wait()
+                    group.cancel_scope.cancel()
         except BaseException as exc:  # noqa: BLE001 - reported to the waiter or the call in flight
             if not ready.is_set():
                 errors.append(exc)
@@ -319,22 +332,52 @@ class Pool:
             for scope in list(conn.pending):
                 scope.cancel()
 
+    async def _each(self, specs: list[ServerSpec]) -> list[dict[str, Any] | RemoteToolError]:
+        found: list[dict[str, Any] | RemoteToolError] = [{} for _ in specs]
+
+        async def one(index: int, spec: ServerSpec) -> None:
+            try:
+                found[index] = await self._tools(spec)
+            except RemoteToolError as exc:
+                found[index] = exc
+
+        async with anyio.create_task_group() as group:
+            for index, spec in enumerate(specs):
+                group.start_soon(one, index, spec)
+        return found
+
     async def _tools(self, spec: ServerSpec, remote: str | None = None) -> dict[str, Any]:
         conn = await self._connection(spec, remote)
         if conn.tools is None:
+            from mcp.types import PaginatedRequestParams
+
             listed: dict[str, Any] = {}
             cursor = None
-            with anyio.fail_after(spec.timeout):
-                while True:
-                    from mcp.types import PaginatedRequestParams
-
-                    page = await conn.session.list_tools(
-                        params=PaginatedRequestParams(cursor=cursor) if cursor else None
-                    )
-                    listed.update((t.name, t) for t in page.tools)
-                    cursor = page.next_cursor
-                    if not cursor:
-                        break
+            try:
+                with anyio.fail_after(spec.timeout):
+                    while True:
+                        page = await conn.session.list_tools(
+                            params=PaginatedRequestParams(cursor=cursor) if cursor else None
+                        )
+                        listed.update((t.name, t) for t in page.tools)
+                        cursor = page.next_cursor
+                        if not cursor:
+                            break
+            except TimeoutError:
+                raise RemoteToolError(
+                    f"MCP server {spec.name!r} did not list its tools within {spec.timeout:g} s",
+                    server=spec.name,
+                    remote=remote,
+                    reason="timeout",
+                ) from None
+            except Exception as exc:
+                reason = _reason(conn.failure) if conn.failure is not None else "error"
+                raise RemoteToolError(
+                    f"MCP server {spec.name!r} could not list its tools: {conn.failure or _describe(exc)}",
+                    server=spec.name,
+                    remote=remote,
+                    reason=reason,
+                ) from exc
             conn.tools = listed
         return conn.tools
 
