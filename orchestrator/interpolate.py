@@ -40,10 +40,13 @@ class Scope(dict):  # type: ignore[type-arg]
     """Template variables (a plain dict to jinja2) carrying the limits their renders run under.
 
     ``tool`` and ``paths`` say where the render's partials are found
-    (``partial_roots``, worked out at the first include only).
+    (``partial_roots``, worked out at the first include only). ``placing``
+    is the context whose prompt this render places media for
+    (``render_prompt`` sets it; ``orchestrator.placing``), None for any other
+    render; ``refused`` the error ``media(...)`` raised in it.
     """
 
-    __slots__ = ("limits", "tool", "paths", "_roots")
+    __slots__ = ("limits", "tool", "paths", "placing", "refused", "_roots")
 
     def __init__(
         self,
@@ -56,6 +59,8 @@ class Scope(dict):  # type: ignore[type-arg]
         self.limits = limits
         self.tool = tool
         self.paths = paths
+        self.placing: Context | None = None
+        self.refused: Exception | None = None
         self._roots: Roots | None = None
 
     def partial_roots(self) -> Roots:
@@ -174,6 +179,10 @@ def render_value(value: Any, variables: Mapping[str, Any], where: Callable[[], d
 
 
 _OWN: Any = object()  # scope()'s args: the context's own
+# The closed ``env`` of a tool without env trust: one of each, shared by every render (templates cannot change a
+# mapping in the immutable sandbox, and nothing else writes to them).
+_NO_TRUST = ClosedEnv("env is empty: this tool has no trust: {env: true}")
+_UNTRUSTED = ClosedEnv("env is empty: tools from untrusted folders never see env, whatever their trust says")
 
 
 def scope(ctx: Context, meta: Mapping[str, Any], args: Any = _OWN) -> Scope:
@@ -190,10 +199,8 @@ def scope(ctx: Context, meta: Mapping[str, Any], args: Any = _OWN) -> Scope:
     env: dict[str, str]
     if ctx.trust.get("env"):
         env = dict(os.environ)
-    elif tool.trusted:
-        env = ClosedEnv("env is empty: this tool has no trust: {env: true}")
     else:
-        env = ClosedEnv("env is empty: tools from untrusted folders never see env, whatever their trust says")
+        env = _NO_TRUST if tool.trusted else _UNTRUSTED
     variables = {
         "args": ctx.args if args is _OWN else args,
         "meta": meta,

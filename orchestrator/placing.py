@@ -9,9 +9,10 @@ folder the tool comes from), a ``data:`` URL, ``{data, media-type}``, or an
 is sniffed from the bytes. ``kind`` (``image``, ``audio``, ``file``) checks
 what the data is; without it the media type decides.
 
-The function works only while ``render_prompt`` renders a prompt (``placing``
-says which context renders): metadata values are text, and ``media`` in one
-is an error naming the key. Each call leaves a placeholder carrying a
+The function works only while ``render_prompt`` renders a prompt: it marks the
+render's variables (``interpolate.Scope.placing``, read through the render's
+budget, so placing costs no set-up of its own); metadata values are text, and
+``media`` in one is an error naming the key. Each call leaves a placeholder carrying a
 per-process secret, as directive placeholders do, so text from args can
 never forge one; the part it stands for is kept on the context
 (``ctx.locals[KEY]``, a ``Placed`` that only this module makes, so a caller
@@ -24,7 +25,6 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigurationError, SecurityError
@@ -38,7 +38,6 @@ KEY = "media"
 
 _NONCE = secrets.token_hex(8)
 _PLACEHOLDER = re.compile("\x02" + _NONCE + r":media:(\d+)\x03")
-_RENDERING: ContextVar[tuple[Context, list[Exception]] | None] = ContextVar("placing", default=None)
 
 
 class Placed(dict):  # type: ignore[type-arg]
@@ -51,23 +50,6 @@ class Placed(dict):  # type: ignore[type-arg]
         self.index: dict[str, int] = {}
 
 
-def placing(ctx: Context) -> tuple[Token[tuple[Context, list[Exception]] | None], list[Exception]]:
-    """Open placement for a render of ``ctx``'s prompt: ``media(...)`` places parts for it until ``placed(token)``.
-
-    Returns the token and the list of errors ``media`` raises, so the caller
-    re-raises one as itself (a ``SecurityError`` stays one) where the render
-    wraps it. Plain set and reset, not a context manager: every prompt
-    render pays for this.
-    """
-    refused: list[Exception] = []
-    return _RENDERING.set((ctx, refused)), refused
-
-
-def placed(token: Token[tuple[Context, list[Exception]] | None]) -> None:
-    """Close what ``placing`` opened."""
-    _RENDERING.reset(token)
-
-
 def media(value: Any, kind: str | None = None) -> str:
     """The template function: place ``value`` as a media part here; returns its placeholder.
 
@@ -75,14 +57,17 @@ def media(value: Any, kind: str | None = None) -> str:
         ConfigurationError: outside a prompt, a bad ``kind``, or a value that is no media (see ``agent.media``).
         SecurityError: a path outside the run's folder, or a URL the tool does not allow.
     """
-    rendering = _RENDERING.get()
-    if rendering is None:
+    from .budget import BUDGET  # loaded: a template is rendering
+
+    budget = BUDGET.get()
+    variables = budget.variables if budget is not None else None
+    ctx = getattr(variables, "placing", None)
+    if ctx is None:
         raise ConfigurationError("media(...) places media in a markdown tool's prompt only: metadata values are text")
-    ctx, refused = rendering
     try:
         return _placed(ctx, value, kind)
     except (ConfigurationError, SecurityError) as exc:
-        refused.append(exc)
+        variables.refused = exc  # type: ignore[union-attr]  # render_prompt raises it as itself
         raise
 
 

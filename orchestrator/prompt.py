@@ -39,10 +39,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .chain import SKIPPED
 from .directives import Directive, find_directives
 from .errors import InterpolationError
+from .frozen import freeze
 from .interpolate import is_template, render, render_value, scope
 from .ordering import Entry
 from .placing import KEY as MEDIA
-from .placing import placed, placed_pieces, placing
+from .placing import placed_pieces
 
 if TYPE_CHECKING:
     from .context import Context
@@ -94,22 +95,20 @@ def render_prompt(ctx: Context) -> Any:
     # hold args or tool output, so it is used as it is. Placeholders carry a secret: only directives make them.
     authored = prompt == tool.prompt or _PLACEHOLDER.search(prompt) is not None
     if authored and is_template(prompt):
-        token, refused = placing(ctx)
+        variables = scope(ctx, ctx.meta)
+        variables.placing = ctx  # media(...) places parts for this context (orchestrator.placing)
         try:
-            text = render(
-                prompt, scope(ctx, ctx.meta), tool=tool.name, level="prompt", path=tool.path, line=tool.prompt_line
-            )
+            text = render(prompt, variables, tool=tool.name, level="prompt", path=tool.path, line=tool.prompt_line)
         except InterpolationError as exc:
-            if exc.__cause__ is not None and exc.__cause__ in refused:
-                raise exc.__cause__ from None  # media(...) refused its value: its own error names the tool
+            refused = variables.refused
+            if refused is not None and exc.__cause__ is refused:
+                raise refused from None  # media(...) refused its value: its own error names the tool
             hint = _misspelt(ctx.meta) if "undefined" in exc.detail else None
             if hint is None:
                 raise
             raise InterpolationError(
                 f"{exc.detail}; {hint}", tool=tool.name, level="prompt", path=tool.path, line=tool.prompt_line
             ) from exc
-        finally:
-            placed(token)
     outputs = ctx.locals.get("directives")
     if outputs:
         text = _PLACEHOLDER.sub(lambda m: outputs.get(int(m.group(1)), ""), text)
@@ -150,6 +149,11 @@ def directive_entries(target: Context) -> list[Entry]:
     (its source, until its tool returns). Does nothing when an earlier
     middleware replaced ``locals['prompt']``.
 
+    An entry's args ``{name, label, attributes, content, index}`` are a value
+    of the author's source, read-only as a metadata middleware's are
+    (``orchestrator.frozen``): the entries of directives without templates are
+    made once per prompt and reused by every call.
+
     Raises:
         InterpolationError: a label or attribute template failed.
         SecurityError: the prompt touched something the sandbox forbids.
@@ -162,36 +166,36 @@ def directive_entries(target: Context) -> list[Entry]:
     # Our own placeholder text is there again when a retry rewound the chain to before this middleware.
     if not own and not (isinstance(prompt, str) and "\x02" in prompt):
         return []
-    found = find_directives(source)
-    if not found:
-        return []
-    registry = target.owner.registry
-    names = frozenset(d.name for d in found if registry.exists(d.name, target.paths, target.run.checked))
+    exists, paths, checked = target.owner.registry.exists, target.paths, target.run.checked
+    names = frozenset([name for name in _names(source) if exists(name, paths, checked)])
     if not names:
         return []
     layout = _layout(source, names)
     if not own and prompt != layout.expanded:
         return []
     target.locals["prompt"] = layout.expanded
+    if not layout.blocks and not layout.templated:  # the common prompt: every directive runs, as written
+        target.locals["directives"] = dict(layout.texts)
+        return list(layout.entries.values())
     shown = _shown(target, layout.expanded) if layout.blocks else None
     running = [i for i in layout.candidates if shown is None or i in shown]
     target.locals["directives"] = {i: layout.texts[i] for i in running}
     variables: Mapping[str, Any] | None = None
     entries = []
     for index in running:
-        directive = found[index]
-        args: dict[str, Any] = {
-            "name": directive.name,
-            "label": directive.label,
-            "attributes": dict(directive.attributes),
-            "content": directive.content,
-            "index": index,
-        }
+        entry = layout.entries[index]
         if index in layout.templated:
             variables = variables if variables is not None else scope(target, target.meta)
-            args = render_value(args, variables, _where(target, directive))
-        entries.append(Entry(directive.name, args, fn=_runner(directive.name, index)))
+            args = render_value(entry.args, variables, _where(target, find_directives(source)[index]))
+            entry = Entry(entry.name, args, fn=entry.fn)
+        entries.append(entry)
     return entries
+
+
+@lru_cache(maxsize=512)
+def _names(source: str) -> tuple[str, ...]:
+    """The names ``source``'s directives use, each once, in document order (empty without directives)."""
+    return tuple(dict.fromkeys(directive.name for directive in find_directives(source)))
 
 
 class _Layout(NamedTuple):
@@ -202,6 +206,7 @@ class _Layout(NamedTuple):
     candidates: tuple[int, ...]  # the indices of those directives, in document order
     texts: dict[int, str]  # each one's source text, shown until its tool returns
     templated: frozenset[int]  # those whose label, content or an attribute is a template
+    entries: dict[int, Entry]  # each candidate's chain entry, its args as written (read-only)
 
 
 @lru_cache(maxsize=512)
@@ -218,12 +223,29 @@ def _layout(source: str, names: frozenset[str]) -> _Layout:
             for v in (found[i].label, found[i].content, *found[i].attributes.values())
         )
     )
+    entries = {
+        i: Entry(
+            found[i].name,
+            freeze(
+                {
+                    "name": found[i].name,
+                    "label": found[i].label,
+                    "attributes": dict(found[i].attributes),
+                    "content": found[i].content,
+                    "index": i,
+                }
+            ),
+            fn=_runner(found[i].name, i),
+        )
+        for i in candidates
+    }
     return _Layout(
         expanded,
         is_template(expanded) and ("{%" in expanded or "{#" in expanded),
         candidates,
         {i: source[found[i].start : found[i].end] for i in candidates},
         templated,
+        entries,
     )
 
 

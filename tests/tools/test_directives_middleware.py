@@ -277,3 +277,33 @@ async def test_r_dir_2_a_prompt_a_middleware_set_is_never_rendered_as_a_template
     write("tools/echo.md", "---\nmetadata:\n  from-args: {}\n---\nauthored {{ args.text }}\n")
     result = await Manager([tools]).invoke("echo", {"text": "{{ 6 * 7 }} :echo[x]"})
     assert result == "You said: {{ 6 * 7 }} :echo[x]"
+
+
+GRAB = """\
+def main(ctx):
+    refused = []
+    for change in (lambda: ctx.args.update(label="changed"), lambda: ctx.args["attributes"].update(k="changed")):
+        try:
+            change()
+        except TypeError:
+            refused.append("refused")
+    copy = dict(ctx.args)  # a copy is the tool's own
+    copy["label"] = "mine"
+    return f"{ctx.args['label']}/{ctx.args['attributes']['k']} {' '.join(refused)} {copy['label']}"
+"""
+
+
+async def test_r_dir_1_a_directive_tools_args_are_read_only_and_the_same_every_call(write, manager):
+    # A directive's args are a value of the author's source, shared as a metadata middleware's are (R-INV-4).
+    write("tools/grab.py", GRAB)
+    write("tools/page.md", "---\n---\n:grab[one]{k=v} and :grab[two]{k=w}\n")
+    for _ in range(3):
+        assert await manager.invoke("page") == "one/v refused refused mine and two/w refused refused mine"
+
+
+async def test_r_dir_1_templated_directive_args_render_per_call(write, manager):
+    write("tools/page.md", '---\n---\n:echo-args[{{ args.who }}]{k="{{ args.n }}"} :upper[fixed]\n')
+    first = await manager.invoke("page", {"who": "Ada", "n": 1})
+    second = await manager.invoke("page", {"who": "Bob", "n": 2})
+    assert "('label', 'Ada')" in first and "'k': '1'" in first and first.endswith(" FIXED")
+    assert "('label', 'Bob')" in second and "'k': '2'" in second and second.endswith(" FIXED")
