@@ -6,14 +6,17 @@ timeout; at the top level a call held for a decision is suspended for
 ``resume``, and a finished call goes to the manager's run log when it has
 one (``orchestrator.runlog``). ``run`` runs a bound context's chain, observed (``invoke.start``
 / ``invoke.end`` events) when someone listens and traced when a tracer is
-set. ``run_sync`` is the event loop of the sync wrappers. The Manager's
+set. ``run_sync`` is the event loop of the sync wrappers (``invoke_sync``,
+``resume_sync``); ``resume`` continues a suspended run. The Manager's
 methods of the same names are these functions.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -22,6 +25,7 @@ from . import chain, tracing
 from .binding import NO_KEYS, prepare, too_deep
 from .callers import Caller, check_untrusted
 from .errors import ApprovalRequired, InvocationError, InvocationTimeout, name_tool
+from .lifecycle import refused
 from .options import extract_options
 from .tool import Tool
 
@@ -31,8 +35,18 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 _frames = chain.frames
+# Frames of Python stack one nested invocation takes (about 6 measured, with margin); the recursion limit is
+# raised to fit ``max_stack`` of them (R-INV-5).
+FRAMES_PER_INVOCATION = 8
 _TIMED_OUT: Any = object()  # the result of a call its timeout cancelled
 _UNTIMED = (0.0, 0.0)  # when a call not recorded began
+
+
+def fit_recursion(max_stack: int) -> None:
+    """Raise the interpreter's recursion limit to fit ``max_stack`` nested invocations of each count (R-INV-5)."""
+    limit = 2 * max_stack * FRAMES_PER_INVOCATION + 1000  # the stack and inner counts (chain.frames)
+    if sys.getrecursionlimit() < limit:
+        sys.setrecursionlimit(limit)
 
 
 def run_sync(what: str, call: Callable[[], Coroutine[Any, Any, T]], backend: str) -> T:
@@ -54,6 +68,50 @@ def run_sync(what: str, call: Callable[[], Coroutine[Any, Any, T]], backend: str
         # imports, ~15 ms) loads only when something in the run asks anyio for it (a sync body's thread...).
         return asyncio.run(call())
     return anyio.run(call, backend=backend)
+
+
+def invoke_sync(
+    manager: Manager, ref: str | Tool, args: Any = None, *, backend: str = "asyncio", **options: Any
+) -> Any:
+    """``invoke`` for plain scripts: runs its own event loop (plain asyncio, or anyio's ``backend``).
+
+    Raises:
+        InvocationError: called from inside a running event loop, or the manager is closed.
+    """
+    return run_sync("invoke", partial(manager.invoke, ref, args, **options), backend)
+
+
+async def resume(manager: Manager, token: str, decision: Any = "approve", *, ref: str | None = None) -> Any:
+    """Continue a run that raised ``Interrupted`` with the decision it waited for.
+
+    ``decision`` is ``"approve"``, ``"deny"`` or an ``orchestrator.approval``
+    decision (deny with a reason, edit the arguments). Works in a new
+    process on the same session store; the held call runs exactly once.
+    ``ref``, when given, is the tool the run must have been invoked as
+    (the MCP server passes the tool a retry names); another tool's token
+    is refused and stays usable.
+
+    Raises:
+        OrchestratorError: unknown or already used token, a token of another tool, or any error of the run.
+        InvocationError: the manager is closed (the token is not spent).
+    """
+    if manager.lifetime.closed:
+        raise refused("resume", ref)
+    from .interrupts import resume as resumed  # sessions and the approval flow only for programs that resume
+
+    return await resumed(manager, token, decision, ref=ref)
+
+
+def resume_sync(
+    manager: Manager, token: str, decision: Any = "approve", *, ref: str | None = None, backend: str = "asyncio"
+) -> Any:
+    """``resume`` for plain scripts: runs its own event loop, as ``invoke_sync`` does.
+
+    Raises:
+        InvocationError: called from inside a running event loop, or the manager is closed.
+        OrchestratorError: the errors of ``resume``.
+    """
+    return run_sync("resume", partial(manager.resume, token, decision, ref=ref), backend)
 
 
 async def invoke(

@@ -1,55 +1,46 @@
-"""Manager: finds tools, runs the cascade, builds and runs the chain (SPEC section 5).
+"""Manager: the facade of the engine (SPEC section 5): it wires the parts and hands each call to its owner.
 
 ``await manager.invoke(ref, args)`` runs, with no shortcuts: ``$NAME``
 extraction, ref resolution, a child context, the context seed, origin and
 history, the authority, the cascade, and the sorted chain. Everything that
-does not depend on args (plans, toolKeys, SCCs, sorted chains) is cached in
-the registry and follows file edits.
+does not depend on args (plans, toolKeys, SCCs, sorted chains) is compiled
+once into a ``Pipeline``, cached with the files it came from.
+
+Who does what: ``catalog`` finds tools and authorities and compiles them
+(``Catalog``), ``binding`` makes a call's context from its pipeline,
+``invocation`` runs a call (options, limits, timeout, the run log, the sync
+wrappers, ``resume``), ``lifecycle`` keeps and ends what the manager started,
+``descriptions`` lists, describes and explains tools. The methods here say
+what they promise and pass the call on.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import sys
-from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from functools import partial
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
-from . import binding, chain, descriptions, invocation
-from .authorities import Authorities, Authority
-from .binding import prepare
-from .callers import Caller
-from .context import Context
-from .errors import (
-    InvocationError,
-)
+from . import binding, descriptions, invocation, lifecycle
+from .authorities import Authority
+from .catalog import Catalog
 from .events import Event, Events, Listener
-from .explain import Explanation
 from .lifecycle import Lifetime
 from .limits import DEFAULT_LIMITS, Limits
-from .options import NO_OPTIONS, folders
-from .planner import Planner
-from .registry import Registry, SearchPath, builtin_folder
+from .options import NO_OPTIONS
+from .registry import SearchPath
 from .tool import Tool, ToolInfo
 
 if TYPE_CHECKING:
+    from .callers import Caller
+    from .context import Context
+    from .explain import Explanation
     from .recorder import Recorder
     from .runlog import RunLog
-
-log = logging.getLogger("orchestrator")
-
-
-# Frames of Python stack one nested invocation takes (about 6 measured, with
-# margin); the recursion limit is raised to fit ``max_stack`` of them (R-INV-5).
-_FRAMES_PER_INVOCATION = 8
-_frames = chain.frames
-T = TypeVar("T")
 
 
 class Manager:
@@ -102,14 +93,9 @@ class Manager:
         executor: Any = None,
         runlog: Any = None,
     ) -> None:
-        self.paths = (*(SearchPath.of(p) for p in folders(paths)), SearchPath.of(builtin_folder("tools")))
-        self.trusted = frozenset(Path(p).resolve() for p in folders(trusted_paths))
-        builtins = (builtin_folder("tools"), builtin_folder("authorities"))
-        if watch_builtins is None:  # an installed package's files change only on reinstall
-            watch_builtins = builtins[0].parent.name != "builtin"
-        self.registry = Registry(self.paths, () if watch_builtins else builtins, limits, formats)
-        self.authorities = Authorities(self.registry)
-        self.planner = Planner(self.registry, self.authorities)
+        catalog = self.catalog = Catalog(paths, trusted_paths, watch_builtins, limits, formats)
+        self.paths, self.trusted = catalog.paths, catalog.trusted
+        self.registry, self.authorities, self.planner = catalog.registry, catalog.authorities, catalog.planner
         self.events = Events()
         if on_event is not None:
             self.events.listeners.append(on_event)
@@ -119,18 +105,14 @@ class Manager:
         self.cwd = Path(cwd).resolve() if cwd is not None else Path.cwd()
         self.approver = approver
         self.executor = executor
-        self._sessions = sessions
         self.recorder: Recorder | None = None  # the run log's recorder (orchestrator.runlog); None: nothing is recorded
         if runlog is not None and runlog is not False:
             from .recorder import recorder_for  # sqlite and the recorder only for programs that keep a run log
 
             self.recorder = recorder_for(self, runlog)
         self.runlog: RunLog | None = self.recorder.runlog if self.recorder is not None else None
-        self._store: Any = None
-        self.lifetime = Lifetime()  # what resource() keeps, and whether the manager is closed
-        limit = 2 * max_stack * _FRAMES_PER_INVOCATION + 1000  # _stack and _inner levels
-        if sys.getrecursionlimit() < limit:
-            sys.setrecursionlimit(limit)
+        self.lifetime = Lifetime(sessions)  # what resource() keeps, the session store, whether the manager is closed
+        invocation.fit_recursion(max_stack)
 
     @property
     def closed(self) -> bool:
@@ -140,19 +122,13 @@ class Manager:
     @property
     def sessions(self) -> Any:
         """The session store (opened on first use from the ``sessions`` given to the constructor)."""
-        if self._store is None:
-            from .sessions import open_store  # sqlite only for programs that keep sessions
-
-            self._store = open_store(self._sessions)
-        return self._store
+        return self.lifetime.store()
 
     # -- tools and authorities -----------------------------------------------
 
     def search_path(self, folder: str | os.PathLike[str]) -> SearchPath:
         """A search path for ``folder``: trusted when the program marked it (or it is a base path)."""
-        root = Path(folder).resolve()
-        trusted = root in self.trusted or any(sp.root == root for sp in self.paths)
-        return SearchPath(str(root), trusted)
+        return self.catalog.search_path(folder)
 
     def register(
         self,
@@ -178,7 +154,7 @@ class Manager:
             ToolNotFoundError: no match, or a ref that would leave its search path.
             ToolDefinitionError: the matching file is malformed.
         """
-        return self.registry.find(ref, self._paths(paths), None)
+        return self.catalog.find_tool(ref, paths)
 
     def find_authority(self, tool: Tool | str) -> Authority:
         """The nearest authority of ``tool`` (R-AUTH-2).
@@ -186,15 +162,11 @@ class Manager:
         Raises:
             ConfigurationError: an unknown explicit authority.
         """
-        if isinstance(tool, str):
-            tool = self.find_tool(tool)
-        return self.authorities.find(tool, self.paths, None)
+        return self.catalog.find_authority(tool)
 
     def authority_chain(self, tool: Tool | str) -> tuple[Authority, ...]:
         """Every authority that contributes to ``tool``, root-most first (R-AUTH-3)."""
-        if isinstance(tool, str):
-            tool = self.find_tool(tool)
-        return self.authorities.chain(self.find_authority(tool), self.paths, None)
+        return self.catalog.authority_chain(tool)
 
     def clear_cache(self) -> None:
         """Forget every parsed file and every derived cache, and remove the on-disk index of these search paths."""
@@ -209,81 +181,15 @@ class Manager:
         """
         self.registry.watch()
 
-    def resource(self, key: Hashable, make: Callable[[], T]) -> T:
-        """What this manager keeps under ``key``: made by ``make()`` on first use, once, from any thread.
+    # -- lifecycle (orchestrator.lifecycle) ------------------------------------
 
-        For what is worth reusing across calls and runs (a model client, a
-        connection pool). ``key`` says what makes two of them the same (a base
-        URL, a timeout), never a secret. ``close()`` calls each one's own
-        ``close()``, if it has one, newest first.
-
-        Raises:
-            InvocationError: the manager is closed.
-        """
-        kept = self.lifetime.keep(key, make)
-        if kept is None and self.closed:
-            raise self._refused("resource")
-        return kept  # type: ignore[return-value]
-
-    # -- lifecycle -------------------------------------------------------------
-
-    def close(self) -> None:
-        """End what this manager started; idempotent. It waits for threads and processes: ``aclose`` in async code.
-
-        Stops the file watcher thread and waits for it, and closes what
-        ``resource`` kept (newest first). The executors that
-        ``delegate`` uses are shared by every Manager of the process: when no
-        other open Manager is left, the process pools' workers are killed and
-        reaped (a call still running on one fails with ``InvocationError``)
-        and the in-process engine's Managers are closed; they start again
-        when a unit needs them. Session stores keep no connection between
-        calls, so none is left open (a store object the program passed stays
-        the program's). Afterwards ``invoke``, ``invoke_sync``, ``resume``
-        and ``resume_sync`` raise ``InvocationError``; finding, listing and
-        explaining tools still work (edits are seen by a stat at an interval).
-        """
-        self.lifetime.end(self._stop)
-
-    def _stop(self) -> None:
-        """The first steps of ``close``: the file watcher, the run log's pending rows, the MCP servers remote tools started."""
-        self.registry.freshness.close()
-        if self.recorder is not None:
-            self.recorder.close()
-        remote = sys.modules.get("orchestrator.remote")  # not imported: no remote tool was looked up
-        if remote is not None:
-            remote.close_pool(self.registry)
-
-    async def aclose(self) -> None:
-        """``close()`` on a worker thread, so the event loop keeps running while workers are reaped."""
-        await anyio.to_thread.run_sync(self.close)
-
-    def __enter__(self) -> Manager:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Manager:
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-    def _refused(self, what: str, tool: str | None = None) -> InvocationError:
-        """The typed error for a call on a closed manager."""
-        return InvocationError(f"{what}() on a closed Manager: make a new Manager to run tools", tool=tool)
-
-    async def _closed(self, what: str, tool: str | None) -> Any:
-        raise self._refused(what, tool)
-
-    def _paths(self, paths: Iterable[str | os.PathLike[str]] | None) -> tuple[SearchPath, ...]:
-        if paths is None:
-            return self.paths
-        return (*(self.search_path(p) for p in folders(paths)), self.paths[-1])
+    resource = lifecycle.resource
+    close = lifecycle.close
+    aclose = lifecycle.aclose
+    __enter__ = lifecycle.enter
+    __exit__ = lifecycle.leave
+    __aenter__ = lifecycle.aenter
+    __aexit__ = lifecycle.aleave
 
     # -- invocation ------------------------------------------------------------
 
@@ -318,7 +224,7 @@ class Manager:
         # A closed manager starts no run (the coroutine raises when awaited, as any other invoke error); a run
         # already going keeps its nested calls, as it did before ``parent`` was public.
         if self.lifetime.closed and parent is None:  # the record, not the property: one call less per invoke
-            return self._closed("invoke", str(ref.name if isinstance(ref, Tool) else ref))
+            return lifecycle.closed("invoke", str(ref.name if isinstance(ref, Tool) else ref))
         return self._invoke(
             ref,
             args,
@@ -330,48 +236,12 @@ class Manager:
             caller=caller,
         )
 
-    async def resume(self, token: str, decision: Any = "approve", *, ref: str | None = None) -> Any:
-        """Continue a run that raised ``Interrupted`` with the decision it waited for.
-
-        ``decision`` is ``"approve"``, ``"deny"`` or an ``orchestrator.approval``
-        decision (deny with a reason, edit the arguments). Works in a new
-        process on the same session store; the held call runs exactly once.
-        ``ref``, when given, is the tool the run must have been invoked as
-        (the MCP server passes the tool a retry names); another tool's token
-        is refused and stays usable.
-
-        Raises:
-            OrchestratorError: unknown or already used token, a token of another tool, or any error of the run.
-            InvocationError: the manager is closed (the token is not spent).
-        """
-        if self.closed:
-            raise self._refused("resume", ref)
-        from .interrupts import resume
-
-        return await resume(self, token, decision, ref=ref)
-
-    def invoke_sync(self, ref: str | Tool, args: Any = None, *, backend: str = "asyncio", **options: Any) -> Any:
-        """``invoke`` for plain scripts: runs its own event loop (plain asyncio, or anyio's ``backend``).
-
-        Raises:
-            InvocationError: called from inside a running event loop, or the manager is closed.
-        """
-        return invocation.run_sync("invoke", partial(self.invoke, ref, args, **options), backend)
-
-    def resume_sync(
-        self, token: str, decision: Any = "approve", *, ref: str | None = None, backend: str = "asyncio"
-    ) -> Any:
-        """``resume`` for plain scripts: runs its own event loop, as ``invoke_sync`` does.
-
-        Raises:
-            InvocationError: called from inside a running event loop, or the manager is closed.
-            OrchestratorError: the errors of ``resume``.
-        """
-        return invocation.run_sync("resume", partial(self.resume, token, decision, ref=ref), backend)
-
-    # The invocation steps (orchestrator.invocation) as methods: ``run`` is the runner's, per chain entry.
+    # The invocation steps (orchestrator.invocation) as methods: ``run`` runs a bound context's chain.
     _invoke = invocation.invoke
     run = invocation.run
+    resume = invocation.resume
+    invoke_sync = invocation.invoke_sync
+    resume_sync = invocation.resume_sync
 
     def emit(self, kind: str, ctx: Context, iteration: int | None = None, **data: Any) -> None:
         """Send an event about ctx to every listener (nothing is built when nobody listens)."""
@@ -419,7 +289,7 @@ class Manager:
         Raises:
             OrchestratorError: the errors an invocation raises before its chain runs.
         """
-        return prepare(self, ref, args, None, None, options)[0]
+        return binding.prepare(self, ref, args, None, None, options)[0]
 
     # The binding steps (orchestrator.binding) as methods: ``enter`` for the runner's hot path (no extra
     # call per entry), ``invoke_entry`` for ``ctx.manager.invoke_entry``.
