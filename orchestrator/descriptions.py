@@ -8,18 +8,20 @@ invocation takes (``orchestrator.binding``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from .authorities import Authority
 from .binding import prepare
+from .cascade import Level, Merged, guard_managed, make_level, managed_keys, merge_levels, tool_levels
 from .collector import paused
-from .errors import OrchestratorError, OrderCycleError
+from .errors import OrchestratorError, OrderCycleError, ToolNotFoundError
 from .explain import Explanation, explanation
 from .options import extract_options
 from .registry import SearchPath, check_ref
 from .schema import json_schema
-from .tool import ToolInfo
+from .tool import Tool, ToolInfo
 
 if TYPE_CHECKING:
     from .context import Context
@@ -30,10 +32,11 @@ def list_tools(manager: Manager, hidden: bool) -> list[ToolInfo]:
     """Every tool reachable through ``manager``'s search paths (see ``Manager.list_tools``)."""
     found = []
     checked: set[str] = set()  # one listing, one look at each file and folder
+    listing = Listing()
     with paused():  # what a listing builds is kept in the caches: collections would find nothing to free
         for ref, path, _sp in manager.registry.discover(manager.paths, parse=True):
             try:
-                info = describe(manager, ref, manager.paths, checked)
+                info = describe(manager, ref, manager.paths, checked, listing)
             except OrchestratorError as exc:
                 found.append(ToolInfo(ref, ref, "unknown", None, False, None, path, exc))
                 continue
@@ -42,34 +45,193 @@ def list_tools(manager: Manager, hidden: bool) -> list[ToolInfo]:
     return found
 
 
-def describe(manager: Manager, ref: str, paths: tuple[SearchPath, ...], checked: set[str] | None) -> ToolInfo:
+def describe(
+    manager: Manager,
+    ref: str,
+    paths: tuple[SearchPath, ...],
+    checked: set[str] | None,
+    listing: Listing | None = None,
+) -> ToolInfo:
     """What ``ref`` is (see ``Manager.describe``); its ``params`` are JSON Schema, a Picoschema shorthand expanded.
+
+    A row never plans the tool: ``listed_params`` merges only the keys a row
+    shows through its authority and inherit levels. When that meets any
+    error the full plan decides, so a broken tool's row carries the error an
+    invocation would raise.
 
     Raises:
         OrchestratorError: the tool cannot be found, loaded or its cascade resolved.
     """
     if type(ref) is not str:
         check_ref(ref)  # refused before it is hashed into a cache key
+    shared = listing if listing is not None else Listing()
 
     def compute(deps: set[str]) -> ToolInfo:
         tool = manager.registry.find(ref, paths, deps)
-        plan = manager.planner.plan(tool, paths, deps)
-        role = tool.frontmatter.get("role")
-        return ToolInfo(
-            ref,
-            tool.name,
-            tool.kind,
-            tool.description,
-            tool.hidden or role == "middleware",  # the tool's own: never inherited (R-TOOL-6)
-            json_schema(plan.raw.values.get("params"), "params", tool),  # a shorthand as JSON Schema
-            tool.path,
-            role=role if isinstance(role, str) else None,
-            format=tool.format,
-        )
+        try:
+            params = listed_params(manager, tool, paths, deps, shared)
+        except OrchestratorError:  # the plan raises the error an invocation would, with its own words
+            params = manager.planner.plan(tool, paths, deps).raw.values.get("params")
+        return row(ref, tool, params)
 
     # Cached with the files it came from: a warm listing makes no new objects (a full GC over 10,000
     # tools' worth of them took longer than the listing itself).
     return manager.registry.memo("described", (ref, paths), compute, checked)
+
+
+def planned(manager: Manager, ref: str, paths: tuple[SearchPath, ...]) -> ToolInfo:
+    """``describe`` through the tool's full plan, never cached: what a row must equal (tests, ``check``).
+
+    Raises:
+        OrchestratorError: the tool cannot be found, loaded or planned.
+    """
+    deps: set[str] = set()
+    tool = manager.registry.find(ref, paths, deps)
+    return row(ref, tool, manager.planner.plan(tool, paths, deps).raw.values.get("params"))
+
+
+def row(ref: str, tool: Tool, params: Any) -> ToolInfo:
+    """The ``list`` row of ``tool`` found as ``ref``, its merged ``params`` given (unrendered)."""
+    role = tool.frontmatter.get("role")
+    return ToolInfo(
+        ref,
+        tool.name,
+        tool.kind,
+        tool.description,
+        tool.hidden or role == "middleware",  # the tool's own: never inherited (R-TOOL-6)
+        json_schema(params, "params", tool),  # a shorthand as JSON Schema
+        tool.path,
+        role=role if isinstance(role, str) else None,
+        format=tool.format,
+    )
+
+
+LISTED = frozenset({"params"})
+"""The cascade keys a ``list`` row shows; every other row field is the tool's own."""
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """One authority chain as a listing merges it: shared by every tool under the same nearest authority.
+
+    ``keys`` are the keys a row's merge must carry: the listed ones, every
+    key a ``$merge`` policy other than ``default`` or ``replace`` may refuse,
+    and every key a managed level locks (their checks are the plan's).
+    ``prefix`` is the merge of the authority levels over ``keys``.
+    """
+
+    nearest: Authority
+    authorities: tuple[Authority, ...]
+    deps: frozenset[str]
+    levels: tuple[Level, ...]
+    keys: frozenset[str]
+    managed: frozenset[str]
+    prefix: Merged
+
+
+class Listing:
+    """What one listing computes once for all its tools: each authority chain and its merge."""
+
+    def __init__(self) -> None:
+        self.chains: dict[tuple[int, tuple[SearchPath, ...]], Chain] = {}
+
+    def chain(self, manager: Manager, tool: Tool, nearest: Authority, paths: tuple[SearchPath, ...]) -> Chain:
+        """The chain of ``nearest`` (computed by its first tool; a failure is not kept).
+
+        Raises:
+            OrchestratorError: the chain, or a level of it, is malformed.
+        """
+        key = (id(nearest), paths)
+        found = self.chains.get(key)
+        if found is not None and found.nearest is nearest:
+            return found
+        deps: set[str] = set()
+        authorities = tuple(manager.planner.authorities.chain(nearest, paths, deps))
+        # The authority levels alone: tool_levels of a tool with no metadata of its own.
+        levels = tuple(tool_levels(replace(tool, metadata={}), authorities, _no_inherit)[:-1])
+        managed = managed_keys(levels)
+        for level in levels:
+            if managed and level.kind != "managed":
+                guard_managed(level, managed, tool.name)
+        keys = LISTED | managed | _checked_policies(levels)
+        prefix = merge_levels([_only(level, keys) for level in levels], None, tool.name)
+        found = self.chains[key] = Chain(nearest, authorities, frozenset(deps), levels, keys, managed, prefix)
+        return found
+
+
+def listed_params(manager: Manager, tool: Tool, paths: tuple[SearchPath, ...], deps: set[str], listing: Listing) -> Any:
+    """The merged, unrendered ``params`` of ``tool`` as its plan would hold them, without planning it.
+
+    Only the keys a row shows, and those whose merge or lock can fail, are
+    merged through the authority and ``$inherit`` levels (the cascade's own
+    functions, as the planner calls them); no verdict, chain or key lookup.
+
+    Raises:
+        OrchestratorError: whatever the plan would raise, or anything in doubt: the caller then plans.
+    """
+    if tool.path is not None:
+        deps.add(str(tool.path))
+    nearest = manager.planner.authorities.find(tool, paths, deps)
+    chain = listing.chain(manager, tool, nearest, paths)
+    deps.update(chain.deps)
+    meta = tool.metadata
+    if not any(key.startswith("$") for key in meta):  # no annotation, no $inherit: the chain's merge plus the tool
+        own = make_level(
+            tool.name,
+            "tool",
+            {key: value for key, value in meta.items() if key in chain.keys},
+            hide_private=False,
+            path=tool.path,
+            lines=tool.lines,
+        )
+        if chain.managed:
+            guard_managed(own, chain.managed, tool.name)
+        return merge_levels((own,), None, tool.name, chain.prefix).values.get("params")
+    return _annotated_params(manager, tool, paths, deps, chain)
+
+
+def _annotated_params(manager: Manager, tool: Tool, paths: tuple[SearchPath, ...], deps: set[str], chain: Chain) -> Any:
+    """``listed_params`` of a tool with annotations (``$inherit``, ``$merge``, ``$remove`` ...): every level again."""
+
+    def find(name: str) -> Tool:
+        return manager.registry.find(name, paths, deps)  # not found: the plan words the error
+
+    keys = chain.keys
+    while True:
+        shown = {key: value for key, value in tool.metadata.items() if key.startswith("$") or key in keys}
+        levels = tool_levels(replace(tool, metadata=shown), chain.authorities, find)
+        managed = managed_keys(levels)
+        wanted = keys | managed | _checked_policies(levels)
+        if wanted <= keys:
+            break
+        keys = wanted  # a policy or lock the tool's own levels add: merge those keys too
+    if managed:
+        for level in levels:
+            if level.kind != "managed":
+                guard_managed(level, managed, tool.name)
+    return merge_levels([_only(level, keys) for level in levels], None, tool.name).values.get("params")
+
+
+def _checked_policies(levels: Iterable[Level]) -> frozenset[str]:
+    """The keys a ``$merge`` of ``levels`` gives a policy that may refuse a value (all but default and replace)."""
+    found: set[str] = set()
+    for level in levels:
+        policies = level.annotations.get("$merge")
+        if isinstance(policies, Mapping):
+            found.update(key for key, policy in policies.items() if policy not in ("default", "replace"))
+    return frozenset(found)
+
+
+def _only(level: Level, keys: frozenset[str]) -> Level:
+    """``level`` with only ``keys`` of its data (annotations whole: ``$remove`` and ``$merge`` still apply)."""
+    if all(key in keys for key in level.data):
+        return level
+    return replace(level, data={key: value for key, value in level.data.items() if key in keys})
+
+
+def _no_inherit(name: str) -> Tool:
+    """The ``find`` of a tool with no metadata: never called (it inherits nothing)."""
+    raise ToolNotFoundError(name, [])
 
 
 def explain(
