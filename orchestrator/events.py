@@ -2,7 +2,11 @@
 
 Listeners are plain callables (``Manager(on_event=...)``) or async streams
 (``async with manager.events() as stream: async for event in stream``).
-Nothing is built when nobody listens.
+Nothing is built when nobody listens. A *quiet* listener (``Events.quiet``)
+hears every event emitted but asks for no chain entry's ``invoke.start`` /
+``invoke.end``: a manager whose only listeners are quiet runs its chains'
+entries unobserved, as fast as with no listener (the run log's recorder is
+one: it needs a run's top-level start and its model turns, never an entry's).
 """
 
 from __future__ import annotations
@@ -114,14 +118,23 @@ def describe(event: Event) -> str | None:
 
 
 class Events:
-    """The listeners of one manager."""
+    """The listeners of one manager.
+
+    ``listeners`` and ``streams`` hear every event, each chain entry's
+    ``invoke.start`` and ``invoke.end`` too. ``quiet`` listeners hear every
+    event emitted, but their presence alone emits none for a chain entry (the
+    chain observes its entries for ``listeners`` and ``streams`` only): the
+    top-level call's ``invoke.start`` / ``invoke.end``, the model, tool,
+    approval and input events, ``chain.stopped``.
+    """
 
     def __init__(self) -> None:
         self.listeners: list[Listener] = []
         self.streams: list[MemoryObjectSendStream[Event]] = []
+        self.quiet: list[Listener] = []
 
     def __bool__(self) -> bool:
-        return bool(self.listeners or self.streams)
+        return bool(self.listeners or self.streams or self.quiet)
 
     def emit(self, event: Event) -> None:
         """Hand ``event`` to every listener; a listener's failure never breaks the run."""
@@ -129,6 +142,11 @@ class Events:
             try:
                 listener(event)
             except Exception:  # a broken progress display must not fail the tool
+                continue
+        for listener in self.quiet:
+            try:
+                listener(event)
+            except Exception:
                 continue
         for stream in list(self.streams):
             try:

@@ -80,12 +80,13 @@ class Recorder:
         The first one starts listening to the manager's events for model
         turns: until then the manager has no listener on the recorder's
         account, so a batch (whose lines are units, never ``invoke``) emits no
-        event for it.
+        event for it. The recorder is a quiet listener (``Events.quiet``): the
+        chain's entries stay unobserved on its account.
         """
         if not self._listens:
             with self._lock:
                 if not self._listens:
-                    self._manager.events.listeners.append(self._listening)
+                    self._manager.events.quiet.append(self._listening)
                     self._listens = True
         return time.time(), time.perf_counter()
 
@@ -185,7 +186,7 @@ class Recorder:
 
     def close(self) -> None:
         """Stop listening; write what is pending (and close the log when the manager opened it)."""
-        listeners = self._manager.events.listeners
+        listeners = self._manager.events.quiet
         if self._listening in listeners:
             listeners.remove(self._listening)
         if self.owned:
@@ -200,9 +201,15 @@ def _levels(manager: Manager, tool: Tool, paths: Any) -> Any:
 
 
 def _new_id() -> str:
-    from .binding import run_id
+    """A new run id (``binding.run_id``, imported on the first call: a batch records thousands)."""
+    if not _RUN_ID:
+        from .binding import run_id
 
-    return run_id()
+        _RUN_ID.append(run_id)
+    return _RUN_ID[0]()
+
+
+_RUN_ID: list[Callable[[], str]] = []
 
 
 def recorder_for(manager: Manager, runlog: Any) -> Recorder | None:

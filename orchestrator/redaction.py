@@ -52,8 +52,8 @@ def row(call: Call, environment: Environment) -> tuple[Any, ...]:
     ``environment`` is ``secret_environment()``, read once per batch of rows.
     """
     secrets = list(call.secrets)
-    args = redact(_plain_args(call.args), _schema(call.params), secrets)
-    result = redact(call.result, _schema(call.returns), secrets) if call.error is None else None
+    args = redact(_plain_args(call.args), _redacting(call.params), secrets)
+    result = redact(call.result, _redacting(call.returns), secrets) if call.error is None else None
     status, error = "ok", None
     if call.error is not None:
         status = "interrupted" if type(call.error).__name__ == "Interrupted" else "error"
@@ -64,7 +64,6 @@ def row(call: Call, environment: Environment) -> tuple[Any, ...]:
         error = {"type": type(call.error).__name__, "message": " ".join([str(call.error), *notes])}
     sent: dict[tuple[str, int], list[Any]] = {}  # each agent's last request's messages
     turns = [_turn(event, call.lookup, secrets, sent) for event in call.events]
-    secrets += environment.values if call.env else environment.secrets
     usage = dict(call.usage) if call.usage else None
     body = {
         "args": args,
@@ -80,15 +79,15 @@ def row(call: Call, environment: Environment) -> tuple[Any, ...]:
     price = total(turns)
     if price is not None:
         body["cost"], body["prices"] = price, table()
-    text = json.dumps(body, ensure_ascii=False, default=str)
+    text = _encode(body)
     if len(text) > MAX_TEXT:  # only then can the args or the result be over the bound: cut them, write again
         body["args"], body["result"] = _bounded(body["args"]), _bounded(body["result"])
-        text = json.dumps(body, ensure_ascii=False, default=str)
-    cut = _cutter(secrets)
+        text = _encode(body)
+    cut = environment.cut(call.env, secrets)
     if cut is not None and cut[1].search(text):  # a secret is in the row's text: cut it out of every string
         body = _scrub(body, cut[0])
         error = body["error"]
-        text = json.dumps(body, ensure_ascii=False, default=str)
+        text = _encode(body)
     model = next((t["data"].get("model") for t in turns if t["data"].get("model")), None)
     tokens = usage.get("total_tokens") if usage else None
     return (
@@ -125,23 +124,38 @@ def redact(value: Any, schema: Any, found: list[Any]) -> Any:
     return value
 
 
+Cut = tuple[re.Pattern[str], re.Pattern[str]]  # a secret's text as it is, and as it is or as JSON writes it
+
+
 @dataclass(frozen=True, slots=True)
 class Environment:
-    """The environment's values to cut out of a run: ``secrets`` (named like one) and all ``values``."""
+    """The environment's values to cut out of a run: ``secrets`` (named like one) and all ``values``, with
+    their patterns (``_cutter``'s), made once for a batch of rows."""
 
     secrets: tuple[str, ...]
     values: tuple[str, ...]
+    secrets_cut: Cut | None = None
+    values_cut: Cut | None = None
+
+    def cut(self, env: bool, found: Sequence[Any]) -> Cut | None:
+        """The patterns that cut a run's secrets: ``found`` (its own) and the environment's (all its values
+        when ``env``: the tool's templates saw the environment), or None when there are none."""
+        if found:
+            return _cutter([*found, *(self.values if env else self.secrets)])
+        return self.values_cut if env else self.secrets_cut
 
 
 def secret_environment() -> Environment:
     """The environment's values (8 characters or more) to cut out of the runs written now."""
     found = [(name, value) for name, value in os.environ.items() if len(value) >= 8]
     secrets = tuple(value for name, value in found if SECRET_NAME.search(name))
-    return Environment(secrets, tuple(value for _name, value in found))
+    values = tuple(value for _name, value in found)
+    return Environment(secrets, values, _cutter(secrets), _cutter(values))
 
 
-def _schema(value: Any) -> Any:
-    """``value`` (``params`` or ``returns``) as JSON Schema, None when it is none; the same object, converted once."""
+def _redacting(value: Any) -> Any:
+    """``value`` (``params`` or ``returns``) as JSON Schema when it redacts something (``x-redact`` in it), else
+    None (nothing to walk); the same object is converted once."""
     if value is None:
         return None
     found = _SCHEMAS.get(id(value))
@@ -152,6 +166,8 @@ def _schema(value: Any) -> Any:
     try:
         schema = json_schema(value)
     except ConfigurationError:
+        schema = None
+    if schema is not None and "x-redact" not in _encode(schema):
         schema = None
     if len(_SCHEMAS) >= 256:
         _SCHEMAS.clear()
@@ -171,7 +187,7 @@ def _levels(call: Call) -> Sequence[Any]:
 
 def _plain_args(args: Any) -> Any:
     """Args without their ``$`` options (a ``$context`` may hold anything)."""
-    if isinstance(args, Mapping):
+    if isinstance(args, Mapping) and any(isinstance(key, str) and key.startswith("$") for key in args):
         return {key: value for key, value in args.items() if not (isinstance(key, str) and key.startswith("$"))}
     return args
 
@@ -188,7 +204,7 @@ def _turn(
                 arguments = json.loads(arguments)
             except ValueError:
                 pass
-        data["arguments"] = redact(arguments, _schema(lookup(called)), secrets)
+        data["arguments"] = redact(arguments, _redacting(lookup(called)), secrets)
     if "content" in data:
         data["content"] = _bounded(data["content"])
     messages = data.get("messages")
@@ -223,10 +239,14 @@ def _bounded(value: Any) -> Any:
     return value if len(text) <= MAX_TEXT else {"cut": len(text) - MAX_TEXT, "head": text[:MAX_TEXT]}
 
 
+_encode = json.JSONEncoder(ensure_ascii=False, default=str).encode  # one encoder for every row (no kwargs parsing)
+_sorted = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=repr).encode  # metadata, to hash
+
+
 def _digest(meta: Mapping[str, Any]) -> str:
     import hashlib  # on the writer thread: OpenSSL's load stays off a command's start
 
-    text = json.dumps(meta, sort_keys=True, ensure_ascii=False, default=repr)
+    text = _sorted(meta)
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -235,7 +255,7 @@ def _level(level: Any) -> dict[str, Any]:
     return {"kind": getattr(level, "kind", None), "name": getattr(level, "name", None), "path": path and str(path)}
 
 
-def _cutter(secrets: Sequence[Any]) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+def _cutter(secrets: Sequence[Any]) -> Cut | None:
     """Patterns matching every secret's text (strings of 4 characters or more, longest first): as it is, and as
     JSON writes it inside a string (to look for it in a row's text first)."""
     texts: set[str] = set()
@@ -249,7 +269,7 @@ def _cutter(secrets: Sequence[Any]) -> tuple[re.Pattern[str], re.Pattern[str]] |
 
 
 @functools.lru_cache(maxsize=64)
-def _pattern(texts: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+def _pattern(texts: tuple[str, ...]) -> Cut | None:
     """The patterns of ``texts``, compiled once (the environment's secrets are the same for every run)."""
     if not texts:
         return None

@@ -70,3 +70,23 @@ def test_list_tools_skips_hidden_and_reports_broken(write, tools):
     assert "execute" not in infos  # built-ins are hidden
     everything = {i.ref for i in Manager([tools]).list_tools(hidden=True)}
     assert {"secret", "execute", "validate-args"} <= everything
+
+
+async def test_a_quiet_listener_hears_the_run_and_its_model_turns_but_no_chain_entry_is_observed_for_it(write, tools):
+    write(
+        "tools/talks.py",
+        "frontmatter = {'metadata': {'params': {'type': 'object'}}}\n"
+        "def main(ctx):\n"
+        "    ctx.owner.emit('model.request', ctx, 1, model='scripted:x', messages=[])\n"
+        "    return 'said'\n",
+    )
+    loud: list[tuple[str, int]] = []
+    quiet: list[tuple[str, int]] = []
+    manager = Manager([tools], on_event=lambda e: loud.append((e.kind, e.depth)))
+    assert await manager.invoke("talks", {}) == "said"
+    assert ("invoke.start", 1) in loud  # a listener observes the chain's entries (validate-args here)
+    manager.events.listeners.clear()
+    manager.events.quiet.append(lambda e: quiet.append((e.kind, e.depth)))
+    assert manager.events  # something listens: events are built
+    assert await manager.invoke("talks", {}) == "said"
+    assert quiet == [("invoke.start", 0), ("model.request", 0), ("invoke.end", 0)]  # no entry's start or end
