@@ -21,6 +21,7 @@ from . import panels
 from .explain import when_words
 from .frozen import thaw
 from .ordering import DEFAULT_AFTER, DEFAULT_BEFORE
+from .placing import marked
 from .registry import builtin_folder
 
 if TYPE_CHECKING:
@@ -281,8 +282,10 @@ def explanation_view(data: dict[str, Any], *, brief: bool = False) -> list[Any]:
         view += ["", answers]
     if data.get("prompt"):
         title = "prompt (rendered with ARGS)" if data.get("rendered") else "prompt (as written)"
+        # As written, each expression that places media is marked: [media: {{ media(args.photo) }}].
+        prompt = data["prompt"] if data.get("rendered") else marked(data["prompt"])
         view.append("")
-        view.append(Panel(Text(data["prompt"]), title=title, title_align="left", box=box.ROUNDED, expand=False))
+        view.append(Panel(Text(prompt), title=title, title_align="left", box=box.ROUNDED, expand=False))
     return view
 
 

@@ -18,6 +18,12 @@ never forge one; the part it stands for is kept on the context
 (``ctx.locals[KEY]``, a ``Placed`` that only this module makes, so a caller
 seeding that local places nothing). ``placed_pieces`` cuts a rendered text
 at the placeholders into text and parts.
+
+What people read (``show``, ``Manager.explain``, ``str()`` of a template's
+result) never holds a part's data: ``described_part`` writes a part as
+``[image: photo.png, image/png, 12 KB]``, ``shown`` puts that in place of each
+placeholder of a rendered text, and ``marked`` marks each expression of an
+unrendered prompt that places media: ``[media: {{ media(args.photo) }}]``.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigurationError, SecurityError
@@ -38,6 +45,8 @@ KEY = "media"
 
 _NONCE = secrets.token_hex(8)
 _PLACEHOLDER = re.compile("\x02" + _NONCE + r":media:(\d+)\x03")
+# A ``{{ ... }}`` expression that calls media(...), in an unrendered prompt.
+_CALL = re.compile(r"\{\{(?:(?!\}\}).)*?\bmedia\s*\((?:(?!\}\}).)*\}\}", re.DOTALL)
 
 
 class Placed(dict):  # type: ignore[type-arg]
@@ -48,6 +57,19 @@ class Placed(dict):  # type: ignore[type-arg]
     def __init__(self) -> None:
         super().__init__()
         self.index: dict[str, int] = {}
+
+
+class Pieces(list):  # type: ignore[type-arg]
+    """A template's result when its prompt placed media: text pieces and media parts, in order.
+
+    A list like any other (JSON, ``run``, MCP); ``str()`` gives the text with
+    each part described (``described_part``), never its data.
+    """
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return "".join(piece if isinstance(piece, str) else described_part(piece) for piece in self)
 
 
 def media(value: Any, kind: str | None = None) -> str:
@@ -112,3 +134,38 @@ def placed_pieces(ctx: Context, text: str) -> list[str | dict[str, Any]] | None:
         return None
     pieces.append(text[position:])
     return [piece for piece in pieces if piece != ""]
+
+
+def described_part(part: Mapping[str, Any]) -> str:
+    """A media part as a reader sees it: ``[image: photo.png, image/png, 12 KB]``; a link ``[image: https://...]``."""
+    kind = part.get("kind") or "media"
+    if part.get("url"):
+        return f"[{kind}: {part['url']}]"
+    data = str(part.get("data") or "")
+    size = len(data) * 3 // 4 - data.count("=", len(data) - 2)
+    return f"[{kind}: {part.get('name') or 'unnamed'}, {part.get('media_type') or 'unknown type'}, {_size(size)}]"
+
+
+def _size(count: int) -> str:
+    """``512 bytes``, ``1.5 KB``, ``12 KB``, ``3.4 MB``."""
+    if count < 1024:
+        return f"{count} bytes"
+    value, unit = (count / 1024, "KB") if count < 1024 * 1024 else (count / 1024 / 1024, "MB")
+    return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
+
+
+def shown(ctx: Context, text: str) -> str:
+    """``text``, rendered from ctx's prompt, with each media placeholder as its part described (``described_part``)."""
+    if "\x02" not in text:
+        return text
+    placed = ctx.locals.get(KEY)
+    if type(placed) is not Placed:
+        return text
+    return _PLACEHOLDER.sub(
+        lambda m: described_part(placed[int(m.group(1))]) if int(m.group(1)) in placed else "", text
+    )
+
+
+def marked(source: str) -> str:
+    """An unrendered prompt with each expression that places media marked: ``[media: {{ media(args.photo) }}]``."""
+    return _CALL.sub(lambda m: f"[media: {m.group(0)}]", source) if "media" in source else source

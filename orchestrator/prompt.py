@@ -43,7 +43,7 @@ from .frozen import freeze
 from .interpolate import is_template, render, render_value, scope
 from .ordering import Entry
 from .placing import KEY as MEDIA
-from .placing import placed_pieces
+from .placing import Pieces, placed_pieces, shown
 
 if TYPE_CHECKING:
     from .context import Context
@@ -123,7 +123,18 @@ def _with_media(ctx: Context, text: str) -> Any:
     pieces = placed_pieces(ctx, text)
     if pieces is None or ctx.locals.get("model") is not None or ctx.meta.get("model"):
         return text  # a model answers this prompt (agent-execute's condition)
-    return pieces
+    return Pieces(pieces)
+
+
+def shown_prompt(ctx: Context) -> str:
+    """The prompt as ``show`` and ``Manager.explain`` print it: ``render_prompt``'s, each media part it places
+    written as ``[image: photo.png, image/png, 12 KB]`` (``placing.described_part``), never its data.
+
+    Raises:
+        As ``render_prompt``.
+    """
+    value = render_prompt(ctx)
+    return shown(ctx, value) if isinstance(value, str) else str(value)  # Pieces describe their parts
 
 
 # Metadata keys whose absence leaves args or meta without what a template expects.
