@@ -1,15 +1,18 @@
-"""Binding: the context of one call, and of one chain entry (steps 2-8 of R-INV-2).
+"""Binding: the context of one call, made from its compiled pipeline (steps 2-8 of R-INV-2).
 
-``prepare`` turns a ref, its args and the call's options into a Context
-with its merged metadata and sorted chain; ``enter`` does the same for an
-entry of a running chain (the runner's hot path). Everything that does not
-depend on args comes from the planner's caches: the common call (no seed,
-no overrides, no extra middleware, no templates) builds one context around
-its cached chain and does nothing else.
+``bind`` is ``Pipeline.bind``, the one way a call's Context is made: it
+renders templated values, applies the call's seed, overrides and extra
+middleware (sorting the chain again only when they change it), and seeds
+locals. Everything that does not depend on args is the pipeline's: the
+common call (no seed, no overrides, no extra middleware, no templates)
+builds one context around the compiled chain and does nothing else.
 
-They are the Manager's methods (``Manager._prepare``, ``Manager.enter``,
-``Manager.invoke_entry``), written here as functions of the manager so that
-``manager.py`` stays the facade.
+An independent call is first placed (``place``: its run, parent, search
+paths, cwd) and its ref compiled there (``compiled``); ``bound`` does the
+three steps. The runner binds each entry's pipeline itself; ``enter`` and
+``invoke_entry`` (``Manager.enter``, ``ctx.manager.invoke_entry``) do the
+same for an entry named outside the chain. ``prepare`` is explain's: its
+modes show templates unrendered, an unsorted chain, the idle entries.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,11 +32,10 @@ from .cascade import Merged, guard_managed, merge_levels, override_level, rerend
 from .conditions import idle_prefix
 from .context import Context, Shared, carried, entry_context
 from .errors import InvocationError, SecurityError
-from .explain import unsorted_chain
 from .interpolate import scope
 from .locks import guard_locked, keep_locked_order
 from .options import NO_OPTIONS, as_list, as_mapping
-from .ordering import Entry, build_chain, extra_specs
+from .ordering import Entry, build_chain, extra_specs, unsorted_chain
 from .schema import fill_defaults
 from .tool import Tool
 
@@ -55,6 +57,8 @@ Extra = list[tuple[str, Mapping[str, Any], str]]
 """Extra middleware of a call (``ordering.extra_specs``): name, spec, where it came from."""
 Prepared = tuple[Context, Merged, "tuple[Verdict, ...]", dict[str, str]]
 """What ``prepare`` returns: the context, and for ``explain`` its merged metadata, verdicts and extra origins."""
+Guard = tuple["Caller | None", frozenset[str]]
+"""The untrusted caller of a call, if any, and the override keys it sent (``_guard`` checks them)."""
 
 
 def run_id() -> str:
@@ -67,6 +71,184 @@ def too_deep(manager: Manager, name: Any, parent: Context | None, deep: bool, li
     what = f"invocation depth limit ({manager.max_depth})" if deep else f"nested invocation limit ({limit})"
     who = parent.tool.name if parent is not None else str(name)
     return InvocationError(f"{what} reached invoking {str(name)!r}; does {who!r} recurse?", tool=who)
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where an independent call runs: its manager, its run's record, parent and target, search paths, cwd, envelope."""
+
+    owner: Manager
+    shared: Shared
+    parent: Context | None
+    target: Context | None
+    paths: tuple[SearchPath, ...]
+    cwd: Path
+    envelope: Any
+
+
+def place(manager: Manager, parent: Context | None, target: Context | None, options: Mapping[str, Any]) -> Place:
+    """Where a call with ``options`` runs: under ``parent`` (or the seed's), else in a new run of ``manager``.
+
+    A seed's ``paths`` go before the inherited ones, its ``cwd`` is read
+    from the inherited one, its ``envelope`` replaces it.
+    """
+    seed = options["context"]  # its keys and their types were checked by extract_options
+    if seed:
+        parent = parent or seed.get("parent")
+        target = target or seed.get("target")
+    if parent is not None:
+        shared = parent.shared
+        paths, cwd, envelope = parent.paths, parent.cwd, parent.envelope
+    else:
+        box = carried.get()  # a resumed run continues the state its suspended run kept
+        shared = Shared(run_id(), tracer=tracing.tracer(), state=box.pop() if box else None)
+        paths, cwd, envelope = manager.paths, manager.cwd, None
+    if seed:
+        if "paths" in seed:
+            paths = (*(manager.search_path(p) for p in as_list(seed["paths"], "context paths")), *paths)
+        if "cwd" in seed:
+            cwd = (cwd / str(seed["cwd"])).resolve()
+        envelope = seed.get("envelope", envelope)
+    return Place(manager, shared, parent, target, paths, cwd, envelope)
+
+
+def compiled(where: Place, ref: str | Tool) -> Pipeline:
+    """What ``ref`` (a name, or a tool itself) compiles to where a call runs (``Catalog.pipeline``).
+
+    Raises:
+        OrchestratorError: the ref finds no tool, or its file or cascade is malformed.
+    """
+    planner, checked = where.owner.planner, where.shared.checked
+    if isinstance(ref, Tool):
+        return planner.compiled(ref, planner.plan(ref, where.paths, checked), where.paths, checked)
+    return where.owner.catalog.pipeline(ref, where.paths, checked)
+
+
+def bound(
+    manager: Manager,
+    ref: str | Tool,
+    args: Any,
+    parent: Context | None,
+    options: Mapping[str, Any],
+    guard: Guard | None = None,
+) -> Context:
+    """The context of an independent call of ``ref`` (``Manager.invoke``, ``Manager.prepare``): placed, compiled, bound.
+
+    Raises:
+        OrchestratorError: the errors an invocation raises before its chain runs.
+    """
+    where = place(manager, parent, None, options)
+    return compiled(where, ref).bind(args, options, where.parent, None, 0, where, guard)
+
+
+def bind(
+    pipeline: Pipeline,
+    args: Any,
+    options: Mapping[str, Any] | None = None,
+    parent: Context | None = None,
+    target: Context | None = None,
+    height: int = 0,
+    where: Place | None = None,
+    guard: Guard | None = None,
+) -> Context:
+    """``Pipeline.bind``: the context of one call of ``pipeline``, the only way a call's Context is made.
+
+    ``options`` are the call's (``options.extract_options``: a seed,
+    overrides, extra middleware; None: none). An independent call runs
+    ``where`` a ``Place`` says (default: under ``parent``). With ``target``
+    the call is an entry of ``target``'s chain (``parent`` is then
+    ``target``): an entry whose tool already runs in this pipeline binds to
+    ``chain.SKIPPED`` (an invocation cycle), and ``height`` is its count
+    against ``max_stack`` (``chain.frames``). ``guard`` is the untrusted
+    caller of the call and the override keys it sent.
+
+    The common call (no seed, no overrides, no extra middleware, no
+    templates) builds one context around the compiled chain and does
+    nothing else.
+
+    Raises:
+        InvocationError: an entry past ``max_depth`` or ``max_stack``.
+        OrchestratorError: a bad seed, override or extra middleware; a failing template; an ``$order`` cycle.
+    """
+    if target is None:
+        if where is None:
+            if parent is None:
+                raise InvocationError(f"binding {pipeline.tool.name!r}: a call needs a parent context or a Place")
+            where = place(parent.owner, parent, None, options or NO_OPTIONS)
+        return _call(pipeline, args, options or NO_OPTIONS, where, guard)
+    # An entry of target's chain: the hot path of every entry.
+    tool = pipeline.tool
+    ancestor: Context | None = target
+    while ancestor is not None:
+        if ancestor.tool.uri == tool.uri:
+            log.warning(
+                "skipping middleware %r in the chain of %r: it is already running in this pipeline",
+                tool.name,
+                target.tool.name,
+            )
+            return chain.SKIPPED  # type: ignore[no-any-return]
+        if not ancestor.entry:
+            break
+        ancestor = ancestor.parent
+    manager = target.owner
+    if target.depth >= manager.max_depth or height >= manager.max_stack:
+        raise too_deep(manager, tool.name, target, target.depth >= manager.max_depth, manager.max_stack)
+    plan = pipeline.plan
+    merged = plan.static
+    if merged is None:  # templated metadata: rendered for this call
+        shared = target.shared
+        return _call(pipeline, args, NO_OPTIONS, Place(manager, shared, target, target, *_inherited(target)), None)
+    target.shared.history.append((tool.name, args, time.time()))
+    runs = pipeline.runs  # a leaf (no entry with work) shares the empty tuple: inject() builds a new list
+    return entry_context(
+        manager,
+        tool,
+        args,
+        target,
+        list(runs) if runs else (),
+        merged.values,
+        plan.phases,
+        merged.locked,
+        plan.env,
+        pipeline.children if runs else None,
+    )
+
+
+def _inherited(ctx: Context) -> tuple[tuple[SearchPath, ...], Path, Any]:
+    """The search paths, cwd and envelope a call under ``ctx`` inherits."""
+    return ctx.paths, ctx.cwd, ctx.envelope
+
+
+def _call(pipeline: Pipeline, args: Any, options: Mapping[str, Any], where: Place, guard: Guard | None) -> Context:
+    """``bind`` for an independent call, or an entry whose metadata holds templates."""
+    plan = pipeline.plan
+    static = (
+        plan.static is not None
+        and not options["context"]
+        and not options["overrides"]
+        and options["middleware"] is None
+    )
+    ctx = Context(
+        where.owner,
+        pipeline.tool,
+        args,
+        where.shared,
+        parent=where.parent,
+        target=where.target,
+        envelope=where.envelope,
+        paths=where.paths,
+        cwd=where.cwd,
+        chain=list(pipeline.runs) if static else [],
+        values=plan.static.values if static else {},  # type: ignore[union-attr]  # static: checked above
+        phases=plan.phases,
+        locked=plan.static.locked if static else NO_KEYS,  # type: ignore[union-attr]
+        env=plan.env,
+        resolved=pipeline.children if static else None,
+    )
+    if static:  # nothing depends on args: the context is built once around the compiled chain
+        where.shared.history.append((pipeline.tool.name, args, time.time()))
+        return ctx
+    return _configure(ctx, plan, pipeline, options, True, guard or (None, NO_KEYS), True, True)[0]
 
 
 def prepare(
@@ -83,73 +265,46 @@ def prepare(
     sort: bool = True,
     prune: bool = True,
 ) -> Prepared:
-    """Steps 2-8 of R-INV-2 up to a sorted chain; returns the context and what explain needs.
+    """What explain shows of a call: its context, merged metadata, verdicts and the extra middleware's origins.
 
-    ``render=False`` (explain only) merges template strings as they are written;
-    ``sort=False`` (explain of a chain with an ``$order`` cycle) leaves the chain unsorted;
-    ``prune=False`` (explain) keeps the leading entries that have no work (R-CHAIN-12).
-    ``guarded`` are override keys sent by ``caller``: they may not name tools it cannot call.
+    A call's context comes from ``Pipeline.bind``; this keeps explain's
+    modes: ``render=False`` merges template strings as they are written;
+    ``sort=False`` (a chain with an ``$order`` cycle) leaves the chain
+    unsorted; ``prune=False`` keeps the leading entries that have no work
+    (R-CHAIN-12). ``guarded`` are override keys sent by ``caller``: they
+    may not name tools it cannot call.
+
+    Raises:
+        OrchestratorError: the errors an invocation raises before its chain runs.
     """
-    seed = options["context"]  # its keys and their types were checked by extract_options
-    if seed:
-        parent = parent or seed.get("parent")
-        target = target or seed.get("target")
-    if parent is not None:
-        shared = parent.shared
-        paths, cwd, envelope = parent.paths, parent.cwd, parent.envelope
-    else:
-        box = carried.get()  # a resumed run continues the state its suspended run kept
-        shared = Shared(run_id(), tracer=tracing.tracer(), state=box.pop() if box else None)
-        paths, cwd, envelope = manager.paths, manager.cwd, None
-    if seed:
-        paths, cwd, envelope = _placed(manager, seed, paths, cwd, envelope)
-    checked = shared.checked
+    where = place(manager, parent, target, options)
+    checked = where.shared.checked
     pipeline: Pipeline | None = None
     if isinstance(ref, Tool) or not sort:
-        tool = ref if isinstance(ref, Tool) else manager.registry.find(ref, paths, checked)
-        plan = manager.planner.plan(tool, paths, checked)
+        tool = ref if isinstance(ref, Tool) else manager.registry.find(ref, where.paths, checked)
+        plan = manager.planner.plan(tool, where.paths, checked)
     else:
-        pipeline = manager.planner.pipeline(ref, paths, checked)
+        pipeline = compiled(where, ref)
         tool, plan = pipeline.tool, pipeline.plan
-    cached: tuple[Merged, tuple[Verdict, ...]] | None = None
-    entries: list[Entry] = []
-    ahead = None
-    if (
-        pipeline is not None
-        and plan.static is not None
-        and not seed
-        and not options["overrides"]
-        and options["middleware"] is None
-    ):
-        # The common call: nothing depends on args, so the context is built once around the compiled chain.
-        cached = plan.static, pipeline.verdicts
-        entries = list(pipeline.runs if prune else pipeline.entries)
-        ahead = pipeline.children
     ctx = Context(
         manager,
         tool,
         args,
-        shared,
-        parent=parent,
-        target=target,
-        envelope=envelope,
-        paths=paths,
-        cwd=cwd,
-        chain=entries,
-        values=cached[0].values if cached else {},
+        where.shared,
+        parent=where.parent,
+        target=where.target,
+        envelope=where.envelope,
+        paths=where.paths,
+        cwd=where.cwd,
+        chain=[],
+        values={},
         phases=plan.phases,
-        locked=cached[0].locked if cached else NO_KEYS,
         env=plan.env,
-        resolved=ahead,
     )
-    if cached:
-        shared.history.append((tool.name, args, time.time()))
-        return ctx, cached[0], cached[1], {}
-    return _configure(manager, ctx, plan, pipeline, options, render, (caller, guarded), sort, prune)
+    return _configure(ctx, plan, pipeline, options, render, (caller, guarded), sort, prune)
 
 
 def _configure(
-    manager: Manager,
     ctx: Context,
     plan: Plan,
     pipeline: Pipeline | None,
@@ -173,12 +328,12 @@ def _configure(
         extra += extra_specs(options["middleware"], "middleware")
     origins: dict[str, str] = {}
     if sort and plan.static is not None and not over:
-        merged, verdicts = _cached_chain(manager, ctx, plan, pipeline, extra, origins)
+        merged, verdicts = _cached_chain(ctx, plan, pipeline, extra, origins)
     else:
         caller, guarded = guard
         checked = (caller, guarded) if caller is not None and guarded else None
         merged, verdicts = _merged_chain(
-            manager, ctx, plan, pipeline, over, extra, origins, checked, render, sort, prune and not seed
+            ctx, plan, pipeline, over, extra, origins, checked, render, sort, prune and not seed
         )
     ctx.settle(merged.values, merged.locked)  # copied into ctx.meta when read: the plan's own stays untouched
     if prune and ctx.chain:
@@ -186,17 +341,6 @@ def _configure(
         if idle:
             ctx.chain = ctx.chain[idle:]
     return ctx, merged, verdicts, origins
-
-
-def _placed(
-    manager: Manager, seed: Mapping[str, Any], paths: tuple[SearchPath, ...], cwd: Path, envelope: Any
-) -> tuple[tuple[SearchPath, ...], Path, Any]:
-    """The search paths, cwd and envelope of a seeded call: the seed's go first, or replace the inherited ones."""
-    if "paths" in seed:
-        paths = (*(manager.search_path(p) for p in as_list(seed["paths"], "context paths")), *paths)
-    if "cwd" in seed:
-        cwd = (cwd / str(seed["cwd"])).resolve()
-    return paths, cwd, seed.get("envelope", envelope)
 
 
 def _seed_locals(ctx: Context, seed: Mapping[str, Any]) -> None:
@@ -218,7 +362,6 @@ def _seed_locals(ctx: Context, seed: Mapping[str, Any]) -> None:
 
 
 def _cached_chain(
-    manager: Manager,
     ctx: Context,
     plan: Plan,
     pipeline: Pipeline | None,
@@ -226,21 +369,20 @@ def _cached_chain(
     origins: dict[str, str],
 ) -> tuple[Merged, tuple[Verdict, ...]]:
     """Nothing depends on args: the verdicts and sorted chain are the pipeline's (with extra middleware, sorted)."""
-    tool, paths, checked = ctx.tool, ctx.paths, ctx.shared.checked
+    tool, paths, checked, planner = ctx.tool, ctx.paths, ctx.shared.checked, ctx.owner.planner
     merged = plan.static
     assert merged is not None  # the caller checked it
     if pipeline is None:
-        pipeline = manager.planner.compiled(tool, plan, paths, checked)
+        pipeline = planner.compiled(tool, plan, paths, checked)
     if not extra:
         ctx.chain = list(pipeline.entries)  # not pruned: seeded locals may wake an entry
     else:
         built = build_chain(tool, merged, pipeline.verdicts, extra, plan.phases, origins)
-        ctx.chain = manager.planner.conditioned(built, paths, checked)
+        ctx.chain = planner.conditioned(built, paths, checked)
     return merged, pipeline.verdicts
 
 
 def _merged_chain(
-    manager: Manager,
     ctx: Context,
     plan: Plan,
     pipeline: Pipeline | None,
@@ -259,7 +401,7 @@ def _merged_chain(
     Raises:
         ConfigurationError, SecurityError, InterpolationError: a bad override, a locked key, a failing template.
     """
-    tool, paths, checked = ctx.tool, ctx.paths, ctx.shared.checked
+    tool, paths, checked, planner = ctx.tool, ctx.paths, ctx.shared.checked, ctx.owner.planner
     levels = plan.rest
     level = None
     if over:
@@ -272,18 +414,18 @@ def _merged_chain(
     planned = sort and not extra and level is None  # templates fill in values, never keys: the plan's order
     if planned:
         if pipeline is None:
-            pipeline = manager.planner.compiled(tool, plan, paths, checked)
+            pipeline = planner.compiled(tool, plan, paths, checked)
         verdicts, ctx.resolved = pipeline.verdicts, pipeline.children
-        ctx.chain = manager.planner.bound_chain(pipeline, merged, prune)
+        ctx.chain = planner.bound_chain(pipeline, merged, prune)
     else:
-        verdicts = manager.planner.toolkeys(tool, merged, paths, checked)
+        verdicts = planner.toolkeys(tool, merged, paths, checked)
     if guard is not None:
         _guard(*guard, verdicts, tool.name)
     if not sort:
         ctx.chain = unsorted_chain(merged, verdicts)
     elif not planned:
         built = build_chain(tool, merged, verdicts, extra, plan.phases, origins)
-        ctx.chain = manager.planner.conditioned(built, paths, checked)
+        ctx.chain = planner.conditioned(built, paths, checked)
     if sort and level is not None and level.annotations.get("$order") and merged.locked:
         unmoved = build_chain(tool, replace(merged, order=plan.raw.order), verdicts, extra, plan.phases, {})
         keep_locked_order(unmoved, ctx.chain, merged.locked, tool.name)
@@ -339,51 +481,17 @@ async def invoke_entry(manager: Manager, ctx: Context, entry: Entry) -> Any:
 def enter(manager: Manager, ctx: Context, entry: Entry, height: int) -> Context:
     """The context of chain entry ``entry`` of ``ctx``, or ``chain.SKIPPED`` for an invocation cycle.
 
-    The runner's (``chain.advance``), which then runs it with ``Manager.run``.
-    The hot path of every entry: one plan lookup and a context built
-    once. An entry's args are a metadata value: data, never options.
+    The entry's pipeline (compiled ahead with ``ctx``'s chain, else looked
+    up) binds it. An entry's args are a metadata value: data, never options.
     Entries of a middleware's own chain (its built-ins) count against
-    ``max_stack`` apart from the others (``inner``), so an entry costs
-    one level of one count; ``height`` is that count at ``ctx``'s level,
-    one less than inside the entry (``chain.frames``).
+    ``max_stack`` apart from the others (``inner``), so an entry costs one
+    level of one count; ``height`` is that count at ``ctx``'s level, one
+    less than inside the entry (``chain.frames``).
 
     Raises:
         InvocationError: past ``max_depth`` or ``max_stack``.
     """
-    shared = ctx.shared
     ahead = ctx.resolved  # the entries' pipelines, compiled with the chain (fresh while it is)
     found = ahead.pipelines.get(entry.name) if ahead is not None and ahead.paths == ctx.paths else None
-    pipeline = found or manager.planner.pipeline(entry.name, ctx.paths, shared.checked)
-    tool = pipeline.tool
-    ancestor: Context | None = ctx
-    while ancestor is not None:
-        if ancestor.tool.uri == tool.uri:
-            log.warning(
-                "skipping middleware %r in the chain of %r: it is already running in this pipeline",
-                entry.name,
-                ctx.tool.name,
-            )
-            return chain.SKIPPED  # type: ignore[no-any-return]
-        if not ancestor.entry:
-            break
-        ancestor = ancestor.parent
-    if ctx.depth >= manager.max_depth or height >= manager.max_stack:
-        raise too_deep(manager, entry.name, ctx, ctx.depth >= manager.max_depth, manager.max_stack)
-    plan = pipeline.plan
-    merged = plan.static
-    if merged is None:  # templated metadata: rendered for this call
-        return prepare(manager, entry.name, entry.args, ctx, ctx, NO_OPTIONS)[0]
-    shared.history.append((tool.name, entry.args, time.time()))
-    runs = pipeline.runs  # a leaf (no entry with work) shares the empty tuple: inject() builds a new list
-    return entry_context(
-        manager,
-        tool,
-        entry.args,
-        ctx,
-        list(runs) if runs else (),
-        merged.values,
-        plan.phases,
-        merged.locked,
-        plan.env,
-        pipeline.children if runs else None,
-    )
+    pipeline = found or manager.catalog.pipeline(entry.name, ctx.paths, ctx.shared.checked)
+    return pipeline.bind(entry.args, None, ctx, ctx, height)

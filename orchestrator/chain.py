@@ -161,9 +161,12 @@ async def advance(ctx: Context) -> Any:
                 value = fn(ctx, entry.args) if _is_async(fn) else await _in_thread(ctx, fn, ctx, entry.args)
                 if _awaitable(value):
                     value = await value
-            else:
+            else:  # the entry's pipeline (compiled ahead with this chain, else looked up) binds its context
+                ahead = ctx.resolved
+                found = ahead.pipelines.get(entry.name) if ahead is not None and ahead.paths == ctx.paths else None
+                pipeline = found or ctx.owner.catalog.pipeline(entry.name, ctx.paths, ctx.shared.checked)
                 # The entry's level of max_stack: the frame's count, one more inside the entry (see frames).
-                child = ctx.owner.enter(ctx, entry, inner if ctx.entry else stacked)
+                child = pipeline.bind(entry.args, None, ctx, ctx, inner if ctx.entry else stacked)
                 if child is SKIPPED:
                     continue
                 events = child.owner.events  # its lists, not its __bool__: a Python call per entry

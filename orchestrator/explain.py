@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .frozen import thaw
-from .ordering import Entry, constraints
+from .ordering import Entry
 from .planner import replaced_builtin
 
 if TYPE_CHECKING:
@@ -91,16 +91,6 @@ class Explanation:
         """Plain data; values that JSON cannot hold are shown with ``repr``."""
         data = asdict(self)
         return json.loads(json.dumps(data, default=repr))
-
-
-def unsorted_chain(merged: Merged, verdicts: Iterable[tuple[str, bool, str]]) -> list[Entry]:
-    """The middleware entries in merged order, unsorted: what ``show`` lists when ``$order`` has a cycle."""
-    entries = []
-    for key, middleware, _why in verdicts:
-        if middleware:
-            before, after = constraints(merged.order.get(key), key)
-            entries.append(Entry(key, merged.values[key], before, after))
-    return entries
 
 
 def phases_of(chain: Iterable[Entry], phases: tuple[str, ...]) -> dict[str, str]:

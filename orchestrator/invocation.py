@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from . import chain, tracing
-from .binding import NO_KEYS, prepare, too_deep
+from .binding import NO_KEYS, bound, too_deep
 from .callers import Caller, check_untrusted
 from .errors import ApprovalRequired, InvocationError, InvocationTimeout, name_tool
 from .lifecycle import refused
@@ -153,12 +153,12 @@ async def invoke(
         args, options = extract_options(args, ref, context, middleware, overrides, timeout)
         seconds = options["timeout"]
         if seconds is None:
-            ctx = prepare(manager, ref, args, parent, None, options, caller=caller, guarded=guarded)[0]
+            ctx = bound(manager, ref, args, parent, options, (caller, guarded))
             result = await manager.run(ctx, caller)
         else:
             result = _TIMED_OUT
             with anyio.move_on_after(seconds):  # extract_options checked it is a positive number
-                ctx = prepare(manager, ref, args, parent, None, options, caller=caller, guarded=guarded)[0]
+                ctx = bound(manager, ref, args, parent, options, (caller, guarded))
                 result = await manager.run(ctx, caller)
             if result is _TIMED_OUT:
                 name = str(ref.name if isinstance(ref, Tool) else ref)
@@ -186,7 +186,7 @@ async def invoke(
 
 
 def run(manager: Manager, ctx: Context, caller: Caller | None = None) -> Awaitable[Any]:
-    """Run the chain of ``ctx`` (made by ``prepare`` or ``enter``); await it for the result.
+    """Run the chain of ``ctx`` (made by ``Pipeline.bind``); await it for the result.
 
     Traced when the program set a tracer provider, observed (``invoke.start``
     / ``invoke.end`` events) when someone listens. ``caller`` is the

@@ -289,10 +289,10 @@ class Manager:
         Raises:
             OrchestratorError: the errors an invocation raises before its chain runs.
         """
-        return binding.prepare(self, ref, args, None, None, options)[0]
+        return binding.bound(self, ref, args, None, options)
 
-    # The binding steps (orchestrator.binding) as methods: ``enter`` for the runner's hot path (no extra
-    # call per entry), ``invoke_entry`` for ``ctx.manager.invoke_entry``.
+    # The binding steps (orchestrator.binding) as methods: an entry named outside the chain (the runner binds
+    # its own entries' pipelines), ``invoke_entry`` for ``ctx.manager.invoke_entry``.
     enter = binding.enter
     invoke_entry = binding.invoke_entry
 

@@ -359,3 +359,13 @@ def build_chain(
         )
         origins[name] = "override"
     return sort_entries(list(entries.values()), phases, tool.name)
+
+
+def unsorted_chain(merged: Merged, verdicts: Iterable[tuple[str, bool, str]]) -> list[Entry]:
+    """The middleware entries in merged order, unsorted: what ``show`` lists when ``$order`` has a cycle."""
+    entries = []
+    for key, middleware, _why in verdicts:
+        if middleware:
+            before, after = constraints(merged.order.get(key), key)
+            entries.append(Entry(key, merged.values[key], before, after))
+    return entries

@@ -1,9 +1,11 @@
 """Pipeline: what a tool ref compiles to for one set of search paths, built once and consumed per call.
 
-The planner compiles a ref into a ``Pipeline`` (``Planner.pipeline``) and
-keeps it with the files it came from; every call then binds it
-(``orchestrator.binding``) to its args, options and parent, and runs the
-context that binding makes. A Pipeline is immutable: nothing a call does
+The planner compiles a ref into a ``Pipeline`` (``Planner.pipeline``,
+``Catalog.pipeline``) and keeps it with the files it came from; every call
+then binds it to its args, options and parent (``pipeline.bind(args,
+options, parent)``, written in ``orchestrator.binding``), the only way a
+call's Context is made, and runs that context; the runner binds each
+entry's own pipeline so. A Pipeline is immutable: nothing a call does
 changes it, so one value serves every thread.
 
 It holds the tool and its plan (levels, phases), the verdict on each merged
@@ -24,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
+
+from . import binding
 
 if TYPE_CHECKING:
     from .cascade import Plan
@@ -62,6 +66,8 @@ class Pipeline:
     runs: tuple[Entry, ...]  # the part of it that runs: the leading entries without work left out
     children: Children
     templated: frozenset[str]  # the keys whose values render per call (empty: every call binds this chain as is)
+
+    bind = binding.bind  # pipeline.bind(args, options, parent[, target, height, where, guard]) -> Context
 
     @property
     def static(self) -> bool:

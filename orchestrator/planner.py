@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .authorities import DEFAULT_PHASES, Authorities
 from .cascade import Merged, Plan, guard_managed, managed_keys, merge_levels, static_keys, tool_levels
@@ -23,9 +23,11 @@ from .conditions import Start, condition, idle_prefix, possible
 from .errors import ConfigurationError, OrchestratorError, ToolDefinitionError, ToolNotFoundError
 from .graph import reachable_components
 from .ordering import Entry, build_chain, with_args, with_when
-from .pipeline import Children, Pipeline, Verdict
 from .registry import Registry, SearchPath, builtin_folder, is_file
 from .tool import Tool
+
+if TYPE_CHECKING:
+    from .pipeline import Children, Pipeline, Verdict
 
 log = logging.getLogger("orchestrator")
 NO_KEYS: frozenset[str] = frozenset()
@@ -188,6 +190,8 @@ class Planner:
         key = (tool.uri, paths, tuple(merged.values), merged.static, merged.dynamic, merged.attach)
 
         def compute(deps: set[str]) -> tuple[Verdict, ...]:
+            from .pipeline import Verdict  # the running layer's (a pipeline binds calls); only on a miss
+
             verdicts: list[Verdict] = []
             declared_only = merged.attach == "middleware"
             for name in merged.values:
@@ -263,6 +267,8 @@ class Planner:
         merged = plan.raw
 
         def compute(deps: set[str]) -> Pipeline:
+            from .pipeline import Pipeline  # the running layer's (a pipeline binds calls); only on a miss
+
             verdicts = self.toolkeys(tool, merged, paths, deps)
             entries = tuple(self.conditioned(build_chain(tool, merged, verdicts, [], plan.phases, {}), paths, deps))
             templated = (
@@ -283,6 +289,8 @@ class Planner:
         error is raised where it is entered, as before. Past ``NESTING``
         levels of middleware of middleware nothing is compiled ahead.
         """
+        from .pipeline import Children  # the running layer's (a pipeline binds calls); only on a miss
+
         found: dict[str, Pipeline] = {}
         nesting = self._nesting
         if nesting.depth >= NESTING:

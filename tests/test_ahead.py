@@ -21,15 +21,15 @@ def stack(write, count: int) -> None:
 
 
 def counting(manager: Manager) -> list[str]:
-    """The refs ``manager.planner.pipeline`` is asked for from now on."""
+    """The refs ``manager.catalog.pipeline`` (the door calls and entries look pipelines up through) is asked for."""
     asked: list[str] = []
-    compile_ = manager.planner.pipeline
+    compile_ = manager.catalog.pipeline
 
     def counted(ref, paths, checked):
         asked.append(ref)
         return compile_(ref, paths, checked)
 
-    manager.planner.pipeline = counted  # type: ignore[method-assign]
+    manager.catalog.pipeline = counted
     return asked
 
 
