@@ -37,6 +37,7 @@ carries every path it depends on.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -115,6 +116,8 @@ class Registry(Folders):
         super().__init__(paths, frozen, limits, formats)
         self.functions: dict[str, Tool] = {}
         self.miss_finder: Callable[..., tuple[Tool, bool] | None] | None = None  # REMOTE_FINDER, loaded on first use
+        # While a listing runs: each folder's resolved path, so a lookup resolves only its file (``_resolved``).
+        self.real_folders: dict[str, str] | None = None
 
     def register(
         self,
@@ -175,13 +178,32 @@ class Registry(Folders):
                 continue
             candidate = hit[0]
             try:
-                real = candidate.resolve()
+                inside = self._inside(candidate, sp.root)
             except (OSError, ValueError, RuntimeError):  # a symlink loop (RuntimeError before 3.13)
                 continue
-            if not real.is_relative_to(sp.root):
+            if not inside:
                 raise ToolNotFoundError(ref, [sp.root], reason=f"{candidate} resolves outside its search path")
             return candidate, sp
         return None
+
+    def _inside(self, path: Path, root: Path) -> bool:
+        """Whether ``path.resolve()`` lies in ``root``; during a listing each folder is resolved once (``real_folders``).
+
+        A file that is itself a symlink is resolved whole, every time.
+
+        Raises:
+            OSError, ValueError, RuntimeError: as ``Path.resolve`` (a symlink loop is RuntimeError before 3.13).
+        """
+        folders = self.real_folders
+        text = os.fspath(path)
+        if folders is None or os.path.islink(text):
+            return path.resolve().is_relative_to(root)
+        parent, name = os.path.split(text)
+        real = folders.get(parent)
+        if real is None:
+            real = folders[parent] = os.fspath(Path(parent).resolve())
+        top = os.fspath(root)
+        return real == top or (real + os.sep).startswith(top if top.endswith(os.sep) else top + os.sep)
 
     def find(self, ref: str, paths: tuple[SearchPath, ...], checked: set[str] | None = None) -> Tool:
         """The tool ``ref`` names: a registered function first, then the search paths.
@@ -379,11 +401,13 @@ class Registry(Folders):
         what it computed is written for the next process.
         """
         index = self._listing_index(paths, parse)
+        self.real_folders = {}  # one listing, one resolve of each folder its lookups reach
         try:
             yield from self._discover(paths, parse)
             if index is not None:
                 index.save(self)  # the caller described every ref it was given: write what it computed
         finally:
+            self.real_folders = None
             if index is not None:
                 self.indexing = None
                 self._index_busy = False
