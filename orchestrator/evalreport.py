@@ -3,7 +3,9 @@
 ``summary`` turns each variant's pydantic-evals report into plain JSON (the
 ``--json`` report): per case its score (the mean of its scorers', 0 for a
 call that failed), each scorer's score and reason, the output or error,
-tokens, cost and seconds; per variant the mean score, total tokens and cost,
+tokens, cost and seconds, and what its LLM judges spent (``judge_tokens``,
+``judge_cost``: None when no judge ran); per variant the mean score, total
+tokens and cost, the judges' totals apart (``judge_tokens``, ``judge_cost``),
 mean seconds per case, and the metadata keys that differ from the tool as
 written. ``lines`` draws it (a rich table on a terminal, tab-separated rows
 when piped); ``verdict`` compares it with ``--min-score`` and a baseline
@@ -13,7 +15,7 @@ report.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +52,8 @@ def _variant(outcome: Outcome, names: list[str]) -> dict[str, Any]:
         "score": None,
         "tokens": None,
         "cost": None,
+        "judge_tokens": None,
+        "judge_cost": None,
         "seconds": None,
         "cases": [],
     }
@@ -60,6 +64,7 @@ def _variant(outcome: Outcome, names: list[str]) -> dict[str, Any]:
     for case in report.cases:
         scores = {name: float(result.value) for name, result in case.scores.items()}
         reasons = {name: result.reason for name, result in case.scores.items() if result.reason}
+        judged = outcome.judged.get(case.name)
         for failure in case.evaluator_failures:  # a scorer that could not score: 0, and why
             scores[failure.name] = 0.0
             reasons[failure.name] = failure.error_message
@@ -72,6 +77,8 @@ def _variant(outcome: Outcome, names: list[str]) -> dict[str, Any]:
             "error": None,
             "tokens": case.metrics.get("tokens"),
             "cost": case.metrics.get("cost"),
+            "judge_tokens": judged[0] if judged is not None else None,
+            "judge_cost": judged[1] if judged is not None else None,
             "seconds": case.task_duration,
         }
     for failure in report.failures:
@@ -84,17 +91,26 @@ def _variant(outcome: Outcome, names: list[str]) -> dict[str, Any]:
             "error": failure.error_message,
             "tokens": None,
             "cost": None,
+            "judge_tokens": None,
+            "judge_cost": None,
             "seconds": None,
         }
     ordered = [cases[name] for name in names if name in cases]
     found["cases"] = ordered
     found["score"] = sum(c["score"] for c in ordered) / len(ordered) if ordered else 0.0
     found["tokens"] = sum(c["tokens"] or 0 for c in ordered)
-    spent = [c["cost"] for c in ordered if c["cost"] is not None]
-    found["cost"] = sum(spent) if spent else None
+    found["cost"] = _total(c["cost"] for c in ordered)
+    found["judge_tokens"] = _total(c["judge_tokens"] for c in ordered)
+    found["judge_cost"] = _total(c["judge_cost"] for c in ordered)
     timed = [c["seconds"] for c in ordered if c["seconds"] is not None]
     found["seconds"] = sum(timed) / len(timed) if timed else None
     return found
+
+
+def _total(values: Iterable[Any]) -> Any:
+    """The sum of the known values; None when none is known."""
+    known = [value for value in values if value is not None]
+    return sum(known) if known else None
 
 
 def _plain(value: Any) -> Any:
@@ -102,7 +118,8 @@ def _plain(value: Any) -> Any:
 
 
 def rows(report: Mapping[str, Any]) -> list[list[str]]:
-    """The side-by-side table: a head, a row per case, then mean, tokens, cost (when known) and seconds."""
+    """The side-by-side table: a head, a row per case, then mean, tokens, cost (when known), the judges' tokens
+    and cost (when a judge ran, when known) and seconds."""
     variants = report["variants"]
     out = [["CASE", *(v["name"] for v in variants)]]
     for name in report["cases"]:
@@ -115,6 +132,12 @@ def rows(report: Mapping[str, Any]) -> list[list[str]]:
     out.append(["tokens", *("-" if v["tokens"] is None else str(v["tokens"]) for v in variants)])
     if any(v["cost"] is not None for v in variants):
         out.append(["cost", *(dollars(v["cost"]) for v in variants)])
+    if any(v.get("judge_tokens") is not None for v in variants):  # an older report has no judge totals
+        out.append(
+            ["judge tokens", *("-" if v.get("judge_tokens") is None else str(v["judge_tokens"]) for v in variants)]
+        )
+    if any(v.get("judge_cost") is not None for v in variants):
+        out.append(["judge cost", *(dollars(v.get("judge_cost")) for v in variants)])
     out.append(["seconds", *("-" if v["seconds"] is None else f"{v['seconds']:.3f}" for v in variants)])
     return out
 

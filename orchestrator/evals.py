@@ -13,7 +13,8 @@ temporary folder beside it; FILE inherits ``default`` unless it says
 Variants run at once, at most ``--concurrency`` calls in all.
 
 The report puts the variants side by side: each case's score, the mean,
-tokens, cost (``orchestrator.costs``) and mean seconds per case; and for
+tokens, cost (``orchestrator.costs``) and mean seconds per case, and apart
+from those what the LLM judges spent (``judge tokens``, ``judge cost``); and for
 each variant the metadata keys whose value differs from the tool as
 written, with the level each came from (``Manager.explain``, as ``show``
 prints it). Every call, the judges' too, goes to the run log unless
@@ -30,7 +31,7 @@ import shlex
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
@@ -137,12 +138,39 @@ class Meter:
 
 @dataclass(slots=True)
 class Outcome:
-    """A variant's result: its pydantic-evals report (None when it could not run), what differs, or its error."""
+    """A variant's result: its pydantic-evals report (None when it could not run), what differs, or its error.
+
+    ``judged``: what its cases' judges spent, case name -> [tokens, cost]
+    (cost None when no answer could be priced), kept apart from the task's own.
+    """
 
     variant: Variant
     report: Any = None
     differs: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    judged: dict[str, list[Any]] = field(default_factory=dict)
+
+
+async def metered(
+    manager: Manager, meter: Meter, ref: str, args: Any, spent: Callable[[int, float | None], None], **options: Any
+) -> Any:
+    """``manager.invoke(ref, args, **options)``, telling ``spent(tokens, cost)`` what its model calls cost.
+
+    ``meter`` listens to ``manager``'s events; an extra middleware marks the call's run for it.
+    """
+    seen: list[str] = []
+
+    async def mark(ctx: Any, _args: Any) -> Any:
+        seen.append(ctx.run.id)
+        meter.runs[ctx.run.id] = [0, None, None]
+        return await ctx.manager.next()
+
+    try:
+        return await manager.invoke(ref, args, middleware={METER: {"fn": mark}}, **options)
+    finally:
+        for run in seen:
+            tokens, cost, _model = meter.runs.pop(run)
+            spent(tokens, cost)
 
 
 def stage(tool: Tool, authority: Path, into: Path) -> Path:
@@ -230,11 +258,16 @@ async def evaluate(
     base = Manager(paths, formats=formats, runlog=runlog)
     managers = [base]
     outcomes = [Outcome(variant) for variant in variants]
+    judging = Meter()  # the judges' model calls, on the tool as written
+    base.events.quiet.append(judging.listen)
     with ExitStack() as temporary:
         try:
             tool = base.find_tool(ref)
             check_judges(evalset, base)
-            dataset = Dataset(name=evalset.path.name, cases=cases(evalset, base))
+
+            def dataset(judged: dict[str, list[Any]]) -> Any:
+                return Dataset(name=evalset.path.name, cases=cases(evalset, base, judging, judged))
+
             limiter = anyio.CapacityLimiter(concurrency)
             async with anyio.create_task_group() as group:
                 for outcome in outcomes:
@@ -274,32 +307,18 @@ async def _variant(
         outcome.error = f"{type(exc).__name__}: {exc}"
         return
     meter = Meter()
-    manager.events.listeners.append(meter.listen)
+    manager.events.quiet.append(meter.listen)
+
+    def spent(tokens: int, cost: float | None) -> None:
+        increment_eval_metric("tokens", tokens)
+        if cost is not None:
+            increment_eval_metric("cost", cost)
 
     async def task(args: Any) -> Any:
-        seen: list[str] = []
-
-        async def metered(ctx: Any, _args: Any) -> Any:
-            seen.append(ctx.run.id)
-            meter.runs[ctx.run.id] = [0, None, None]
-            return await ctx.manager.next()
-
         async with limiter:
-            try:
-                return await manager.invoke(
-                    ref,
-                    copy.deepcopy(args),
-                    overrides=variant.overrides or None,
-                    middleware={METER: {"fn": metered}},
-                )
-            finally:
-                for run in seen:
-                    tokens, spent, _model = meter.runs.pop(run)
-                    increment_eval_metric("tokens", tokens)
-                    if spent is not None:
-                        increment_eval_metric("cost", spent)
+            return await metered(manager, meter, ref, copy.deepcopy(args), spent, overrides=variant.overrides or None)
 
-    outcome.report = await dataset.evaluate(
+    outcome.report = await dataset(outcome.judged).evaluate(
         task, name=variant.name, task_name=ref, max_concurrency=concurrency, progress=False
     )
 
@@ -321,21 +340,34 @@ def check_judges(evalset: EvalSet, judges: Manager) -> None:
                     ) from None
 
 
-def cases(evalset: EvalSet, judges: Manager) -> list[Any]:
-    """The dataset's cases as pydantic-evals cases, each scorer an evaluator; judges run on ``judges``."""
+def cases(evalset: EvalSet, judges: Manager, meter: Meter, judged: dict[str, list[Any]]) -> list[Any]:
+    """The dataset's cases as pydantic-evals cases, each scorer an evaluator.
+
+    Judges run on ``judges`` (whose events ``meter`` hears); what a case's
+    judges spent is added to ``judged[case name]`` as [tokens, cost].
+    """
     from pydantic_evals import Case
 
     scored = evaluator_class()
 
-    async def judge(tool: str, args: Mapping[str, Any]) -> Any:
-        return await judges.invoke(tool, dict(args))
+    def judge_of(name: str) -> Any:
+        def spent(tokens: int, cost: float | None) -> None:
+            found = judged.setdefault(name, [0, None])
+            found[0] += tokens
+            if cost is not None:
+                found[1] = (found[1] or 0.0) + cost
+
+        async def judge(tool: str, args: Mapping[str, Any]) -> Any:
+            return await metered(judges, meter, tool, dict(args), spent)
+
+        return judge
 
     return [
         Case(
             name=case.name,
             inputs=case.args,
             expected_output=case.expected,
-            evaluators=[scored(scorer, case, judge) for scorer in case.scorers],
+            evaluators=[scored(scorer, case, judge_of(case.name)) for scorer in case.scorers],
         )
         for case in evalset.cases
     ]

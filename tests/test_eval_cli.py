@@ -11,7 +11,9 @@ import yaml
 from click.testing import CliRunner
 from servers import fakellm_server
 
+from orchestrator import evalreport
 from orchestrator.cli import cli
+from orchestrator.logs import dollars
 from orchestrator.runlog import RunLog
 
 CAREFUL = {
@@ -58,6 +60,7 @@ def test_the_exit_status_follows_min_score(project):
     assert rows[1] == ["praise", "1.00", "1.00"] and rows[2] == ["broken", "1.00", "0.00"]
     assert rows[3] == ["mean", "1.00", "0.50"]
     assert rows[4][0] == "tokens" and all(int(cell) > 0 for cell in rows[4][1:])
+    assert not any(row[0].startswith("judge") for row in rows)  # no judge ran: no judge totals
     assert "COST" not in done.stdout and not any(row[0] == "cost" for row in rows)  # scripted: no price
     assert "  model = " in done.stdout and "from --set" in done.stdout
 
@@ -115,6 +118,8 @@ def test_bad_input_is_one_clear_error_line(project, write, monkeypatch):
 
 RULES = {
     "rules": [
+        {"name": "judge-no", "when": {"messages_contain": "judge: is neutral"}, "respond": {"content": '{"score": 0}'}},
+        {"name": "judge-yes", "when": {"messages_contain": "judge: is"}, "respond": {"content": '{"score": 1}'}},
         {
             "name": "mini-love",
             "when": {"model_matches": "gpt-4o-mini", "messages_contain": "love"},
@@ -132,14 +137,9 @@ def test_eval_over_http_with_a_model_variant_costs_and_a_judge(tmp_path_factory,
         model = {"provider": "openai", "name": "gpt-4o-mini", "base-url": f"{base}/v1", "api-key-env": "TC_EVAL_KEY"}
         model["options"] = {"stream": False}  # fakellm reports usage on whole answers
         write("tools/AUTHORITY.md", front({"metadata": {"model": model}}))
-        judge = {
-            "returns": {"type": "object", "properties": {"score": {"type": "number"}}, "required": ["score"]},
-            "model": {
-                "provider": "scripted",
-                "script": ["{{ '{\"score\": 1}' if args.output == args.expected else '{\"score\": 0}' }}"],
-            },
-        }
-        write("tools/judge.md", front({"metadata": judge}) + "Is {{ args.output }} {{ args.expected }}?\n")
+        judge = {"returns": {"type": "object", "properties": {"score": {"type": "number"}}, "required": ["score"]}}
+        # the judge asks the folder's priced model (fakellm's judge rules answer it)
+        write("tools/judge.md", front({"metadata": judge}) + "Judge: is {{ args.output }} {{ args.expected }}?\n")
         cases = {**CASES, "scorers": [{"judge": "judge"}, {"contains": "e"}]}
         write("tools/label.evals.yaml", yaml.safe_dump(cases))
         log, tools = project / "runs.db", str(project / "tools")
@@ -155,8 +155,21 @@ def test_eval_over_http_with_a_model_variant_costs_and_a_judge(tmp_path_factory,
     assert mini["cost"] is not None and mini["cost"] > 0 and report["prices"].startswith("genai-prices ")
     (differ,) = other["differs"]
     assert differ["key"] == "model" and differ["level"] == "--set" and differ["was_level"] == "authority AUTHORITY.md"
-    labelled = [info for info in RunLog(log).runs(None) if info.tool == "label"]
+    runs = RunLog(log).runs(None)
+    labelled = [info for info in runs if info.tool == "label"]
     assert len(labelled) == 4 and all(info.cost is not None for info in labelled if info.model == "openai:gpt-4o-mini")
+    # the judges' tokens and cost are counted, apart from the task's own
+    judged = [info for info in runs if info.tool == "judge"]
+    assert len(judged) == 4 and all(info.cost is not None and info.tokens for info in judged)
+    assert mini["judge_tokens"] > 0 and other["judge_tokens"] > 0
+    assert mini["judge_tokens"] + other["judge_tokens"] == sum(info.tokens for info in judged)
+    assert mini["judge_cost"] + other["judge_cost"] == pytest.approx(sum(info.cost for info in judged))
+    mini_runs = [info for info in labelled if info.model == "openai:gpt-4o-mini"]
+    assert mini["cost"] == pytest.approx(sum(info.cost for info in mini_runs))  # no judge's cost in it
+    assert mini["tokens"] == sum(info.tokens for info in mini_runs)
+    table = {row[0]: row[1:] for row in evalreport.rows(report)}
+    assert table["judge tokens"] == [str(mini["judge_tokens"]), str(other["judge_tokens"])]
+    assert table["judge cost"] == [dollars(mini["judge_cost"]), dollars(other["judge_cost"])]
 
 
 def test_on_a_terminal_the_report_is_a_rich_table(project, monkeypatch):

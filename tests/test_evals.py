@@ -222,8 +222,14 @@ async def test_the_tool_as_written_is_scored_with_a_markdown_judge_and_recorded(
     }
     assert broken["scores"]["judge judge"] == 1.0  # the judge tool answered {"score": 1} through its model
     assert base["tokens"] > 0 and praise["tokens"] > 0 and praise["seconds"] > 0
-    tools = sorted(info.tool for info in RunLog(log).runs(None))
+    assert base["tokens"] == praise["tokens"] + broken["tokens"]  # the task's own: no judge's among them
+    assert praise["judge_tokens"] is None and broken["judge_tokens"] > 0  # praise has no judge
+    assert base["judge_tokens"] == broken["judge_tokens"] and base["judge_cost"] is None  # scripted: no price
+    runs = RunLog(log).runs(None)
+    tools = sorted(info.tool for info in runs)
     assert tools == ["judge", "label", "label"]  # every call, the judge's too
+    (judged,) = [info for info in runs if info.tool == "judge"]
+    assert judged.tokens == broken["judge_tokens"]  # what the judge's own run spent, as the run log has it
 
 
 async def test_variants_by_set_authority_and_path_side_by_side_with_what_differs(project, write, tmp_path):
@@ -252,6 +258,7 @@ async def test_variants_by_set_authority_and_path_side_by_side_with_what_differs
     assert nxt["model"]["level"] == "tool label" and nxt["model"]["value"] == CARELESS
     broken = next(c for c in report["variants"][1]["cases"] if c["name"] == "broken")
     assert broken["reasons"]["judge judge"] == "differs: positive"
+    assert all(v["judge_tokens"] > 0 for v in report["variants"])  # each variant's judges, counted for it
     assert not (project / "tools" / "AUTHORITY.md").read_text().count("positive']")  # the staging copied, never wrote
 
 
