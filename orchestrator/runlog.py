@@ -3,7 +3,8 @@
 A ``RunLog`` is the store: one SQLite file (stdlib ``sqlite3``, WAL mode, a
 busy timeout, mode 0600), ``runs.db`` in the user state folder unless
 ``TOOLCASCADE_RUNLOG`` names another file (``off``: the CLI records
-nothing). A file that is not a toolcascade run log (corrupt, or another
+nothing); ``orchestrator.sqlitefile`` opens, checks and prepares it, as it
+does the session store's. A file that is not a toolcascade run log (corrupt, or another
 application's database) is refused with a ``ConfigurationError`` and never
 written. Calls are written on the log's own writer thread, in batches, never
 on the event loop; a write that fails is a warning of the
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import sqlitefile
 from .cachefolder import state_folder
 from .errors import ConfigurationError
 from .redaction import row, secret_environment
@@ -57,7 +59,6 @@ KEEP_ENVIRONMENT = "TOOLCASCADE_RUNLOG_KEEP"
 LOG_FILE = "runs.db"
 OFF = ("off", "0", "false", "no")
 KEEP_RUNS = 10_000
-BUSY_TIMEOUT_MS = 10_000
 # PRAGMA application_id of a toolcascade run log ("tcrl"): any other SQLite file is refused, never altered.
 APPLICATION_ID = 0x7463726C
 MAX_PENDING = 10_000  # calls waiting for the writer; past it a call is dropped (with one warning)
@@ -71,6 +72,7 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE INDEX IF NOT EXISTS runs_id ON runs (id);
 CREATE INDEX IF NOT EXISTS runs_started ON runs (started);
 """
+RUNLOG = sqlitefile.Kind(APPLICATION_ID, _SCHEMA, "run log", "Manager(runlog=...)", ENVIRONMENT)
 _COLUMNS = "id, started, seconds, ref, tool, caller, status, error, model, tokens"
 _SELECT = _COLUMNS + ", json_extract(body, '$.cost')"  # a run's cost lives in its body: older files have no column
 
@@ -281,54 +283,14 @@ class RunLog:
         Raises:
             ConfigurationError: the file is corrupt, another application's, or cannot be opened.
         """
-        if create and not self.path.exists():
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
-            except OSError as exc:
-                raise ConfigurationError(f"cannot create the run log: {exc}", path=self.path) from exc
+        db = sqlitefile.open_checked(self.path, RUNLOG, create=create)
         try:
-            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise ConfigurationError(f"cannot open the run log: {exc}", path=self.path) from exc
-        try:
-            self._check(db, create)
-        except BaseException:
-            db.close()
-            raise
-        return db
-
-    def _check(self, db: sqlite3.Connection, create: bool) -> None:
-        try:
-            ours = db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
-            if not ours and db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                raise ConfigurationError(
-                    "this SQLite file belongs to another application, not a toolcascade run log; choose another "
-                    f"file (Manager(runlog=...), {ENVIRONMENT}) or move it away",
-                    path=self.path,
-                )
             db.execute("PRAGMA secure_delete = ON")  # pruned runs are overwritten, not left in free pages
             db.execute("PRAGMA synchronous = NORMAL")  # WAL: a power cut may lose the last runs, never the file
-            if ours or not create:
-                return
-            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                db.execute("PRAGMA journal_mode = WAL")
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                if db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
-                    for statement in filter(str.strip, _SCHEMA.split(";")):
-                        db.execute(statement)
-                    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
         except sqlite3.DatabaseError as exc:
-            raise ConfigurationError(
-                f"the run log is unreadable ({exc}): is it a toolcascade run log? Move it away or point "
-                f"{ENVIRONMENT} at another file",
-                path=self.path,
-            ) from exc
+            db.close()
+            raise sqlitefile.unreadable(exc, self.path, RUNLOG) from exc
+        return db
 
     def _read(self, sql: str, parameters: Sequence[Any]) -> list[tuple[Any, ...]]:
         """Rows of a query on the file as it is; no file, or one never written, has none.
@@ -341,7 +303,7 @@ class RunLog:
             return []
         db = self._connect(create=False)
         try:
-            if db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+            if not sqlitefile.ours(db, RUNLOG):
                 return []  # an empty file: nothing was ever written
             return db.execute(sql, tuple(parameters)).fetchall()
         except sqlite3.DatabaseError as exc:

@@ -16,13 +16,13 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from . import sessionlimits
+from . import sessionlimits, sqlitefile
 from .errors import ConfigurationError, InvocationError
+from .sqlitefile import BUSY_TIMEOUT_MS as BUSY_TIMEOUT_MS
 from .storage import SessionInfo, alive, busy_error, check_size, encode, encode_state, lost_error
 
 T = TypeVar("T")
 
-BUSY_TIMEOUT_MS = 10_000
 # PRAGMA application_id of a toolcascade store ("tcs1"): any other SQLite file is refused, never altered.
 APPLICATION_ID = 0x74637331
 
@@ -35,14 +35,16 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE TABLE IF NOT EXISTS leases (session TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS suspended (token TEXT PRIMARY KEY, created REAL NOT NULL, state TEXT NOT NULL);
 """
+STORE = sqlitefile.Kind(APPLICATION_ID, _SCHEMA, "session store", "Manager(sessions=...)", "TOOLCASCADE_SESSIONS")
 
 
 class SQLiteStore:
     """A store in one SQLite file: WAL mode, a busy timeout, safe for runs in threads and processes.
 
-    The file is created (and its schema) on first use. Every call opens its
-    own connection in a worker thread, so the event loop never blocks and no
-    connection crosses threads. Writes run in ``BEGIN IMMEDIATE``
+    The file is created (and its schema) on first use, once
+    ``orchestrator.sqlitefile`` found it is a session store or empty. Every
+    call opens its own connection in a worker thread, so the event loop
+    never blocks and no connection crosses threads. Writes run in ``BEGIN IMMEDIATE``
     transactions: a second writer waits (``BUSY_TIMEOUT_MS``), never reads
     half a write.
     """
@@ -59,78 +61,27 @@ class SQLiteStore:
         return await anyio.to_thread.run_sync(self._call, work)
 
     def _call(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``work`` on a fresh connection.
+        """Run ``work`` on a fresh connection (the first one of this process checks and prepares the file).
 
         Raises:
             ConfigurationError: the file is not a toolcascade session store (corrupt, foreign, unreadable).
         """
-        try:
-            connection = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise ConfigurationError(f"cannot open the session store: {exc}", path=self.path) from exc
+        connection = sqlitefile.connect(self.path, STORE)
         try:
             if not self._ready:
                 with self._preparing:
                     if not self._ready:
-                        self._prepare(connection)
+                        sqlitefile.prepare(connection, self.path, STORE)
+                        self._ready = True
             return work(connection)
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
                 raise InvocationError(f"the session store is busy: {exc}; try again", path=str(self.path)) from exc
-            raise ConfigurationError(
-                f"the session store is unreadable ({exc}): is it a toolcascade session store? "
-                "Move it away or point TOOLCASCADE_SESSIONS at another file",
-                path=self.path,
-            ) from exc
+            raise sqlitefile.unreadable(exc, self.path, STORE) from exc
         except (ValueError, KeyError, TypeError) as exc:  # a row that is not what we wrote
             raise ConfigurationError(f"the session store holds a corrupt row: {exc}", path=self.path) from exc
         finally:
             connection.close()
-
-    def _prepare(self, connection: sqlite3.Connection) -> None:
-        """Check the file is ours (or empty), switch to WAL and create the schema.
-
-        The schema and the application id are written in one transaction, so
-        a process that opens the file meanwhile sees either nothing or all of it.
-
-        Raises:
-            ConfigurationError: another application's SQLite file.
-        """
-        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        if connection.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
-            connection.execute("BEGIN")  # one snapshot: another process may be preparing the file right now
-            try:
-                self._refuse_foreign(connection)
-            finally:
-                connection.execute("COMMIT")
-            if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # switching needs the file alone
-                connection.execute("PRAGMA journal_mode = WAL")  # persistent in the file; not inside a transaction
-            connection.execute("BEGIN IMMEDIATE")
-            try:
-                if connection.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
-                    self._refuse_foreign(connection)
-                    for statement in filter(str.strip, _SCHEMA.split(";")):
-                        connection.execute(statement)
-                    connection.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                connection.execute("COMMIT")
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
-        self._ready = True
-
-    def _refuse_foreign(self, connection: sqlite3.Connection) -> None:
-        """Raise when a file without our application id already holds tables (someone else's database).
-
-        Raises:
-            ConfigurationError: it does.
-        """
-        ours = connection.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
-        if not ours and connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-            raise ConfigurationError(
-                "this SQLite file belongs to another application, not a toolcascade session store; "
-                "choose another file (Manager(sessions=...), TOOLCASCADE_SESSIONS)",
-                path=self.path,
-            )
 
     # Each method below is the body of one worker-thread call.
 
