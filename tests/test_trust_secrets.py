@@ -285,6 +285,22 @@ async def test_a_grant_holds_only_for_the_route_it_was_made_for():
     assert granted({**sealed, "name": "another-model"})  # the model's name is not part of the route
 
 
+async def test_grants_remembered_per_route_still_hold_only_for_their_route():
+    """Every request grants and checks its route; the seals are remembered, which changes no verdict."""
+    routes = [{"provider": "openai", "base-url": f"http://h{i}.example/v1", "api-key-env": "K"} for i in range(600)]
+    sealed = [grant_model(route) for route in routes]  # more routes than are remembered at once
+    assert all(granted(one) for one in sealed) and all(granted(grant_model(r)) for r in routes[:5])
+    assert not granted({**sealed[0], "base-url": routes[1]["base-url"]})
+    assert len({one["grant"] for one in sealed}) == len(routes)
+    # values no file should give are sealed as they are: 1 and True are equal keys, never the same grant
+    one, true = (
+        grant_model({"provider": "openai", "base-url": 1}),
+        grant_model({"provider": "openai", "base-url": True}),
+    )
+    assert one["grant"] != true["grant"]
+    assert not granted({**one, "base-url": True}) and granted(one) and granted(true)
+
+
 # -- fallback and compact models: granted when trusted configuration chose them ---------------
 #
 # An agent hands its model-pipeline to every model request; the models that fallback and

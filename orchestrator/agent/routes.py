@@ -58,11 +58,26 @@ PIPELINE_MODELS = {"fallback": "models", "compact": "summarize"}
 """The ``model-pipeline`` middleware whose arg holds model specs (a list, or one spec): the agent grants them."""
 
 _SECRET = secrets.token_bytes(32)  # made once per process: a grant never outlives it
+_SEALS: dict[tuple[Any, ...], str] = {}  # route -> its grant: an agent grants its model, a provider checks it
+_MOST_SEALS = 256  # routes remembered (a process meets a few); past it the memory starts again
 
 
 def _seal(spec: Mapping[str, Any]) -> str:
-    route = json.dumps([spec.get(field) for field in ROUTE], sort_keys=True, default=str)
-    return hmac.new(_SECRET, route.encode(), hashlib.sha256).hexdigest()
+    """The HMAC of ``spec``'s route, made once per route: every request grants and checks the same few."""
+    route = tuple(map(spec.get, ROUTE))
+    if not all(v is None or type(v) is str for v in route):
+        return _hmac(route)  # a field that is no string (a file's mistake; 1 == True as a key): not remembered
+    sealed = _SEALS.get(route)
+    if sealed is None:
+        if len(_SEALS) >= _MOST_SEALS:
+            _SEALS.clear()
+        sealed = _SEALS[route] = _hmac(route)
+    return sealed
+
+
+def _hmac(route: tuple[Any, ...]) -> str:
+    text = json.dumps(list(route), sort_keys=True, default=str)
+    return hmac.new(_SECRET, text.encode(), hashlib.sha256).hexdigest()
 
 
 def grant_model(spec: Mapping[str, Any]) -> dict[str, Any]:
