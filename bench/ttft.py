@@ -5,10 +5,14 @@ server), then, turn about, asks the same question through a toolcascade
 agent (``manager.invoke``; the first ``model.delta`` with text) and through
 the SDK's own client built once (``create(stream=True)``; the first chunk
 with text). For each provider it prints the median time to first token of
-both and their ratio (target: at most 1.2x), and, for scale, the raw client
-rebuilt for every request (what toolcascade did before it kept its clients).
+both and their ratio (target: at most 1.2x), the spread of each (the middle
+half of the requests, p25-p75), and, for scale, the raw client rebuilt for
+every request (what toolcascade did before it kept its clients). On a
+loaded machine one run's ratio moves by a few tenths: ``--runs K`` repeats
+the measurement K times with the same server and prints each run's ratios
+and their median and range.
 
-    .venv/bin/python -m bench.ttft [--rounds N]
+    .venv/bin/python -m bench.ttft [--rounds N] [--runs K]
 """
 
 from __future__ import annotations
@@ -143,8 +147,19 @@ def raw_anthropic(base: str, reuse: bool) -> Callable[[], Awaitable[float]]:
     return ask
 
 
-async def together(calls: dict[str, Callable[[], Awaitable[float]]], rounds: int) -> dict[str, float]:
-    """The median of each call's times, the calls taken turn about, in alternating order (after one warm-up each)."""
+Spread = tuple[float, float, float]
+"""A call's times: (p25, median, p75) seconds."""
+Row = tuple[str, Spread, Spread, float]
+"""(provider, agent, raw client reused, raw client rebuilt's median)."""
+
+
+def spread(values: list[float]) -> Spread:
+    low, mid, high = statistics.quantiles(values, n=4) if len(values) > 1 else (values[0],) * 3
+    return low, mid, high
+
+
+async def together(calls: dict[str, Callable[[], Awaitable[float]]], rounds: int) -> dict[str, Spread]:
+    """Each call's times (p25, median, p75), the calls taken turn about, in alternating order (after a warm-up)."""
     times: dict[str, list[float]] = {name: [] for name in calls}
     for call in calls.values():
         await call()  # warm-up: imports, first connection
@@ -153,11 +168,11 @@ async def together(calls: dict[str, Callable[[], Awaitable[float]]], rounds: int
         for name, call in order:
             times[name].append(await call())
         order.reverse()  # neither goes first every time
-    return {name: statistics.median(values) for name, values in times.items()}
+    return {name: spread(values) for name, values in times.items()}
 
 
-async def bench(rounds: int) -> list[tuple[str, float, float, float]]:
-    """Per provider: (provider, agent, raw reused, raw rebuilt) median seconds to first token."""
+async def bench(rounds: int, runs: int = 1) -> list[list[Row]]:
+    """``runs`` measurements with one server; each, per provider: the agent's, the raw client's and the rebuilt's."""
     os.environ.setdefault(KEY_ENV, "sk-bench")
     with tempfile.TemporaryDirectory() as folder:
         process, base = start_fakellm(Path(folder))
@@ -165,30 +180,51 @@ async def bench(rounds: int) -> list[tuple[str, float, float, float]]:
             tools = Path(folder) / "tools"
             tools.mkdir()
             write_agents(tools, base)
-            rows = []
-            for provider, raw in (("openai", raw_openai), ("anthropic", raw_anthropic)):
-                agent = Agent(tools, f"hello-{provider}")
-                async with agent.manager:
-                    medians = await together({"agent": agent, "raw": raw(base, True)}, rounds)
-                    rebuilt = await together({"rebuilt": raw(base, False)}, max(3, rounds // 5))
-                rows.append((provider, medians["agent"], medians["raw"], rebuilt["rebuilt"]))
-            return rows
+            measured = []
+            for _ in range(runs):
+                rows = []
+                for provider, raw in (("openai", raw_openai), ("anthropic", raw_anthropic)):
+                    agent = Agent(tools, f"hello-{provider}")
+                    async with agent.manager:
+                        found = await together({"agent": agent, "raw": raw(base, True)}, rounds)
+                        rebuilt = await together({"rebuilt": raw(base, False)}, max(3, rounds // 5))
+                    rows.append((provider, found["agent"], found["raw"], rebuilt["rebuilt"][1]))
+                measured.append(rows)
+            return measured
         finally:
             process.terminate()
             process.wait(timeout=10)
 
 
-def table(rows: list[tuple[str, float, float, float]]) -> str:
+def table(rows: list[Row]) -> str:
     lines = [
         "| provider | agent (toolcascade) | raw client reused | ratio | target | raw client rebuilt per request |",
         "| --- | ---: | ---: | ---: | --- | ---: |",
     ]
     for provider, agent, raw, rebuilt in rows:
-        ratio = agent / raw
+        ratio = agent[1] / raw[1]
         verdict = "met" if ratio <= TARGET else "missed"
         lines.append(
-            f"| {provider} | {agent * 1e3:.2f} ms | {raw * 1e3:.2f} ms | {ratio:.2f}x | "
+            f"| {provider} | {shown(agent)} | {shown(raw)} | {ratio:.2f}x | "
             f"<= {TARGET}x: {verdict} | {rebuilt * 1e3:.2f} ms |"
+        )
+    return "\n".join(lines)
+
+
+def shown(times: Spread) -> str:
+    """A median and the middle half of the times around it: ``4.70 ms (4.0-12.9)``."""
+    return f"{times[1] * 1e3:.2f} ms ({times[0] * 1e3:.1f}-{times[2] * 1e3:.1f})"
+
+
+def summary(measured: list[list[Row]]) -> str:
+    """Each provider's ratio in every run, and their median and range."""
+    lines = []
+    for index, (provider, *_rest) in enumerate(measured[0]):
+        ratios = [rows[index][1][1] / rows[index][2][1] for rows in measured]
+        each = ", ".join(f"{r:.2f}" for r in ratios)
+        lines.append(
+            f"{provider}: ratio median {statistics.median(ratios):.2f}x over {len(ratios)} runs "
+            f"(range {min(ratios):.2f}-{max(ratios):.2f}: {each})"
         )
     return "\n".join(lines)
 
@@ -196,8 +232,13 @@ def table(rows: list[tuple[str, float, float, float]]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.ttft", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30, help="requests per client (default 30)")
+    parser.add_argument("--runs", type=int, default=1, help="measurements with the same server (default 1)")
     args = parser.parse_args(argv)
-    print(table(anyio.run(bench, args.rounds)))
+    measured = anyio.run(bench, args.rounds, args.runs)
+    for rows in measured:
+        print(table(rows))
+    if len(measured) > 1:
+        print(summary(measured))
 
 
 if __name__ == "__main__":
