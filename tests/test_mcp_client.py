@@ -278,3 +278,24 @@ async def test_mcp_client_a_remote_lookup_keeps_no_manager_alive(tmp_path):
     del manager
     gc.collect()
     assert registry() is None  # nor its file watcher thread
+
+
+def test_mcp_client_a_server_that_never_answers_initialize_stops_at_its_timeout(tmp_path):
+    pidfile = tmp_path / "silent.pid"
+    silent = {"command": "/bin/sh", "args": ["-c", f'echo $$ > "{pidfile}"; exec sleep 120'], "timeout": 2}
+    with Manager([folder(tmp_path / "tools", {"silent": silent})]) as manager:
+        with pytest.raises(RemoteToolError) as late:
+            manager.invoke_sync("silent/anything", {})
+        assert late.value.reason == "timeout"
+        pid = int(pidfile.read_text())
+        deadline = time.monotonic() + 45  # generous: the SDK gives a process 2 s to end before killing it
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break  # stopped at its timeout, while the Manager is still open
+            time.sleep(0.05)
+        else:
+            pytest.fail("the server that never answered initialize still runs")
+        started = time.monotonic()
+    assert time.monotonic() - started < 8  # close waits for no server that never answered (it waited 10 s each)
