@@ -1,9 +1,10 @@
 """Binding: the context of one call, made from its compiled pipeline (steps 2-8 of R-INV-2).
 
-``bind`` is ``Pipeline.bind``, the one way a call's Context is made: it
-renders templated values, applies the call's seed, overrides and extra
-middleware (sorting the chain again only when they change it), and seeds
-locals. Everything that does not depend on args is the pipeline's: the
+``Pipeline.bind`` is the one way a call's Context is made: a template-free
+entry's context is built in ``context.bind``, every other call's here
+(``bind_call``): it renders templated values, applies the call's seed,
+overrides and extra middleware (sorting the chain again only when they
+change it), and seeds locals. Everything that does not depend on args is the pipeline's: the
 common call (no seed, no overrides, no extra middleware, no templates)
 builds one context around the compiled chain and does nothing else.
 
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from . import chain, tracing
 from .cascade import Merged, guard_managed, merge_levels, override_level, rerender
 from .conditions import idle_prefix
-from .context import Context, Shared, carried, entry_context
+from .context import Context, Shared, carried
 from .errors import InvocationError, SecurityError
 from .interpolate import scope
 from .locks import guard_locked, keep_locked_order
@@ -64,13 +65,6 @@ Guard = tuple["Caller | None", frozenset[str]]
 def run_id() -> str:
     """A new run id: unique in this process, and across processes but for a 1 in 2**32 chance per pair."""
     return f"{_RUN_PREFIX}{next(_run_numbers):08x}"
-
-
-def too_deep(manager: Manager, name: Any, parent: Context | None, deep: bool, limit: int) -> InvocationError:
-    """The typed error for an invocation past ``max_depth`` or past ``limit`` nested levels (R-INV-5)."""
-    what = f"invocation depth limit ({manager.max_depth})" if deep else f"nested invocation limit ({limit})"
-    who = parent.tool.name if parent is not None else str(name)
-    return InvocationError(f"{what} reached invoking {str(name)!r}; does {who!r} recurse?", tool=who)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,82 +135,31 @@ def bound(
     return compiled(where, ref).bind(args, options, where.parent, None, 0, where, guard)
 
 
-def bind(
+def bind_call(
     pipeline: Pipeline,
     args: Any,
-    options: Mapping[str, Any] | None = None,
-    parent: Context | None = None,
-    target: Context | None = None,
-    height: int = 0,
-    where: Place | None = None,
-    guard: Guard | None = None,
+    options: Mapping[str, Any] | None,
+    parent: Context | None,
+    target: Context | None,
+    where: Place | None,
+    guard: Guard | None,
 ) -> Context:
-    """``Pipeline.bind``: the context of one call of ``pipeline``, the only way a call's Context is made.
+    """``Pipeline.bind_call``: ``Pipeline.bind`` (``context.bind``) for all but a template-free entry.
 
-    ``options`` are the call's (``options.extract_options``: a seed,
-    overrides, extra middleware; None: none). An independent call runs
-    ``where`` a ``Place`` says (default: under ``parent``). With ``target``
-    the call is an entry of ``target``'s chain (``parent`` is then
-    ``target``): an entry whose tool already runs in this pipeline binds to
-    ``chain.SKIPPED`` (an invocation cycle), and ``height`` is its count
-    against ``max_stack`` (``chain.frames``). ``guard`` is the untrusted
-    caller of the call and the override keys it sent.
-
-    The common call (no seed, no overrides, no extra middleware, no
-    templates) builds one context around the compiled chain and does
-    nothing else.
+    An independent call (``target`` None) runs ``where`` a ``Place`` says,
+    by default under ``parent``; an entry whose metadata holds templates
+    (``target``, checked by ``bind``) runs under its target.
 
     Raises:
-        InvocationError: an entry past ``max_depth`` or ``max_stack``.
+        InvocationError: neither a parent nor a place.
         OrchestratorError: a bad seed, override or extra middleware; a failing template; an ``$order`` cycle.
     """
-    if target is None:
-        if where is None:
-            if parent is None:
-                raise InvocationError(f"binding {pipeline.tool.name!r}: a call needs a parent context or a Place")
-            where = place(parent.owner, parent, None, options or NO_OPTIONS)
-        return _call(pipeline, args, options or NO_OPTIONS, where, guard)
-    # An entry of target's chain: the hot path of every entry.
-    tool = pipeline.tool
-    ancestor: Context | None = target
-    while ancestor is not None:
-        if ancestor.tool.uri == tool.uri:
-            log.warning(
-                "skipping middleware %r in the chain of %r: it is already running in this pipeline",
-                tool.name,
-                target.tool.name,
-            )
-            return chain.SKIPPED  # type: ignore[no-any-return]
-        if not ancestor.entry:
-            break
-        ancestor = ancestor.parent
-    manager = target.owner
-    if target.depth >= manager.max_depth or height >= manager.max_stack:
-        raise too_deep(manager, tool.name, target, target.depth >= manager.max_depth, manager.max_stack)
-    plan = pipeline.plan
-    merged = plan.static
-    if merged is None:  # templated metadata: rendered for this call
-        shared = target.shared
-        return _call(pipeline, args, NO_OPTIONS, Place(manager, shared, target, target, *_inherited(target)), None)
-    target.shared.history.append((tool.name, args, time.time()))
-    runs = pipeline.runs  # a leaf (no entry with work) shares the empty tuple: inject() builds a new list
-    return entry_context(
-        manager,
-        tool,
-        args,
-        target,
-        list(runs) if runs else (),
-        merged.values,
-        plan.phases,
-        merged.locked,
-        plan.env,
-        pipeline.children if runs else None,
-    )
-
-
-def _inherited(ctx: Context) -> tuple[tuple[SearchPath, ...], Path, Any]:
-    """The search paths, cwd and envelope a call under ``ctx`` inherits."""
-    return ctx.paths, ctx.cwd, ctx.envelope
+    options = options or NO_OPTIONS
+    if where is None:
+        if parent is None:
+            raise InvocationError(f"binding {pipeline.tool.name!r}: a call needs a parent context or a Place")
+        where = place(parent.owner, parent, target, options)
+    return _call(pipeline, args, options, where, guard)
 
 
 def _call(pipeline: Pipeline, args: Any, options: Mapping[str, Any], where: Place, guard: Guard | None) -> Context:

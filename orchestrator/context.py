@@ -8,22 +8,27 @@ it: ``await ctx.manager.next()`` continues *this* context's chain.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 from . import chain
-from .errors import ConfigurationError, SecurityError
+from .errors import ConfigurationError, InvocationError, SecurityError
 from .ordering import Entry
 from .registry import SearchPath
 from .tool import Tool
 
 if TYPE_CHECKING:
+    from .binding import Guard, Place
     from .events import Events
     from .limits import Limits
     from .manager import Manager
-    from .pipeline import Children
+    from .pipeline import Children, Pipeline
+
+log = logging.getLogger("orchestrator")
 
 
 # The ``ctx.run.state`` a resumed run starts from (``orchestrator.interrupts.resume``), taken by the first
@@ -333,25 +338,63 @@ class Context:
         return f"<Context {self.tool.name} depth={self.depth} pos={self.pos}/{len(self.chain)}>"
 
 
-def entry_context(
-    manager: Manager,
-    tool: Tool,
-    args: Any,
-    target: Context,
-    chain: Sequence[Entry],
-    values: Mapping[str, Any],
-    phases: tuple[str, ...],
-    locked: frozenset[str],
-    env: bool,
-    resolved: Children | None,
-) -> Context:
-    """The context of a chain entry of ``target`` whose plan is template-free: the hot path of every entry.
+def too_deep(manager: Manager, name: Any, parent: Context | None, deep: bool, limit: int) -> InvocationError:
+    """The typed error for an invocation past ``max_depth`` or past ``limit`` nested levels (R-INV-5)."""
+    what = f"invocation depth limit ({manager.max_depth})" if deep else f"nested invocation limit ({limit})"
+    who = parent.tool.name if parent is not None else str(name)
+    return InvocationError(f"{what} reached invoking {str(name)!r}; does {who!r} recurse?", tool=who)
 
-    The same context ``Context(...)`` builds with ``parent=target,
-    target=target`` and ``target``'s envelope, paths and cwd, with every slot
-    set directly (a constructor with fifteen keywords costs more than the
-    rest of an entry's bookkeeping).
+
+def bind(
+    pipeline: Pipeline,
+    args: Any,
+    options: Mapping[str, Any] | None = None,
+    parent: Context | None = None,
+    target: Context | None = None,
+    height: int = 0,
+    where: Place | None = None,
+    guard: Guard | None = None,
+) -> Context:
+    """``Pipeline.bind``: the context of one call of ``pipeline``, the only way a call's Context is made.
+
+    ``options`` are the call's (``options.extract_options``; None: none).
+    An independent call runs ``where`` a ``binding.Place`` says (default:
+    under ``parent``). With ``target`` it is an entry of ``target``'s chain
+    (``parent`` is ``target``): an entry whose tool already runs in this
+    pipeline binds to ``chain.SKIPPED`` (a cycle); ``height`` is its count
+    against ``max_stack`` (``chain.frames``). ``guard``: the untrusted
+    caller and the override keys it sent. A template-free entry (the hot
+    path) is built here, every slot set directly; the rest is
+    ``Pipeline.bind_call`` (``orchestrator.binding``).
+
+    Raises:
+        InvocationError: an entry past ``max_depth`` or ``max_stack``; an independent call with no parent or place.
+        OrchestratorError: a bad seed, override or extra middleware; a failing template; an ``$order`` cycle.
     """
+    if target is None:
+        return pipeline.bind_call(args, options, parent, None, where, guard)
+    tool = pipeline.tool
+    ancestor: Context | None = target
+    while ancestor is not None:
+        if ancestor.tool.uri == tool.uri:
+            log.warning(
+                "skipping middleware %r in the chain of %r: it is already running in this pipeline",
+                tool.name,
+                target.tool.name,
+            )
+            return chain.SKIPPED  # type: ignore[no-any-return]
+        if not ancestor.entry:
+            break
+        ancestor = ancestor.parent
+    manager = target.owner
+    if target.depth >= manager.max_depth or height >= manager.max_stack:
+        raise too_deep(manager, tool.name, target, target.depth >= manager.max_depth, manager.max_stack)
+    plan = pipeline.plan
+    merged = plan.static
+    if merged is None:  # templated metadata: rendered for this call
+        return pipeline.bind_call(args, None, target, target, None, None)
+    target.shared.history.append((tool.name, args, time.time()))
+    runs = pipeline.runs  # a leaf (no entry with work) shares the empty tuple: inject() builds a new list
     ctx: Context = _new(Context)
     ctx.owner = manager
     ctx.tool = tool
@@ -367,19 +410,19 @@ def entry_context(
     ctx.depth = target.depth + 1
     ctx.locals = {"prompt": tool.prompt}
     ctx.nonlocals = target.nonlocals
-    ctx._values = values
+    ctx._values = merged.values
     ctx._meta = None
-    ctx.chain = chain
+    ctx.chain = list(runs) if runs else ()
     ctx.pos = 0
     ctx.finished = False
     ctx.body_ran = False
     ctx.body = None
-    ctx.phases = phases
-    ctx.locked = locked
-    ctx._env = env
+    ctx.phases = plan.phases
+    ctx.locked = merged.locked
+    ctx._env = plan.env
     ctx._trust = None
     ctx.running = 0
-    ctx.resolved = resolved
+    ctx.resolved = pipeline.children if runs else None
     return ctx
 
 

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from . import chain, tracing
-from .binding import NO_KEYS, bound, too_deep
+from .binding import NO_KEYS, bound
 from .callers import Caller, check_untrusted
+from .context import too_deep
 from .errors import ApprovalRequired, InvocationError, InvocationTimeout, name_tool
 from .lifecycle import refused
 from .options import extract_options

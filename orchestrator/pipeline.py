@@ -3,7 +3,8 @@
 The planner compiles a ref into a ``Pipeline`` (``Planner.pipeline``,
 ``Catalog.pipeline``) and keeps it with the files it came from; every call
 then binds it to its args, options and parent (``pipeline.bind(args,
-options, parent)``, written in ``orchestrator.binding``), the only way a
+options, parent)``, written in ``orchestrator.context`` and
+``orchestrator.binding``), the only way a
 call's Context is made, and runs that context; the runner binds each
 entry's own pipeline so. A Pipeline is immutable: nothing a call does
 changes it, so one value serves every thread.
@@ -27,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from . import binding
+from . import binding, context
 
 if TYPE_CHECKING:
     from .cascade import Plan
@@ -67,7 +68,8 @@ class Pipeline:
     children: Children
     templated: frozenset[str]  # the keys whose values render per call (empty: every call binds this chain as is)
 
-    bind = binding.bind  # pipeline.bind(args, options, parent[, target, height, where, guard]) -> Context
+    bind = context.bind  # pipeline.bind(args, options, parent[, target, height, where, guard]) -> Context
+    bind_call = binding.bind_call  # bind's part for all but a template-free entry
 
     @property
     def static(self) -> bool:

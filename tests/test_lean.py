@@ -199,15 +199,17 @@ def test_the_hot_path_objects_have_slots():
 
 
 async def test_an_entry_context_is_the_context_the_constructor_builds(write, tools):
-    """entry_context sets every slot (the hot path must not drift from Context.__init__)."""
-    from orchestrator.context import Context, Shared, entry_context
+    """Pipeline.bind sets every slot of a template-free entry's context (the hot path must not drift from __init__)."""
+    from orchestrator.context import Context, Shared
 
-    write("tools/leaf.py", "async def main(ctx):\n    return 1\n")
+    write("tools/leaf.py", "frontmatter = {'metadata': {'v': 2}}\n\nasync def main(ctx):\n    return 1\n")
+    write("tools/top.py", "async def main(ctx):\n    return 1\n")
     manager = Manager([tools])
-    tool = manager.find_tool("leaf")
+    pipeline = manager.catalog.pipeline("leaf", manager.paths, None)
+    tool, plan = pipeline.tool, pipeline.plan
     target = Context(
         manager,
-        tool,
+        manager.find_tool("top"),
         {"a": 1},
         Shared("r"),
         parent=None,
@@ -219,8 +221,6 @@ async def test_an_entry_context_is_the_context_the_constructor_builds(write, too
         values={"k": 1},
         nonlocals={"n": 1},
     )
-    values, phases, locked = {"v": 2}, ("p",), frozenset({"v"})
-    ahead = (target.paths, {})
     built = Context(
         manager,
         tool,
@@ -231,14 +231,14 @@ async def test_an_entry_context_is_the_context_the_constructor_builds(write, too
         envelope=target.envelope,
         paths=target.paths,
         cwd=target.cwd,
-        chain=[],
-        values=values,
-        phases=phases,
-        locked=locked,
-        env=True,
-        resolved=ahead,
+        chain=(),
+        values=plan.static.values,
+        phases=plan.phases,
+        locked=plan.static.locked,
+        env=plan.env,
+        resolved=None,
     )
-    fast = entry_context(manager, tool, {"b": 2}, target, [], values, phases, locked, True, ahead)
+    fast = pipeline.bind({"b": 2}, None, target, target, 0)
     for slot in Context.__slots__:
         assert getattr(fast, slot) == getattr(built, slot), slot
-    assert fast.target is target and fast.meta == {"v": 2} and fast.trust == built.trust
+    assert fast.target is target and fast.meta["v"] == 2 and fast.trust == built.trust
