@@ -14,10 +14,21 @@ from typing import TYPE_CHECKING, Any
 
 from .authorities import Authority
 from .binding import prepare
-from .cascade import Level, Merged, guard_managed, make_level, managed_keys, merge_levels, tool_levels
+from .cascade import (
+    MISSING,
+    POLICIES,
+    Level,
+    Merged,
+    guard_managed,
+    make_level,
+    managed_keys,
+    merge_levels,
+    tool_levels,
+)
 from .collector import paused
 from .errors import OrchestratorError, OrderCycleError, ToolNotFoundError
 from .explain import Explanation, explanation
+from .frozen import freeze
 from .options import extract_options
 from .registry import SearchPath, check_ref
 from .schema import json_schema
@@ -175,19 +186,37 @@ def listed_params(manager: Manager, tool: Tool, paths: tuple[SearchPath, ...], d
     chain = listing.chain(manager, tool, nearest, paths)
     deps.update(chain.deps)
     meta = tool.metadata
-    if not any(key.startswith("$") for key in meta):  # no annotation, no $inherit: the chain's merge plus the tool
-        own = make_level(
-            tool.name,
-            "tool",
-            {key: value for key, value in meta.items() if key in chain.keys},
-            hide_private=False,
-            path=tool.path,
-            lines=tool.lines,
-        )
-        if chain.managed:
-            guard_managed(own, chain.managed, tool.name)
-        return merge_levels((own,), None, tool.name, chain.prefix).values.get("params")
-    return _annotated_params(manager, tool, paths, deps, chain)
+    if any(key.startswith("$") for key in meta):
+        return _annotated_params(manager, tool, paths, deps, chain)
+    if not chain.managed:  # no annotation, no $inherit, no lock: the tool's keys onto the chain's merge
+        return _onto(chain, meta)
+    own = make_level(
+        tool.name,
+        "tool",
+        {key: value for key, value in meta.items() if key in chain.keys},
+        hide_private=False,
+        path=tool.path,
+        lines=tool.lines,
+    )
+    guard_managed(own, chain.managed, tool.name)
+    return merge_levels((own,), None, tool.name, chain.prefix).values.get("params")
+
+
+def _onto(chain: Chain, meta: Mapping[str, Any]) -> Any:
+    """The merged ``params`` of a tool level holding ``meta`` (no annotations) over ``chain``: ``Merger.add``'s
+    merge of each key the row needs, with the policies in force (the tool declares none).
+
+    Raises:
+        ConfigurationError: a policy refuses a value (as the plan's merge would).
+    """
+    values, policies = chain.prefix.values, chain.prefix.policies
+    params = values.get("params", MISSING)
+    for key in chain.keys:
+        if key in meta:
+            merged = POLICIES[policies.get(key, "default")](values.get(key, MISSING), meta[key])
+            if key == "params":
+                params = merged
+    return None if params is MISSING else freeze(params)
 
 
 def _annotated_params(manager: Manager, tool: Tool, paths: tuple[SearchPath, ...], deps: set[str], chain: Chain) -> Any:

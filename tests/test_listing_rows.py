@@ -136,10 +136,16 @@ def test_broken_cascades_list_the_plans_own_errors(tools: Path, write: Write, pl
     write("tools/cycle.md", front({"metadata": {"$inherit": "cycle2"}}))
     write("tools/cycle2.md", front({"metadata": {"$inherit": "cycle"}}))
     write("tools/fine.md", front({"description": "fine"}))
+    # The tool's own value refused by the chain's policies: a union onto a list, a deep merge of params.
+    policies = {"tags": ["t"], "params": {"type": "object"}, "$merge": {"tags": "union", "params": "deep"}}
+    write("tools/strict/AUTHORITY.md", front({"metadata": policies}, "Strict."))
+    write("tools/strict/tagged.md", front({"metadata": {"tags": "one"}}))
+    write("tools/strict/shorthand.md", front({"metadata": {"params": "string, a name"}}))
+    write("tools/strict/ok.md", front({"metadata": {"tags": ["u"], "params": {"required": ["x"]}}}))
     manager = Manager([tools])
     errors = {info.ref for info in manager.list_tools(hidden=True) if info.error is not None}
-    assert errors == {"team/clash", "typo", "orphan", "lost", "cycle", "cycle2"}
-    assert "fine" not in plans  # only the broken ones are planned, to word their errors
+    assert errors == {"team/clash", "typo", "orphan", "lost", "cycle", "cycle2", "strict/tagged", "strict/shorthand"}
+    assert "fine" not in plans and "ok" not in plans  # only the broken ones are planned, to word their errors
     rows_equal_plans(manager)
 
 
