@@ -115,7 +115,7 @@ from .registry import close_refs
 from .results import SERVER_PATH as SERVER_PATH
 from .results import ServedPaths, failure, success, typed
 from .tool import wire_name
-from .transports import lifespan, parse_address, serve_http, serve_stdio, server_class
+from .transports import lifespan, parse_address, run_http, serve_stdio, server_class
 from .version import __version__
 
 if TYPE_CHECKING:
@@ -588,6 +588,6 @@ def serve(
             anyio.run(serve_stdio, server)
         else:
             host, port = parse_address(http)
-            anyio.run(serve_http, server, host, port, stateless, token)  # uvicorn runs on asyncio only
+            run_http(server, host, port, stateless, token)  # uvicorn runs on asyncio only (uvloop's when installed)
     except KeyboardInterrupt:
         pass

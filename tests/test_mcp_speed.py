@@ -111,3 +111,26 @@ async def test_mcp_events_are_listened_to_only_while_a_call_is_reported(write, t
         async with Client(build_server(manager), mode="legacy") as client:
             assert (await client.call_tool("echo", {"text": "a"}, progress_callback=progress)).content[0].text == "a"
             assert manager.events.listeners == []  # no call in flight: events are not even built
+
+
+# The event loop `serve --http` runs its server on, printed by the server as it starts.
+LOOP = """
+import asyncio, sys
+from orchestrator import Manager, transports
+from orchestrator.mcp import serve
+
+async def reporting(*args):
+    print("LOOP", type(asyncio.get_running_loop()).__module__, file=sys.stderr, flush=True)
+
+transports.serve_http = reporting
+serve(Manager([sys.argv[1]]), http="127.0.0.1:0")
+"""
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_mcp_http_is_served_on_uvloop_when_installed_as_uvicorn_run_would(tools: Path) -> None:
+    import importlib.util
+
+    done = subprocess.run([sys.executable, "-c", LOOP, str(tools)], capture_output=True, text=True, timeout=LIMIT)
+    expected = "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio.unix_events"
+    assert f"LOOP {expected}" in done.stderr, done.stderr
