@@ -23,10 +23,10 @@ import logging
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import chain, tracing
 from .cascade import Merged, guard_managed, merge_levels, override_level, rerender
@@ -67,8 +67,7 @@ def run_id() -> str:
     return f"{_RUN_PREFIX}{next(_run_numbers):08x}"
 
 
-@dataclass(frozen=True, slots=True)
-class Place:
+class Place(NamedTuple):
     """Where an independent call runs: its manager, its run's record, parent and target, search paths, cwd, envelope."""
 
     owner: Manager
@@ -78,6 +77,9 @@ class Place:
     paths: tuple[SearchPath, ...]
     cwd: Path
     envelope: Any
+
+
+_tuple = tuple.__new__
 
 
 def place(manager: Manager, parent: Context | None, target: Context | None, options: Mapping[str, Any]) -> Place:
@@ -103,7 +105,7 @@ def place(manager: Manager, parent: Context | None, target: Context | None, opti
         if "cwd" in seed:
             cwd = (cwd / str(seed["cwd"])).resolve()
         envelope = seed.get("envelope", envelope)
-    return Place(manager, shared, parent, target, paths, cwd, envelope)
+    return _tuple(Place, (manager, shared, parent, target, paths, cwd, envelope))  # Place(...) without a Python call
 
 
 def compiled(where: Place, ref: str | Tool) -> Pipeline:
@@ -132,7 +134,10 @@ def bound(
         OrchestratorError: the errors an invocation raises before its chain runs.
     """
     where = place(manager, parent, None, options)
-    return compiled(where, ref).bind(args, options, where.parent, None, 0, where, guard)
+    if isinstance(ref, Tool):
+        return compiled(where, ref).bind(args, options, where.parent, None, 0, where, guard)
+    pipeline = manager.catalog.pipeline(ref, where.paths, where.shared.checked)
+    return pipeline.bind(args, options, where.parent, None, 0, where, guard)
 
 
 def bind_call(

@@ -23,6 +23,7 @@ from .tool import Tool
 
 if TYPE_CHECKING:
     from .binding import Guard, Place
+    from .cascade import Merged
     from .events import Events
     from .limits import Limits
     from .manager import Manager
@@ -372,17 +373,17 @@ def bind(
         OrchestratorError: a bad seed, override or extra middleware; a failing template; an ``$order`` cycle.
     """
     if target is None:
-        return pipeline.bind_call(args, options, parent, None, where, guard)
+        merged = pipeline.plan.static
+        if where is None or merged is None or (options and (options["context"] or options["overrides"])):
+            return pipeline.bind_call(args, options, parent, None, where, guard)
+        if options and options["middleware"] is not None:
+            return pipeline.bind_call(args, options, parent, None, where, guard)
+        return _fresh(pipeline, args, where, merged)  # the common call: nothing depends on args
     tool = pipeline.tool
     ancestor: Context | None = target
     while ancestor is not None:
         if ancestor.tool.uri == tool.uri:
-            log.warning(
-                "skipping middleware %r in the chain of %r: it is already running in this pipeline",
-                tool.name,
-                target.tool.name,
-            )
-            return chain.SKIPPED  # type: ignore[no-any-return]
+            return _skipped(tool.name, target.tool.name)
         if not ancestor.entry:
             break
         ancestor = ancestor.parent
@@ -423,6 +424,51 @@ def bind(
     ctx._trust = None
     ctx.running = 0
     ctx.resolved = pipeline.children if runs else None
+    return ctx
+
+
+def _skipped(name: str, running: str) -> Context:
+    """``chain.SKIPPED``, logged: the entry ``name`` of ``running``'s chain already runs in this pipeline."""
+    log.warning("skipping middleware %r in the chain of %r: it is already running in this pipeline", name, running)
+    return chain.SKIPPED  # type: ignore[no-any-return]
+
+
+def _fresh(pipeline: Pipeline, args: Any, where: Place, merged: Merged) -> Context:
+    """An independent call's context around its compiled chain (no seed, overrides, extra middleware or templates).
+
+    The context ``Context(...)`` builds, with every slot set directly (as ``bind`` does for an entry).
+    """
+    tool, plan, parent = pipeline.tool, pipeline.plan, where.parent
+    where.shared.history.append((tool.name, args, time.time()))
+    ctx: Context = _new(Context)
+    ctx.owner = where.owner
+    ctx.tool = tool
+    ctx.args = args
+    ctx.shared = where.shared
+    ctx._run = None
+    ctx.parent = parent
+    ctx._target = where.target
+    ctx.entry = where.target is not None
+    envelope = where.envelope
+    ctx.envelope = envelope if envelope is not None else {}
+    ctx.paths = where.paths
+    ctx.cwd = where.cwd
+    ctx.depth = parent.depth + 1 if parent is not None else 0
+    ctx.locals = {"prompt": tool.prompt}
+    ctx.nonlocals = parent.nonlocals if parent is not None else {}
+    ctx._values = merged.values
+    ctx._meta = None
+    ctx.chain = list(pipeline.runs)
+    ctx.pos = 0
+    ctx.finished = False
+    ctx.body_ran = False
+    ctx.body = None
+    ctx.phases = plan.phases
+    ctx.locked = merged.locked
+    ctx._env = plan.env
+    ctx._trust = None
+    ctx.running = 0
+    ctx.resolved = pipeline.children
     return ctx
 
 
