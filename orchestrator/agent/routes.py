@@ -64,8 +64,9 @@ _MOST_SEALS = 256  # routes remembered (a process meets a few); past it the memo
 
 def _seal(spec: Mapping[str, Any]) -> str:
     """The HMAC of ``spec``'s route, made once per route: every request grants and checks the same few."""
-    route = tuple(map(spec.get, ROUTE))
-    if not all(v is None or type(v) is str for v in route):
+    route = (spec.get("provider"), spec.get("base-url"), spec.get("api-key-env"))  # ROUTE's fields
+    provider, url, env = route
+    if not (type(provider) is str and (url is None or type(url) is str) and (env is None or type(env) is str)):
         return _hmac(route)  # a field that is no string (a file's mistake; 1 == True as a key): not remembered
     sealed = _SEALS.get(route)
     if sealed is None:
