@@ -22,6 +22,7 @@ logger ``toolcascade``), sent at the same moments, one per event.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import warnings
@@ -71,19 +72,26 @@ def wants_reports(ctx: Context, agent: bool = True) -> bool:
     Log messages say when an agent's tool calls start and end: a call of a
     tool that is not an agent (``agent`` False) has none to send.
     """
+    log_level_key, modern, served_over = _protocol()
+    meta = ctx.meta or {}
+    if meta.get("progress_token") is not None:
+        return True
+    if ctx.protocol_version not in modern:
+        return agent  # handshake era: log messages may always be sent
+    if ctx.request is None and served_over.get() is None:
+        return True  # in-process 2026-era (mcp.Client(server)): the SDK hands progress to the caller's callback
+    return agent and log_level_key in meta
+
+
+@functools.cache
+def _protocol() -> tuple[str, Any, ContextVar[Any]]:
+    """What ``wants_reports`` reads of the SDK and the transports, imported once (it runs on every served call)."""
     from mcp.types import LOG_LEVEL_META_KEY
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
     from .transports import SERVED_OVER
 
-    meta = ctx.meta or {}
-    if meta.get("progress_token") is not None:
-        return True
-    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-        return agent  # handshake era: log messages may always be sent
-    if ctx.request is None and SERVED_OVER.get() is None:
-        return True  # in-process 2026-era (mcp.Client(server)): the SDK hands progress to the caller's callback
-    return agent and LOG_LEVEL_META_KEY in meta
+    return LOG_LEVEL_META_KEY, MODERN_PROTOCOL_VERSIONS, SERVED_OVER
 
 
 def joined(parts: list[tuple[bool, str]]) -> str:
