@@ -39,29 +39,22 @@ if TYPE_CHECKING:
 class Scope(dict):  # type: ignore[type-arg]
     """Template variables (a plain dict to jinja2) carrying the limits their renders run under.
 
-    ``tool`` and ``paths`` say where the render's partials are found
-    (``partial_roots``, worked out at the first include only). ``placing``
-    is the context whose prompt this render places media for
-    (``render_prompt`` sets it; ``orchestrator.placing``), None for any other
-    render; ``refused`` the error ``media(...)`` raised in it.
+    ``scope`` makes them (without a Python ``__init__``: every render of a
+    call's metadata and prompt pays for one). ``tool`` and ``paths`` say where
+    the render's partials are found (``partial_roots``, worked out at the
+    first include only). ``placing`` is the context whose prompt this render
+    places media for (``render_prompt`` sets it; ``orchestrator.placing``),
+    None for any other render; ``refused`` the error ``media(...)`` raised in it.
     """
 
     __slots__ = ("limits", "tool", "paths", "placing", "refused", "_roots")
 
-    def __init__(
-        self,
-        variables: Mapping[str, Any],
-        limits: Limits,
-        tool: Tool | None = None,
-        paths: tuple[SearchPath, ...] = (),
-    ) -> None:
-        super().__init__(variables)
-        self.limits = limits
-        self.tool = tool
-        self.paths = paths
-        self.placing: Context | None = None
-        self.refused: Exception | None = None
-        self._roots: Roots | None = None
+    limits: Limits
+    tool: Tool | None
+    paths: tuple[SearchPath, ...]
+    placing: Context | None
+    refused: Exception | None
+    _roots: Roots | None
 
     def partial_roots(self) -> Roots:
         """The folders this render's ``{% include %}`` and ``{% import %}`` look in (``orchestrator.partials``)."""
@@ -201,12 +194,16 @@ def scope(ctx: Context, meta: Mapping[str, Any], args: Any = _OWN) -> Scope:
         env = dict(os.environ)
     else:
         env = _NO_TRUST if tool.trusted else _UNTRUSTED
-    variables = {
-        "args": ctx.args if args is _OWN else args,
-        "meta": meta,
-        "tool": {"name": tool.name, "uri": tool.uri, "description": tool.description},
-        "locals": ctx.locals,
-        "cwd": str(ctx.cwd),
-        "env": env,
-    }
-    return Scope(variables, ctx.owner.limits, tool, ctx.paths)
+    found = Scope(
+        args=ctx.args if args is _OWN else args,
+        meta=meta,
+        tool={"name": tool.name, "uri": tool.uri, "description": tool.description},
+        locals=ctx.locals,
+        cwd=str(ctx.cwd),
+        env=env,
+    )
+    found.limits = ctx.owner.limits
+    found.tool = tool
+    found.paths = ctx.paths
+    found.placing = found.refused = found._roots = None
+    return found

@@ -111,7 +111,7 @@ def render_prompt(ctx: Context) -> Any:
             ) from exc
     outputs = ctx.locals.get("directives")
     if outputs:
-        text = _PLACEHOLDER.sub(lambda m: outputs.get(int(m.group(1)), ""), text)
+        text = _PLACEHOLDER.sub(lambda m: outputs.get(int(m.group(1)), ""), text)  # one pass: outputs go in as they are
     if MEDIA in ctx.locals:
         return _with_media(ctx, text)
     return text
@@ -178,9 +178,11 @@ def directive_entries(target: Context) -> list[Entry]:
     if not own and not (isinstance(prompt, str) and "\x02" in prompt):
         return []
     exists, paths, checked = target.owner.registry.exists, target.paths, target.run.checked
-    names = frozenset([name for name in _names(source) if exists(name, paths, checked)])
-    if not names:
+    every = _names(source)
+    tools = [name for name in every if exists(name, paths, checked)]
+    if not tools:
         return []
+    names = every if len(tools) == len(every) else frozenset(tools)
     layout = _layout(source, names)
     if not own and prompt != layout.expanded:
         return []
@@ -204,9 +206,9 @@ def directive_entries(target: Context) -> list[Entry]:
 
 
 @lru_cache(maxsize=512)
-def _names(source: str) -> tuple[str, ...]:
-    """The names ``source``'s directives use, each once, in document order (empty without directives)."""
-    return tuple(dict.fromkeys(directive.name for directive in find_directives(source)))
+def _names(source: str) -> frozenset[str]:
+    """The names ``source``'s directives use (empty without directives)."""
+    return frozenset(directive.name for directive in find_directives(source))
 
 
 class _Layout(NamedTuple):

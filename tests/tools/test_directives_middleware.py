@@ -307,3 +307,15 @@ async def test_r_dir_1_templated_directive_args_render_per_call(write, manager):
     second = await manager.invoke("page", {"who": "Bob", "n": 2})
     assert "('label', 'Ada')" in first and "'k': '1'" in first and first.endswith(" FIXED")
     assert "('label', 'Bob')" in second and "'k': '2'" in second and second.endswith(" FIXED")
+
+
+async def test_r_dir_2_an_output_holding_a_placeholder_goes_in_as_it_is(write, manager):
+    # Outputs are inserted in one pass: a placeholder a directive tool returns (here the target's prompt,
+    # placeholders and all) is never replaced by another directive's output.
+    write("tools/quote.py", "def main(ctx):\n    return ctx.target.locals['prompt']\n")
+    write("tools/page.md", "---\n---\n:quote and :upper[x]\n")
+    result = await manager.invoke("page")
+    assert result.endswith(" and X") and result.count("X") == 1 and "\x02" in result
+    write("tools/other.md", "---\n---\n:upper[a] :control :upper[b]\n")
+    write("tools/control.py", "def main(ctx):\n    return 'c\\x02d'\n")
+    assert await manager.invoke("other") == "A c\x02d B"
