@@ -24,7 +24,7 @@ from .authorities import FOLDER_FILE, load_authority
 from .cascade import make_level
 from .collector import paused
 from .collisions import check_collisions, check_middleware_args, check_replaced
-from .errors import OrchestratorError, SecurityError
+from .errors import OrchestratorError, SecurityError, ToolNotFoundError
 from .formats.rendering import leniency_note
 from .interpolate import has_templates, is_template
 from .loader import KNOWN_KEYS, read_text, split_frontmatter
@@ -281,11 +281,33 @@ def _check_agent_tools(
     paths = (*(manager.search_path(folder) for folder in _added_folders(tool, plan)), *manager.paths)
     for name in value:
         if isinstance(name, str) and not is_template(name) and not manager.registry.exists(name, paths, run):
+            if "/" in name and _remote(manager, tool, name, paths, plan, report):
+                continue
             report.add(
                 *where_key(tool, plan, "tools"),
                 f"tools names {name!r}, which is not a tool: an agent offered it fails on every run"
                 f"{did_you_mean(name, names)}",
             )
+
+
+def _remote(manager: Manager, tool: Tool, name: str, paths: tuple[SearchPath, ...], plan: Plan, report: Report) -> bool:
+    """Whether ``name`` is an MCP server's tool (``NAME/TOOL``, ``NAME/*``), reporting what is wrong with its server.
+
+    Nothing is started: the server must be declared and allowed where the
+    agent runs (``orchestrator.remote.find_server``); ``check --remote``
+    starts it to find the tool.
+    """
+    from .remote import find_server  # the MCP client's rules, only for a name with a folder that is no file
+
+    try:
+        return find_server(manager.registry, tool, name, paths) is not None
+    except SecurityError as exc:
+        report.error(exc, tool.path)  # at the file and line that declared the server
+    except ToolNotFoundError as exc:  # no such server, but one close to it: did you mean
+        report.add(*where_key(tool, plan, "tools"), exc.detail)
+    except OrchestratorError as exc:
+        report.add(*where_key(tool, plan, "tools"), f"tools names {name!r}: {exc.detail}")
+    return True
 
 
 def _check_model(tool: Tool, plan: Plan, report: Report) -> None:
