@@ -8,7 +8,13 @@ repeated one (``bench/catalog.py --cpu``), and ~2 of 7 s of a ``check``.
 
 The switch is the process's, shared by every thread, so pauses are counted:
 the collector comes back when the last pause ends, and only when it was on
-as the first began. Cycles made meanwhile are collected by its next pass.
+as the first began.
+
+What a pause made is then moved to the oldest generation (``gc.freeze()``
+then ``gc.unfreeze()``: two list splices). Left in the youngest, the first
+two passes after the pause would each walk all of it, to promote what the
+caches keep anyway: ~0.1 s of a repeated 10,000-tool ``list`` (0.7 s).
+Cycles made meanwhile are collected by the collector's next full pass.
 """
 
 from __future__ import annotations
@@ -38,4 +44,6 @@ def paused() -> Iterator[None]:
         with _lock:
             _pauses -= 1
             if _pauses == 0 and _resume:
+                gc.freeze()  # every tracked object to the permanent generation,
+                gc.unfreeze()  # and from there to the oldest one
                 gc.enable()
