@@ -264,12 +264,13 @@ def delete(session_id: str, store: Path | None, debug: bool) -> None:
     click.echo(f"deleted session {session_id}", err=True)
 
 
-@click.command(short_help="Continue a run that paused for approval.")
+@click.command(short_help="Continue a run that paused for approval or a question.")
 @click.argument("token")
 @click.option("--approve", "action", flag_value="approve", help="Run the held call.")
 @click.option("--deny", "action", flag_value="deny", help="Do not run it; the model is told why (--reason).")
 @click.option("--reason", metavar="TEXT", help="With --deny: what the model (or caller) is told.")
 @click.option("--edit", metavar="JSON", help="Run the held call with these arguments instead.")
+@click.option("--answer", metavar="TEXT", help="The answer to a paused question: JSON, or plain text when not JSON.")
 @store_option
 @path_option
 @debug_option
@@ -278,28 +279,37 @@ def resume(
     action: str | None,
     reason: str | None,
     edit: str | None,
+    answer: str | None,
     store: Path | None,
     paths: Sequence[Path],
     debug: bool,
 ) -> None:
-    """Continue the run paused under TOKEN with a decision, and print its result.
+    """Continue the run paused under TOKEN with a decision or an answer, and print its result.
 
     Search the same --path folders as the run that paused. The held call
     runs at most once: a token works once. When the run holds another call,
     it pauses again: the new token is printed and the exit status is 3.
+    A paused question takes --answer (checked against its schema; a wrong
+    one keeps the run paused) or --deny; an answer never approves a call.
 
     \b
     Examples:
       toolcascade resume Xb3k... --approve
       toolcascade resume Xb3k... --deny --reason 'not on Fridays'
       toolcascade resume Xb3k... --edit '{"to": "carol@example.com"}'
+      toolcascade resume Xb3k... --answer 'Fahrenheit'
     """
-    if [action is not None, edit is not None].count(True) != 1:
-        raise click.UsageError("give exactly one of --approve, --deny or --edit JSON")
+    if [action is not None, edit is not None, answer is not None].count(True) != 1:
+        raise click.UsageError("give exactly one of --approve, --deny, --edit JSON or --answer TEXT")
     if reason is not None and action != "deny":
         raise click.UsageError("--reason goes with --deny")
     decision: Any = action
-    if edit is not None:
+    if answer is not None:
+        try:
+            decision = Decision.answered(json.loads(answer))
+        except json.JSONDecodeError:
+            decision = Decision.answered(answer)  # plain text is the answer as written
+    elif edit is not None:
         try:
             decision = {"action": "edit", "args": json.loads(edit)}
         except json.JSONDecodeError as exc:

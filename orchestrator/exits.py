@@ -83,6 +83,15 @@ def suspend(paused: Interrupted, again: Sequence[str]) -> NoReturn:
 def say_paused(paused: Interrupted, again: Sequence[str]) -> None:
     """Say on stderr what the paused run holds and the ``toolcascade resume`` command that continues it."""
     request = paused.request
+    if request.get("kind") == "input":  # a question to the caller (orchestrator.questions), not a held call
+        click.echo(f"paused: {request.get('tool', '?')} asks: {request.get('question')}", err=True)
+        if request.get("schema") is not None:
+            schema = json.dumps(request["schema"], ensure_ascii=False, default=str)
+            click.echo(f"  the answer must match: {schema}", err=True)
+        command = shlex.join(["toolcascade", "resume", paused.token, "--answer", "ANSWER", *again])
+        click.echo(f"  continue: {command}", err=True)
+        click.echo("  (ANSWER is JSON, or plain text; or --deny [--reason TEXT] to decline)", err=True)
+        return
     shown = json.dumps(request.get("args"), ensure_ascii=False, default=str)
     click.echo(f"paused: waiting for a decision on {request.get('tool', '?')} {shown}", err=True)
     if request.get("reason"):

@@ -213,7 +213,7 @@ def test_resume_continues_the_run_and_prints_its_result(write, tools, tmp_path, 
 
 def test_resume_needs_exactly_one_decision(tmp_path):
     code, _, err = run("resume", "tok", "--store", str(tmp_path / "s.db"))
-    assert code == 2 and "exactly one of --approve, --deny or --edit" in err
+    assert code == 2 and "exactly one of --approve, --deny, --edit JSON or --answer TEXT" in err
     code, _, err = run("resume", "tok", "--approve", "--reason", "x", "--store", str(tmp_path / "s.db"))
     assert code == 2 and "--reason goes with --deny" in err
     code, _, err = run("resume", "tok", "--edit", "{bad", "--store", str(tmp_path / "s.db"))
@@ -239,3 +239,42 @@ def test_piped_chat_leaves_a_held_turn_for_resume_and_reads_on(write, tools, tmp
     assert words[-4:] == ["--path", str(tools), "--store", str(db)]
     code, out, err = run(*words[1:])
     assert (code, out) == (0, "Done.\n"), err
+
+
+ASKING = """
+from orchestrator.questions import ask_caller
+frontmatter = {"description": "Asks for a unit.", "metadata": {"params": {"type": "object"}}}
+async def main(ctx):
+    unit = await ask_caller(ctx, "Which unit, C or F?", {"type": "string", "enum": ["C", "F"]})
+    return f"21 {unit}"
+"""
+
+
+def test_a_paused_question_says_what_it_asks_and_resume_answer_continues_it(write, tools, tmp_path):
+    write("tools/asking.py", ASKING)
+    where = ("--path", str(tools), "--store", str(tmp_path / "q.db"))
+    code, out, err = run("run", "asking", "--no-log", *where)
+    assert code == 3 and out == "", err
+    assert "paused: asking asks: Which unit, C or F?" in err and '"enum": ["C", "F"]' in err
+    command = next(line for line in err.splitlines() if "continue: toolcascade resume" in line).split("continue: ")[1]
+    words = command.split()
+    assert words[3:5] == ["--answer", "ANSWER"]
+    token = words[2]
+    code, _, err = run("resume", token, "--answer", "kelvin", *where)  # fails the schema: still paused
+    assert code == 1 and "AnswerValidationError" in err
+    code, _, err = run("resume", token, "--answer", "F", "--approve", *where)
+    assert code == 2 and "exactly one of" in err
+    code, out, err = run("resume", token, "--answer", "F", *where)  # plain text, not JSON, is the answer as written
+    assert (code, out) == (0, "21 F\n"), err
+
+
+def test_resume_answer_never_approves_a_held_call(write, tools, tmp_path):
+    write("tools/hold.py", HOLD)
+    write("tools/send.py", SEND)
+    write("tools/mailer.md", MAILER.replace('"sent to"', '"sent to bob"'))
+    db = tmp_path / "s.db"
+    token = held(tools, db)
+    code, _, err = run("resume", token, "--answer", '"approve"', "--path", str(tools), "--store", str(db))
+    assert code == 1, err
+    code, out, err = run("resume", token, "--approve", "--path", str(tools), "--store", str(db))
+    assert (code, out) == (0, "Done.\n"), err  # the refused answer did not spend the token
