@@ -215,6 +215,18 @@ class FolderLimitError(ConfigurationError):
         )
 
 
+class MediaLimitError(ConfigurationError):
+    """Raised when one media value has more bytes than ``Limits.media_bytes``; ``limit`` is that bound."""
+
+    def __init__(self, what: str, limit: int, **where: Any) -> None:
+        self.limit = limit
+        super().__init__(
+            f"{what} is over {limit:,} bytes, the most Limits.media_bytes lets one media value have: give a "
+            "smaller one, or raise it (Manager(limits=Limits(media_bytes=...)))",
+            **where,
+        )
+
+
 class OrderCycleError(ConfigurationError):
     """Raised when ``$order`` constraints form a cycle; ``cycle`` lists its nodes in order."""
 

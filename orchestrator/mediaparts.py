@@ -28,25 +28,13 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigurationError, SecurityError
+from .errors import ConfigurationError, MediaLimitError, SecurityError
 from .limits import DEFAULT_LIMITS
 
 if TYPE_CHECKING:
     from .context import Context
 
 KINDS = ("image", "audio", "file")
-
-
-class MediaLimitError(ConfigurationError):
-    """Raised when one media value has more bytes than ``Limits.media_bytes``; ``limit`` is that bound."""
-
-    def __init__(self, what: str, limit: int, **where: Any) -> None:
-        self.limit = limit
-        super().__init__(
-            f"{what} is over {limit:,} bytes, the most Limits.media_bytes lets one media value have: give a "
-            "smaller one, or raise it (Manager(limits=Limits(media_bytes=...)))",
-            **where,
-        )
 
 
 def media_limit(ctx: Context | None) -> int:

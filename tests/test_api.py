@@ -29,6 +29,7 @@ DOCUMENTED = {
     "Event",
     "Explanation",
     "FolderLimitError",
+    "MediaLimitError",
     "InterpolationError",
     "Interrupted",
     "InvocationError",

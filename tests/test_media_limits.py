@@ -12,8 +12,8 @@ import base64
 import pytest
 import yaml
 
-from orchestrator import ConfigurationError, Limits, Manager
-from orchestrator.mediaparts import MediaLimitError, media_part
+from orchestrator import ConfigurationError, Limits, Manager, MediaLimitError
+from orchestrator.mediaparts import media_part
 
 pytestmark = pytest.mark.anyio
 
