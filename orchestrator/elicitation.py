@@ -187,6 +187,8 @@ def held(token: str, request: Mapping[str, Any]) -> types.InputRequiredResult:
 def asked(request: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """The message and form that ask a held question (``questions.form``); a changed question says so."""
     lines = [str(request.get("question"))]
+    if request.get("problem"):
+        lines.append(f"The last answer was not valid ({request['problem']}); please answer again.")
     changed = request.get("changed")
     if isinstance(changed, Mapping):
         lines.append(f"The question changed since it was last answered; it was: {changed.get('question')}")

@@ -258,9 +258,15 @@ class ArgsValidationError(ValidationError):
 
 
 class AnswerValidationError(ValidationError):
-    """Raised when the caller's answer to a question does not match the question's schema."""
+    """Raised when the caller's answer to a question does not match the question's schema.
+
+    ``request`` is the held question (tool, question, schema) when a resumed
+    run's answer failed: the run is still held under its token, and whoever
+    resumed it may ask again.
+    """
 
     what = "answer"
+    request: Mapping[str, Any] | None = None
 
 
 class ReturnsValidationError(ValidationError):

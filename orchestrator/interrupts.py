@@ -310,14 +310,18 @@ def answer_for(request: Mapping[str, Any], given: Any) -> Decision:
             example = '{"answer": ...}' if form(request)[1] else "{...the schema's fields}"
             raise ConfigurationError(
                 f"the run waits for an answer to {request.get('question')!r}, which approve does not give: "
-                f"resume it with the answer (manager.resume(token, answer), or toolcascade resume TOKEN --edit "
-                f"'{example}')"
+                f"resume it with the answer (manager.resume(token, answer), or toolcascade resume TOKEN --answer "
+                f"ANSWER, or --edit '{example}')"
             )
     else:
         answer = given
     schema = request.get("schema")
     if schema is not None:
-        check(schema, answer, AnswerValidationError, request.get("tool"), key="input")
+        try:
+            check(schema, answer, AnswerValidationError, request.get("tool"), key="input")
+        except AnswerValidationError as exc:
+            exc.request = dict(request)  # still held: the resumer may ask the same question again
+            raise
     return Decision.answered(answer)
 
 

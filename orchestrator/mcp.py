@@ -97,6 +97,7 @@ from .callers import Caller, check_untrusted
 from .completion import complete_with
 from .elicitation import APPROVAL, Elicitor, Refusal, held, read_answer
 from .errors import (
+    AnswerValidationError,
     ArgsValidationError,
     ConfigurationError,
     Interrupted,
@@ -310,7 +311,12 @@ class Service(Listings):
         if problem is not None:  # unreadable edit: ask again, same token
             return held(token, {"tool": listing.ref, "problem": problem})
         resumed = self.manager.resume(token, decision, ref=listing.ref)
-        return reply(listing, await self.reporting(ctx, resumed, listing.agent))
+        try:
+            return reply(listing, await self.reporting(ctx, resumed, listing.agent))
+        except AnswerValidationError as exc:
+            if exc.request is None:
+                raise
+            return held(token, {**exc.request, "problem": exc.detail})  # still held: ask again, same token
 
     async def reporting(self, ctx: Context, call: Awaitable[Any], agent: bool = True) -> Any:
         """Await ``call``; its events become coalesced progress notifications when the caller can hear them.
