@@ -241,10 +241,10 @@ def _prompt(ctx: Context, render: bool) -> tuple[str | None, bool]:
     prompt, rendered = ctx.tool.prompt, False
     if render and prompt and ctx.args not in (None, {}):
         from .errors import OrchestratorError
-        from .prompt import render_prompt
+        from .prompt import shown_prompt
 
         try:
-            prompt, rendered = str(render_prompt(ctx)), True
+            prompt, rendered = shown_prompt(ctx), True
         except OrchestratorError:
             pass  # shown as written
     return prompt, rendered

@@ -153,3 +153,13 @@ def test_marked_marks_only_expressions_that_place_media() -> None:
         "[media: {{ 'a' if y else media(z) }}]"
     )
     assert marked("{{ multimedia }} {{ args.media }}") == "{{ multimedia }} {{ args.media }}"
+
+
+async def test_explain_of_a_prompt_for_a_model_shows_placeholders(project, tools, write):
+    model = {"provider": "openai", "name": "m", "base-url": "http://127.0.0.1:9/v1", "api-key-env": "TC_NO_KEY"}
+    tool(write, "ask", LOOK, params=PHOTO, model=model)
+    explained = Manager([tools], cwd=project).explain("ask", {"photo": "photo.jpg"})
+    assert (explained.prompt, explained.rendered) == (SHOWN, True)
+    done = show("ask", '{"photo": "photo.jpg"}', cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert SHOWN in done.stdout and "\x02" not in done.stdout
