@@ -10,8 +10,18 @@ can drop the partial text. A truncated answer, or one without the tool call
 to `ctx.run.usage` (what the providers reported: a cache hit adds nothing).
 The request uses the SDK client the Manager keeps for its configuration
 (`orchestrator.agent.clients`), also when a program calls `model-call` itself.
+
+Its `params` schema asks only for an object with `model` and `messages`; the
+shape of each field (`model` a mapping naming its provider, `messages` a list
+of objects with a `role`, `tools` a list, `tool-choice` a string,
+`response-format` an object or null) is checked by `request_problems`, in
+plain Python, before anything is sent, and refused with the same
+ArgsValidationError listing every failing pointer. The agent sends one
+request per turn: a JSON Schema walk over the request's properties and every
+message cost about ten times the rest of validate-args (issue 29).
 """
 
+from orchestrator import ArgsValidationError
 from orchestrator.agent import provider_for
 from orchestrator.agent.clients import keeping
 from orchestrator.agent.model import add_usage, check_response
@@ -20,22 +30,46 @@ frontmatter = {
     "description": "Sends one request to a model provider and returns its response.",
     "metadata": {
         "visibility": "hidden",
-        "params": {
-            "type": "object",
-            "properties": {
-                "model": {"type": "object", "required": ["provider"]},
-                "messages": {"type": "array", "items": {"type": "object", "required": ["role"]}},
-                "tools": {"type": "array"},
-                "tool-choice": {"type": "string"},
-                "response-format": {"type": ["object", "null"]},
-            },
-            "required": ["model", "messages"],
-        },
+        "params": {"type": "object", "required": ["model", "messages"]},  # the fields' shapes: request_problems
     },
 }
 
 
+def request_problems(args):
+    """(pointer, problem) for each field of a request out of shape, in pointer order (none for a good request)."""
+    found = []
+    messages = args["messages"]
+    if not isinstance(messages, list):
+        found.append(("/messages", f"{type(messages).__name__} is not a list of messages"))
+    else:
+        for index, message in enumerate(messages):
+            if not isinstance(message, dict):
+                found.append((f"/messages/{index}", f"{type(message).__name__} is not an object (a message)"))
+            elif "role" not in message:
+                found.append((f"/messages/{index}", "missing required property 'role'"))
+    model = args["model"]
+    if not isinstance(model, dict):
+        found.append(("/model", f"{type(model).__name__} is not an object (a model spec)"))
+    elif "provider" not in model:
+        found.append(("/model", "missing required property 'provider'"))
+    for key, kinds, wanted in FIELDS:
+        if key in args and not isinstance(args[key], kinds):
+            found.append((f"/{key}", f"{type(args[key]).__name__} is not {wanted}"))
+    return found
+
+
+FIELDS = (
+    ("response-format", (dict, type(None)), "an object or null"),
+    ("tool-choice", str, "a string"),
+    ("tools", list, "a list"),
+)
+"""The optional fields' types, in pointer order."""
+
+
 async def main(ctx):
+    problems = request_problems(ctx.args)
+    if problems:
+        raise ArgsValidationError(problems, tool="model-call")
     stream = ctx.locals.get("stream")
     discard = getattr(stream, "discard", None)
     if discard is not None:

@@ -25,6 +25,38 @@ async def test_model_call_validates_its_request(tools):
         await Manager([tools]).invoke("model-call", {"model": {"provider": "scripted"}, "messages": "hi"})
 
 
+@pytest.mark.parametrize(
+    ("change", "pointer"),
+    [
+        ({"model": "scripted"}, "/model"),
+        ({"model": {"name": "x"}}, "/model"),
+        ({"messages": [{"role": "user", "content": "x"}, {"content": "no role"}]}, "/messages/1"),
+        ({"messages": ["hi"]}, "/messages/0"),
+        ({"tools": {"name": "t"}}, "/tools"),
+        ({"tool-choice": 1}, "/tool-choice"),
+        ({"response-format": "json"}, "/response-format"),
+    ],
+)
+async def test_model_call_refuses_each_field_out_of_shape(tools, change, pointer):
+    args = {**request(["never sent"]), **change}
+    with pytest.raises(ArgsValidationError) as raised:
+        await Manager([tools]).invoke("model-call", args)
+    assert [p for p, _problem in raised.value.errors] == [pointer]
+    assert raised.value.tool == "model-call"
+
+
+async def test_model_call_lists_every_failing_field_in_pointer_order(tools):
+    args = {"model": {}, "messages": [{}, {"role": "user"}, 3], "tools": None}
+    with pytest.raises(ArgsValidationError) as raised:
+        await Manager([tools]).invoke("model-call", args)
+    assert [p for p, _problem in raised.value.errors] == ["/messages/0", "/messages/2", "/model", "/tools"]
+
+
+async def test_model_call_still_needs_model_and_messages(tools):
+    with pytest.raises(ArgsValidationError, match="/"):
+        await Manager([tools]).invoke("model-call", {"messages": []})
+
+
 def request(script: list, **extra) -> dict:
     return {
         "model": {"provider": "scripted", "script": script},
