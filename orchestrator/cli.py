@@ -30,7 +30,7 @@ import click
 from .annotations import described
 from .authorization import token_from_env
 from .collector import paused
-from .display import Usage, display, explanation_view, plain_rows, progress, terminal
+from .display import Usage, display, explanation_view, progress
 from .errors import InterpolationError
 from .exits import INTERRUPTED as INTERRUPTED
 from .exits import SUSPENDED as SUSPENDED
@@ -40,10 +40,11 @@ from .manager import Manager
 from .outputs import output_option, show_result
 from .planner import replaced_builtin
 from .registry import builtin_folder
-from .rows import json_rows, mcp_cell, mcp_column, once_per_file
+from .rows import json_rows, mcp_column, once_per_file
 from .screen import Screen as Screen
 from .screen import answers_in_json, say_stopped
 from .screen import echo_result as echo_result
+from .tables import print_tools
 from .version import __version__
 
 MCP_MISSING = (
@@ -276,7 +277,13 @@ def remote_options(what: str) -> Any:
 
 
 @cli.command(name="list", short_help="List the tools: name, kind, description.")
-@click.option("--all", "show_all", is_flag=True, help="Include hidden tools (visibility: hidden), like the built-ins.")
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Include hidden tools (visibility: hidden), like the built-ins, and a NAME/* row per declared MCP server "
+    "(not started: --remote lists its tools).",
+)
 @click.option(
     "--mcp", "show_mcp", is_flag=True, help="Add how serve offers each tool over MCP: tool, prompt, both or neither."
 )
@@ -299,7 +306,8 @@ def list_(
     """List the tools in the search paths: name, kind and description.
 
     A tool that fails to load is listed with its error. Listing starts no
-    program: the tools of MCP servers are listed only with --remote.
+    program: --all shows each declared MCP server as one NAME/* row, and
+    its tools are listed only with --remote.
 
     \b
     Examples:
@@ -317,52 +325,21 @@ def list_(
 
         with reporting(debug):
             infos += remote_rows(manager, infos, remote_timeout, partial(click.echo, err=True))
+    elif show_all:  # the declared servers themselves, started by nobody
+        from .servers import declared_rows
+
+        infos += declared_rows(manager)
     builtins = {path.stem for path in builtin_folder("tools").iterdir()}
     replacing = {}  # ref -> the built-in file a user tool takes the place of
     for info in infos:
         if info.ref in builtins and (found := replaced_builtin(info.ref, info.path)) is not None:
             replacing[info.ref] = found.name
 
-    def replaces(ref: str) -> str:
-        return f" (replaces the built-in {replacing[ref]})" if ref in replacing else ""
-
     if as_json:
         rows = json_rows(infos, replacing, mcp if show_mcp else None)
         click.echo(json.dumps(rows, indent=2, default=str, ensure_ascii=False))
-        return
-    if infos and not terminal():  # a pipe: plain rows, as gh and ls print (a table of 10,000 took seconds)
-        lines = [["NAME", "KIND", *(["HIDDEN"] if show_all else []), *(["MCP"] if show_mcp else []), "DESCRIPTION"]]
-        for info in infos:
-            hidden = ["hidden" if info.hidden else ""] if show_all else []
-            served = [mcp_cell(mcp.get(info.ref))] if show_mcp else []
-            about = str(info.error) if info.error else (info.description or "") + replaces(info.ref)
-            lines.append([info.ref, "error" if info.error else info.kind, *hidden, *served, about])
-        click.echo(plain_rows(lines))
-        return
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    table.add_column("NAME", style="bold", no_wrap=True)
-    table.add_column("KIND")
-    if show_all:
-        table.add_column("HIDDEN")
-    if show_mcp:
-        table.add_column("MCP")
-    table.add_column("DESCRIPTION")
-    for info in infos:
-        row = [Text(info.ref), Text("error", style="red") if info.error else Text(info.kind)]
-        if show_all:
-            row.append(Text("hidden" if info.hidden else ""))
-        if show_mcp:
-            row.append(Text(mcp_cell(mcp.get(info.ref))))
-        row.append(
-            Text(str(info.error), style="red") if info.error else Text((info.description or "") + replaces(info.ref))
-        )
-        table.add_row(*row, style="dim" if info.hidden else None)
-    if infos:
-        display(table)
+    elif infos:
+        print_tools(infos, replacing, show_all, mcp if show_mcp else None)
     else:
         hint = "" if paths or Path("tools").is_dir() else " (no ./tools here; use --path DIR)"
         click.echo(f"no tools found{hint}", err=True)

@@ -123,6 +123,21 @@ def remote_rows(
     return rows
 
 
+def declared_rows(manager: Manager) -> list[ToolInfo]:
+    """``list --all``: a row ``NAME/*`` per server declared at a search path's top or a folder ``NAME/``, none started.
+
+    Its tools are listed by ``list --remote``, which starts it; a server that
+    cannot be used (refused, malformed) is an error row. An agent's own
+    servers are found by ``--remote`` only: finding them plans every tool.
+    """
+    rows = []
+    for server in sorted(declared(manager), key=lambda d: d.name):
+        ref = f"{server.name}/*"
+        about = f"MCP server, not started: list --remote starts it and lists its tools as {server.name}/TOOL"
+        rows.append(ToolInfo(ref, ref, KIND, None if server.error else about, False, None, None, server.error))
+    return rows
+
+
 def remote_problems(manager: Manager, timeout: float, note: Callable[[str], None]) -> list[Problem]:
     """``check --remote``: each server an agent's ``tools`` reaches is started; it must list the tools named.
 

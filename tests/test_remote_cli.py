@@ -75,8 +75,12 @@ def test_remote_cli_list_starts_no_server_without_remote(tmp_path):
     tools = project(tmp_path, {"time": entry}, ["time/get_current_time"])
     result = invoke("list", "--path", str(tools), "--all")
     assert result.exit_code == 0, result.output
-    assert "helper" in result.stdout and "time/" not in result.stdout
+    rows = {line.split("\t")[0]: line.split("\t")[1:] for line in result.stdout.splitlines()}
+    assert "helper" in rows and "time/get_current_time" not in rows
+    assert rows["time/*"][0] == "remote" and "list --remote" in rows["time/*"][-1]  # the server, not started
     assert not pidfile.exists()
+    plain = invoke("list", "--path", str(tools))
+    assert "time/" not in plain.stdout and not pidfile.exists()
 
 
 def test_remote_cli_list_remote_shows_each_servers_tools_and_a_failed_server_as_one_error_row(tmp_path):
