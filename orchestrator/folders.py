@@ -332,9 +332,13 @@ def real_paths(paths: Iterable[Path | None]) -> list[str | None]:
     A listing's files share a few folders: resolving each file's whole path
     costs a stat per path component (over 10,000 tools, most of a repeated
     ``list``); this resolves each folder once and looks at the file alone,
-    resolving it whole only when it is a symlink.
+    resolving it whole only when it is a symlink. Which of a folder's
+    entries are symlinks is read once per folder (``os.scandir``, whose
+    entries know without a stat on most file systems); a name the folder
+    does not list as such (another spelling on a case-insensitive disk) is
+    looked at alone.
     """
-    folders: dict[str, str] = {}
+    folders: dict[str, tuple[str, dict[str, bool]]] = {}
     found: list[str | None] = []
     for path in paths:
         if path is None:
@@ -342,14 +346,24 @@ def real_paths(paths: Iterable[Path | None]) -> list[str | None]:
             continue
         text = os.fspath(path)
         folder, name = os.path.split(text)
-        if name in ("", ".", "..") or os.path.islink(text):
+        known = folders.get(folder)
+        if known is None:
+            known = folders[folder] = (os.path.realpath(folder), _symlinks(folder))
+        link = known[1].get(name)
+        if name in ("", ".", "..") or (os.path.islink(text) if link is None else link):
             found.append(os.path.realpath(text))
             continue
-        real = folders.get(folder)
-        if real is None:
-            real = folders[folder] = os.path.realpath(folder)
-        found.append(os.path.join(real, name))
+        found.append(os.path.join(known[0], name))
     return found
+
+
+def _symlinks(folder: str) -> dict[str, bool]:
+    """Each entry of ``folder`` by name: whether it is a symlink; empty when it cannot be read."""
+    try:
+        with os.scandir(folder or ".") as entries:
+            return {entry.name: entry.is_symlink() for entry in entries}
+    except OSError:
+        return {}
 
 
 def subfolders(root: str, limit: int) -> tuple[list[tuple[str, ...]], int]:

@@ -452,15 +452,16 @@ class Registry(Folders):
             folders.extend((sp, rel) for rel in walked)
             files += counted
         self.grow(files)  # before anything is parsed: a listing's parses all stay cached
-        listed: set[tuple[SearchPath, Path]] = set()
+        listed: set[tuple[SearchPath, str]] = set()  # by text: a str's hash is kept, a Path's is not
         for sp, rel in folders:
             names = self.names(sp, rel, parse=parse)
             for last, (path, _fmt) in names.refs.items():
                 ref = "/".join((*rel, last))
-                if (sp, path) in listed or ref in seen:
+                file = (sp, os.fspath(path))
+                if file in listed or ref in seen:
                     continue
                 seen.add(ref)
-                listed.add((sp, path))
+                listed.add(file)
                 found.append((ref, path, sp))
         yield from found
 

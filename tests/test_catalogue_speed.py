@@ -27,6 +27,17 @@ def test_real_paths_resolve_as_path_resolve_does(tmp_path: Path) -> None:
     assert real_paths(paths) == [None if p is None else str(p.resolve()) for p in paths]
 
 
+def test_real_paths_of_a_missing_folder_and_relative_paths(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "a.md").write_text("a\n")
+    (tmp_path / "b.md").symlink_to(tmp_path / "tools" / "a.md")
+    monkeypatch.chdir(tmp_path)
+    paths = [tmp_path / "nowhere" / "x.md", Path("b.md"), Path("tools/a.md"), Path("a.md")]
+    found = real_paths(paths)
+    assert found == [str(p.resolve()) for p in paths]
+    assert found[1] == found[2]  # the symlink in the working folder (read by its own listing) is followed
+
+
 def test_real_paths_follow_a_symlinked_file_and_a_symlinked_folder(tmp_path: Path) -> None:
     (tmp_path / "shared").mkdir()
     (tmp_path / "shared" / "t.md").write_text("t\n")

@@ -565,3 +565,16 @@ def test_a_check_after_an_edit_keeps_the_rest_of_what_a_listing_wrote(
     assert "solo.py" not in loads.paths and "named.md" not in loads.paths  # their rows were kept
     assert "t9.md" in loads.paths  # the edited folder's were not
     assert listed == truth(catalog, monkeypatch)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["/a/b/c.md", "a/b", "/", "//x/y", "///x/y", "a/./b", "a/../b", "a//b", "/a/b/", ".", "..", "a/.", "./a", "x"],
+)
+def test_a_path_read_from_the_index_is_the_path_of_its_text(text: str) -> None:
+    # Paths are made from their folder's (one per folder): the same Path, whatever the text holds.
+    decoder = orchestrator.index.Decoder([])
+    decoder.path("/a/b/other.md")  # a folder made before
+    made = decoder.path(text)
+    assert made == Path(text) and str(made) == str(Path(text)) and made.parts == Path(text).parts
+    assert decoder.path(text) is made
