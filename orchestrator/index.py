@@ -84,6 +84,7 @@ PERSISTED = frozenset({"names", "described"})
 """The registry's derived caches the index keeps."""
 
 _INT = {int}
+_TEXTS = frozenset({str, type(None)})  # what ``_text`` accepts
 
 MISS: Any = UNSEEN  # what a lookup returns for nothing kept, and the signature of a path never looked at
 
@@ -198,8 +199,8 @@ class Decoder:
             ref, tool, kind, description, hidden, number, path, role, fmt = data
             if not (type(ref) is str and type(tool) is str and type(kind) is str and type(hidden) is bool):
                 raise ValueError("malformed described row")
-            if not all(_text(v) for v in (description, role, fmt)):
-                raise ValueError("malformed described row")
+            if not (type(description) in _TEXTS and type(role) in _TEXTS and type(fmt) in _TEXTS):
+                raise ValueError("malformed described row")  # tested inline: a generator per row cost 10 ms
             where = None if path is None else self.path(path)
             return ToolInfo(ref, tool, kind, description, hidden, self.value(number), where, None, role, fmt)
         if name == "names":

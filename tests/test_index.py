@@ -324,6 +324,8 @@ def the_index(catalog: Path, cache: Path) -> Path:
         "deep",
         "others write",
         "member chain",
+        "described text",
+        "row number a bool",
     ],
 )
 def test_a_damaged_index_is_ignored_and_rewritten(
@@ -357,6 +359,14 @@ def test_a_damaged_index_is_ignored_and_rewritten(
         rows = len(data["paths"])
         data["paths"] += [[f"/nowhere/{n}", None] for n in range(5_000)]
         data["members"] = {str(n): [n + 1] for n in range(rows + 4_999)}
+        text = json.dumps(data)
+    elif damage == "described text":  # a description that is not text
+        for row in data["entries"]["described"].values():
+            row[0][3] = 5
+        text = json.dumps(data)
+    elif damage == "row number a bool":  # JSON true is no row number, though Python indexes with it
+        for row in data["entries"]["described"].values():
+            row[1] = [True, *row[1][1:]]
         text = json.dumps(data)
     path.write_text(text)
     if damage == "others write":
