@@ -50,14 +50,22 @@ _LIMIT: ContextVar[int] = ContextVar("model_answer", default=DEFAULT_LIMITS.mode
 _KINDS = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 
 
-@contextmanager
-def bounded(limit: int) -> Iterator[None]:
-    """Model answers read inside this block may have at most ``limit`` bytes (``Limits.model_answer``)."""
-    token = _LIMIT.set(limit)
-    try:
-        yield
-    finally:
-        _LIMIT.reset(token)
+class bounded:  # noqa: N801 - used as a function: ``with bounded(limit):``
+    """Model answers read inside this block may have at most ``limit`` bytes (``Limits.model_answer``).
+
+    A class, not a generator context manager: it is entered on every model request.
+    """
+
+    __slots__ = ("limit", "token")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def __enter__(self) -> None:
+        self.token = _LIMIT.set(self.limit)
+
+    def __exit__(self, *exc: object) -> None:
+        _LIMIT.reset(self.token)
 
 
 class BadAnswer(Exception):

@@ -31,8 +31,8 @@ import logging
 import sys
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -50,14 +50,23 @@ CLOSE_WAIT = 5.0
 _KEEPER: ContextVar[Manager | None] = ContextVar("model_clients", default=None)
 
 
-@contextmanager
-def keeping(manager: Manager) -> Iterator[None]:
-    """Model requests made inside this block reuse ``manager``'s clients (``Manager.resource``)."""
-    token = _KEEPER.set(manager)
-    try:
-        yield
-    finally:
-        _KEEPER.reset(token)
+class keeping:  # noqa: N801 - used as a function: ``with keeping(manager):``
+    """Model requests made inside this block reuse ``manager``'s clients (``Manager.resource``).
+
+    A class, not a generator context manager: every model request enters it
+    twice (the agent, then ``model-call``), on the way to the first token.
+    """
+
+    __slots__ = ("manager", "token")
+
+    def __init__(self, manager: Manager) -> None:
+        self.manager = manager
+
+    def __enter__(self) -> None:
+        self.token = _KEEPER.set(self.manager)
+
+    def __exit__(self, *exc: object) -> None:
+        _KEEPER.reset(self.token)
 
 
 Make = Callable[[str, Any], Any]

@@ -60,6 +60,7 @@ is told in ``orchestrator.agent.routes``; providers honour ``base-url`` and
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
@@ -134,16 +135,45 @@ class Deltas:
 def parse_model(
     value: Any, *, tool: str | None = None, folder: Path | None = None, aliases: Any = None
 ) -> dict[str, Any]:
-    """Normalize a ``model`` value into a spec mapping with every field present.
+    """Normalize a ``model`` value into a spec mapping with every field present (a new dict on every call).
 
     ``folder`` resolves a relative script ``file`` (the tool's own folder). A
     bare word that is no provider is looked up among the model aliases:
     ``aliases`` (the tool's ``model-aliases`` metadata) over ``model_aliases()``.
 
+    The ``model`` middleware parses its tool's metadata on every request, so
+    a spec is remembered for the very value object (and tool, folder and
+    alias table) it came from, and used again only while that value still
+    equals a copy taken when it was parsed: a value changed in place is
+    parsed again. A bare word looked up among the aliases is never
+    remembered (``$TOOLCASCADE_MODEL_ALIASES`` may change).
+
     Raises:
         ConfigurationError: a malformed value, an unknown field or provider, a bad timeout or max-tokens,
             ``aliases`` not a mapping of names to models.
     """
+    key = (id(value), tool, folder, id(aliases))
+    hit = _PARSED.get(key)
+    if hit is not None and hit[0] is value and hit[2] is aliases and hit[1] == value:
+        return dict(hit[3])
+    spec = _parse(value, tool, folder, aliases)
+    if isinstance(value, Mapping) or (isinstance(value, str) and (":" in value or value in PROVIDERS)):
+        try:
+            kept = copy.deepcopy(value)
+        except Exception:  # a value holding something that cannot be copied is parsed every time
+            return spec
+        if len(_PARSED) >= _PARSED_LIMIT:
+            _PARSED.clear()
+        _PARSED[key] = (value, kept, aliases, dict(spec))
+    return spec
+
+
+_PARSED: dict[tuple[Any, ...], tuple[Any, Any, Any, dict[str, Any]]] = {}
+_PARSED_LIMIT = 1024
+
+
+def _parse(value: Any, tool: str | None, folder: Path | None, aliases: Any) -> dict[str, Any]:
+    """``parse_model`` itself, every time."""
     where: dict[str, Any] = {"tool": tool, "key": "model"}
     bare = isinstance(value, str) and ":" not in value
     table: dict[str, Any] = {}
