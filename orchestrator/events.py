@@ -3,10 +3,11 @@
 Listeners are plain callables (``Manager(on_event=...)``) or async streams
 (``async with manager.events() as stream: async for event in stream``).
 Nothing is built when nobody listens. A *quiet* listener (``Events.quiet``)
-hears every event emitted but asks for no chain entry's ``invoke.start`` /
-``invoke.end``: a manager whose only listeners are quiet runs its chains'
-entries unobserved, as fast as with no listener (the run log's recorder is
-one: it needs a run's top-level start and its model turns, never an entry's).
+hears what a run does (its model turns, tool calls, approvals, questions,
+``chain.stopped``) but never ``invoke.start`` / ``invoke.end``: a manager whose
+only listeners are quiet runs its calls and their chains' entries unobserved,
+as fast as with no listener (the run log's recorder is one: it needs a run's
+model turns, never when a call starts or ends; the eval meter another).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ KINDS = (
     "chain.stopped",
     "agent.instructions",
 )
+
+_CALL_KINDS = frozenset({"invoke.start", "invoke.end"})  # when a call starts and ends: quiet listeners hear neither
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,12 +123,12 @@ def describe(event: Event) -> str | None:
 class Events:
     """The listeners of one manager.
 
-    ``listeners`` and ``streams`` hear every event, each chain entry's
-    ``invoke.start`` and ``invoke.end`` too. ``quiet`` listeners hear every
-    event emitted, but their presence alone emits none for a chain entry (the
-    chain observes its entries for ``listeners`` and ``streams`` only): the
-    top-level call's ``invoke.start`` / ``invoke.end``, the model, tool,
-    approval and input events, ``chain.stopped``.
+    ``listeners`` and ``streams`` hear every event, each call's and chain
+    entry's ``invoke.start`` and ``invoke.end`` too. ``quiet`` listeners hear
+    the model, tool, approval and input events and ``chain.stopped``; their
+    presence alone observes no call (``observed`` is false: nobody is told
+    when a call starts or ends, so no ``invoke.start`` / ``invoke.end`` is
+    built for them).
     """
 
     def __init__(self) -> None:
@@ -136,14 +139,20 @@ class Events:
     def __bool__(self) -> bool:
         return bool(self.listeners or self.streams or self.quiet)
 
+    @property
+    def observed(self) -> bool:
+        """Whether someone hears when a call starts and ends (``invoke.start`` / ``invoke.end``): not quiet listeners."""
+        return bool(self.listeners or self.streams)
+
     def emit(self, event: Event) -> None:
-        """Hand ``event`` to every listener; a listener's failure never breaks the run."""
+        """Hand ``event`` to every listener (``invoke.start`` / ``invoke.end``: not to quiet ones); a listener's
+        failure never breaks the run."""
         for listener in self.listeners:
             try:
                 listener(event)
             except Exception:  # a broken progress display must not fail the tool
                 continue
-        for listener in self.quiet:
+        for listener in self.quiet if event.kind not in _CALL_KINDS else ():
             try:
                 listener(event)
             except Exception:

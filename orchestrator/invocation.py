@@ -155,11 +155,15 @@ async def invoke(
         seconds = options["timeout"]
         if seconds is None:
             ctx = bound(manager, ref, args, parent, options, (caller, guarded))
+            if recorder is not None:
+                recorder.open(ctx)
             result = await manager.run(ctx, caller)
         else:
             result = _TIMED_OUT
             with anyio.move_on_after(seconds):  # extract_options checked it is a positive number
                 ctx = bound(manager, ref, args, parent, options, (caller, guarded))
+                if recorder is not None:
+                    recorder.open(ctx)
                 result = await manager.run(ctx, caller)
             if result is _TIMED_OUT:
                 name = str(ref.name if isinstance(ref, Tool) else ref)
@@ -190,19 +194,20 @@ def run(manager: Manager, ctx: Context, caller: Caller | None = None) -> Awaitab
     """Run the chain of ``ctx`` (made by ``Pipeline.bind``); await it for the result.
 
     Traced when the program set a tracer provider, observed (``invoke.start``
-    / ``invoke.end`` events) when someone listens. ``caller`` is the
+    / ``invoke.end`` events) when someone listens for them (``Events.observed``:
+    not a quiet listener, such as the run log's). ``caller`` is the
     untrusted caller the call is made for, if any (a model's calls are
     marked so in traces).
     """
     tracer = ctx.shared.tracer
     if tracer is not None:
         return _traced(manager, ctx, tracer, caller is not None and caller.name == "a model")
-    return _observed(manager, ctx) if manager.events else chain.advance(ctx)
+    return _observed(manager, ctx) if manager.events.observed else chain.advance(ctx)
 
 
 async def _traced(manager: Manager, ctx: Context, tracer: Any, model_caller: bool) -> Any:
     with tracing.start(tracer, ctx, model_caller) as span:
-        result = await (_observed(manager, ctx) if manager.events else chain.advance(ctx))
+        result = await (_observed(manager, ctx) if manager.events.observed else chain.advance(ctx))
         tracing.finish(span, ctx, result)
         return result
 

@@ -1,10 +1,11 @@
 """The recorder: what joins a Manager to its run log (``Manager(runlog=...)``).
 
-The top-level ``invoke`` (``orchestrator.invocation``) hands the recorder
-each finished call; from the first one on, the recorder listens to the
-manager's events for the run's model turns (``model.request``, ``model.response``, ``tool.start``,
-``tool.end``: a run's top-level ``invoke.start`` opens it), and hands the
-whole to the ``RunLog``, whose writer thread redacts and writes it. A call
+The top-level ``invoke`` (``orchestrator.invocation``) opens each call's
+run with the recorder and hands it the finished call; from the first one on,
+the recorder listens to the manager's events (a quiet listener) for the open
+runs' model turns (``model.request``, ``model.response``, ``tool.start``,
+``tool.end``), and hands the whole to the ``RunLog``, whose writer thread
+redacts and writes it. A call
 made elsewhere (a unit on an executor, a batch line) is recorded with
 ``record``. A tool whose merged metadata says ``runlog: false`` (set by
 itself, or for a whole folder by its ``AUTHORITY.md``) is never recorded.
@@ -59,14 +60,9 @@ class Recorder:
         self._lock = threading.Lock()
 
     def listen(self, event: Event) -> None:
-        """Keep a run's model turns (an event listener: the run's top-level ``invoke.start`` opens it)."""
+        """Keep an open run's model turns (a quiet event listener)."""
         kind = event.kind
-        if kind == "invoke.start":
-            if event.depth == 0 and event.run not in self._turns:
-                self._turns[event.run] = []
-                if len(self._turns) > OPEN_RUNS:
-                    self._turns.popitem(last=False)
-        elif kind in TURN_KINDS:
+        if kind in TURN_KINDS:
             turns = self._turns.get(event.run)
             if turns is not None:
                 sent = event.data.get("messages") if kind == "model.request" else None
@@ -74,14 +70,21 @@ class Recorder:
                     event = replace(event, data={**event.data, "messages": list(sent)})
                 turns.append(event)
 
+    def open(self, ctx: Context) -> None:
+        """Collect the model turns of the top-level call ``ctx`` is bound for, from now until ``finish``."""
+        turns = self._turns
+        turns.setdefault(ctx.shared.id, [])
+        if len(turns) > OPEN_RUNS:
+            turns.popitem(last=False)
+
     def begin(self) -> tuple[float, float]:
         """When a top-level invoke starts: wall-clock time and the performance counter.
 
         The first one starts listening to the manager's events for model
         turns: until then the manager has no listener on the recorder's
         account, so a batch (whose lines are units, never ``invoke``) emits no
-        event for it. The recorder is a quiet listener (``Events.quiet``): the
-        chain's entries stay unobserved on its account.
+        event for it. The recorder is a quiet listener (``Events.quiet``): no
+        call nor chain entry is observed on its account.
         """
         if not self._listens:
             with self._lock:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from .costs import table, total
 from .errors import ConfigurationError
+from .frozen import FrozenDict, FrozenList
 
 if TYPE_CHECKING:
     from .events import Event
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
 
 REDACTED = "[redacted]"
 _SCHEMAS: dict[int, tuple[Any, Any]] = {}  # id(params or returns) -> (it, its JSON Schema), for the writer threads
+# (keys, ids of the values) of a call's merged metadata -> (the values, its hash): see _digest
+_HASHES: dict[tuple[tuple[Any, ...], tuple[int, ...]], tuple[tuple[Any, ...], str]] = {}
+_UNCHANGING = frozenset({FrozenDict, FrozenList, str, int, float, bool, type(None)})  # read-only metadata values
 MAX_TEXT = 200_000  # characters of one arg, result or model answer kept; the rest is cut
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|PRIVATE|COOKIE|SESSION|DSN", re.IGNORECASE)
 _TURN_DATA = {
@@ -244,10 +248,27 @@ _sorted = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=repr).enc
 
 
 def _digest(meta: Mapping[str, Any]) -> str:
+    """The hash of a call's merged metadata, computed once for the same values.
+
+    A call's ``meta`` is its own copy of its plan's merged metadata, whose
+    values are read-only (``orchestrator.frozen``) and the same objects for
+    every call of that plan: metadata made of the same keys and the same
+    read-only values has the same hash. Metadata a middleware changed, with a
+    value that could change again (a plain dict or list), is hashed each time.
+    """
+    values = tuple(meta.values())
+    key = (tuple(meta), tuple(map(id, values)))
+    found = _HASHES.get(key)
+    if found is not None:  # the same read-only values (kept alive below: their ids are no other object's)
+        return found[1]
     import hashlib  # on the writer thread: OpenSSL's load stays off a command's start
 
-    text = _sorted(meta)
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    digest = "sha256:" + hashlib.sha256(_sorted(meta).encode()).hexdigest()
+    if all(type(value) in _UNCHANGING for value in values):
+        if len(_HASHES) >= 256:
+            _HASHES.clear()
+        _HASHES[key] = (values, digest)
+    return digest
 
 
 def _level(level: Any) -> dict[str, Any]:

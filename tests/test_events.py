@@ -72,7 +72,7 @@ def test_list_tools_skips_hidden_and_reports_broken(write, tools):
     assert {"secret", "execute", "validate-args"} <= everything
 
 
-async def test_a_quiet_listener_hears_the_run_and_its_model_turns_but_no_chain_entry_is_observed_for_it(write, tools):
+async def test_a_quiet_listener_hears_the_model_turns_but_no_call_nor_chain_entry_is_observed_for_it(write, tools):
     write(
         "tools/talks.py",
         "frontmatter = {'metadata': {'params': {'type': 'object'}}}\n"
@@ -89,4 +89,10 @@ async def test_a_quiet_listener_hears_the_run_and_its_model_turns_but_no_chain_e
     manager.events.quiet.append(lambda e: quiet.append((e.kind, e.depth)))
     assert manager.events  # something listens: events are built
     assert await manager.invoke("talks", {}) == "said"
-    assert quiet == [("invoke.start", 0), ("model.request", 0), ("invoke.end", 0)]  # no entry's start or end
+    assert quiet == [("model.request", 0)]  # neither the call's start and end nor any entry's
+    quiet.clear()
+    manager.events.listeners.append(lambda e: loud.append((e.kind, e.depth)))
+    loud.clear()
+    assert await manager.invoke("talks", {}) == "said"
+    assert ("invoke.start", 0) in loud and ("invoke.end", 0) in loud  # a listener beside it is told
+    assert quiet == [("model.request", 0)]  # a quiet listener still hears no start or end

@@ -280,3 +280,39 @@ async def test_serve_log_records_the_calls_of_a_served_folder_and_serve_alone_re
     runs = RunLog(log).runs(None)
     assert [run.tool for run in runs] == ["talker"]
     assert runs[0].caller is not None  # the MCP client, as the server saw it
+
+
+# A tool that puts a plain list, which it keeps changing, into its run's metadata.
+TALLY = """
+frontmatter = {"description": "Counts.", "metadata": {"params": {"type": "object"}, "colour": "red"}}
+SEEN = []
+
+def main(ctx):
+    SEEN.append(len(SEEN))
+    ctx.meta["seen"] = SEEN
+    return len(SEEN)
+"""
+
+
+async def test_the_metadata_hash_follows_the_merged_metadata_call_by_call(write, tools, tmp_path):
+    write("tools/public.md", NOTE)
+    write("tools/tally.py", TALLY)
+    with Manager([tools], runlog=tmp_path / "runs.db") as manager:
+        runlog = manager.runlog
+        assert runlog is not None
+
+        async def hash_of(ref: str, args: dict) -> str:
+            await manager.invoke(ref, args)
+            runlog.flush()  # written before the next call changes anything
+            found = runlog.get(runlog.runs(1)[0].id)
+            assert found is not None
+            return found["meta_hash"]
+
+        first = await hash_of("public", {"text": "a"})
+        assert await hash_of("public", {"text": "b"}) == first  # the same plan: the same metadata
+        red = await hash_of("public", {"text": "c", "$overrides": {"colour": "red"}})
+        blue = await hash_of("public", {"text": "c", "$overrides": {"colour": "blue"}})
+        assert len({first, red, blue}) == 3  # an override is part of the call's metadata
+        assert await hash_of("public", {"text": "d", "$overrides": {"colour": "red"}}) == red
+        once, twice = await hash_of("tally", {}), await hash_of("tally", {})
+        assert once != twice  # the same list object, changed since: hashed as it is now, never remembered
