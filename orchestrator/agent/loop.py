@@ -79,7 +79,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..callers import Caller
@@ -197,11 +197,13 @@ class Agent:
         self.choice_now = choice
         self.answering = False
 
-    async def run(self) -> Any:
-        """Ask the model until it answers; run its tool calls in between.
+    def run(self) -> Awaitable[Any]:
+        """Ask the model until it answers; run its tool calls in between (``await agent.run()``).
 
         With ``ctx.locals["session"]`` the session's messages are loaded first
         and every turn is saved; the session's lease is held for the run.
+        Without one, the loop's own coroutine is returned: no frame in
+        between, which every resumption of the run would pass through.
 
         Raises:
             InvocationError: max-iterations or max-consecutive-errors reached; the session is busy.
@@ -210,15 +212,18 @@ class Agent:
                 after ``returns-retries`` retries.
             ApprovalRequired: a tool call waits for a decision (the top-level agent's carries its state).
         """
-        ctx = self.ctx
-        session = ctx.locals.get("session")
+        session = self.ctx.locals.get("session")
         if session is None:
-            return await self._loop(None)
+            return self._loop(None)
+        return self._held(str(session))
+
+    async def _held(self, session: str) -> Any:
+        """The loop holding ``session``'s lease, saving every turn."""
         from ..sessions import holding  # sqlite only for agents that keep a conversation
 
         store = self.manager.sessions
-        async with holding(store, str(session)) as lease:
-            return await self._loop(Saver(store, str(session), lease, ctx.tool.name))
+        async with holding(store, session) as lease:
+            return await self._loop(Saver(store, session, lease, self.ctx.tool.name))
 
     async def _loop(self, saver: Saver | None) -> Any:
         ctx = self.ctx
@@ -435,7 +440,10 @@ class Agent:
         )
         deltas = None
         if manager.events:  # nothing streams to nobody: no delta is built
-            deltas = Deltas(lambda kind, data: manager.emit(kind, ctx, iteration, **self._named(data)))
+            named = self._named
+            deltas = Deltas(
+                lambda kind, data: manager.emit(kind, ctx, iteration, **(named(data) if "call" in data else data))
+            )
         try:
             with bounded(manager.limits.model_answer), keeping(manager):  # its limit; its reused clients
                 response = await ctx.manager.invoke(
