@@ -490,7 +490,7 @@ def test_cli_run_streams_an_answer_on_a_terminal_and_pipes_stay_clean(project, w
     write("tools/weather.py", "def main(ctx):\n    return {'celsius': 9}\n")
     write("tools/forecast.md", AGENT)
     code, _stdout, shown = run_on_terminal(project, pipe_stdout=False, tool="forecast")
-    assert code == 0
+    assert code == 0, shown
     text = shown.decode()
     assert '→ weather {"city": "Oslo"}' in text and "← weather ok" in text
     assert text.count("It is nine degrees in Oslo today.") == 1  # streamed, then not printed again
