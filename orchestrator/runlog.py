@@ -74,6 +74,8 @@ CREATE INDEX IF NOT EXISTS runs_started ON runs (started);
 """
 RUNLOG = sqlitefile.Kind(APPLICATION_ID, _SCHEMA, "run log", "Manager(runlog=...)", ENVIRONMENT)
 _COLUMNS = "id, started, seconds, ref, tool, caller, status, error, model, tokens"
+# The last seq minus the first, each found on the key's b-tree without a walk (one min() or max() a query).
+_SPAN = "SELECT (SELECT max(seq) FROM runs) - (SELECT min(seq) FROM runs)"
 _SELECT = _COLUMNS + ", json_extract(body, '$.cost')"  # a run's cost lives in its body: older files have no column
 
 
@@ -266,14 +268,21 @@ class RunLog:
         return db
 
     def _prune(self, db: sqlite3.Connection) -> None:
-        """Drop the runs older than ``keep_days``, then all but the newest ``keep_runs``."""
+        """Drop the runs older than ``keep_days``, then all but the newest ``keep_runs``.
+
+        A log whose first and last ``seq`` are at most ``keep_runs`` apart
+        holds at most ``keep_runs`` rows: then nothing is counted (counting
+        walks the rows: a batch's write would cost as much as the log is long).
+        """
         if self.keep_days is not None:
             db.execute("DELETE FROM runs WHERE started < ?", (time.time() - self.keep_days * 86_400,))
         if self.keep_runs is not None:
-            db.execute(
-                "DELETE FROM runs WHERE seq <= (SELECT seq FROM runs ORDER BY seq DESC LIMIT 1 OFFSET ?)",
-                (self.keep_runs,),
-            )
+            span = db.execute(_SPAN).fetchone()[0]
+            if span is not None and span >= self.keep_runs:  # maybe more rows than kept: find the newest one past
+                found = db.execute("SELECT seq FROM runs ORDER BY seq DESC LIMIT 1 OFFSET ?", (self.keep_runs,))
+                past = found.fetchone()
+                if past is not None:
+                    db.execute("DELETE FROM runs WHERE seq <= ?", past)
 
     # -- the file --------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from orchestrator import ConfigurationError, Manager, ToolNotFoundError
-from orchestrator.runlog import KEEP_RUNS, RunLog, default_runlog
+from orchestrator.runlog import KEEP_RUNS, Call, RunLog, default_runlog
 
 pytestmark = pytest.mark.anyio
 
@@ -222,6 +222,24 @@ async def test_retention_keeps_the_newest_rows_and_drops_old_days(folder, tmp_pa
     log.close()
     # secure_delete: pruned rows are overwritten (a name long enough never to turn up in the file by chance)
     assert b"pruned-or-kept-0" not in file_bytes(tmp_path / "runs.db")
+
+
+def test_retention_counts_rows_not_ids_when_old_days_left_gaps(tmp_path):
+    log = RunLog(tmp_path / "runs.db", keep_runs=4, keep_days=1)
+    old = time.time() - 3 * 86_400
+
+    def write(*names: str) -> list[str]:
+        for name in names:
+            started = old if name.startswith("old") else time.time()
+            log.add(Call(id=name, ref="greet", args={"name": name}, started=started, seconds=0.1, result="x"))
+        log.flush()
+        return [run.id for run in log.runs(None)]
+
+    assert write("new-1", "old-1", "old-2", "new-2", "new-3") == ["new-3", "new-2", "new-1"]  # ids 1 and 4 apart
+    assert write("new-4") == ["new-4", "new-3", "new-2", "new-1"]  # 4 rows: all kept, though 6 ids were used
+    assert write("new-5") == ["new-5", "new-4", "new-3", "new-2"]
+    assert write("new-6", "new-7") == ["new-7", "new-6", "new-5", "new-4"]
+    log.close()
 
 
 async def test_filters_by_tool_status_and_time(folder, tmp_path):
