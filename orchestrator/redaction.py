@@ -39,6 +39,7 @@ REDACTED = "[redacted]"
 _SCHEMAS: dict[int, tuple[Any, Any]] = {}  # id(params or returns) -> (it, its JSON Schema), for the writer threads
 # (keys, ids of the values) of a call's merged metadata -> (the values, its hash): see _digest
 _HASHES: dict[tuple[tuple[Any, ...], tuple[int, ...]], tuple[tuple[Any, ...], str]] = {}
+_LEVELS: dict[int, tuple[Sequence[Any], list[dict[str, Any]]]] = {}  # id(a plan's levels) -> (them, as JSON)
 _UNCHANGING = frozenset({FrozenDict, FrozenList, str, int, float, bool, type(None)})  # read-only metadata values
 MAX_TEXT = 200_000  # characters of one arg, result or model answer kept; the rest is cut
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|PRIVATE|COOKIE|SESSION|DSN", re.IGNORECASE)
@@ -74,7 +75,7 @@ def row(call: Call, environment: Environment) -> tuple[Any, ...]:
         "result": result,
         "error": error,
         "meta_hash": _digest(call.meta) if call.meta is not None else None,
-        "levels": [_level(level) for level in _levels(call)],
+        "levels": _levels(call),
         "usage": usage,
         "cost": None,
         "prices": None,
@@ -179,14 +180,24 @@ def _redacting(value: Any) -> Any:
     return schema
 
 
-def _levels(call: Call) -> Sequence[Any]:
-    """The cascade levels of ``call``'s plan: given, or looked up now (off the event loop), () when that fails."""
-    if call.levels or call.planned is None:
-        return call.levels
-    try:
-        return call.planned()
-    except Exception:  # a tool changed or gone meanwhile: its levels are left out
-        return ()
+def _levels(call: Call) -> list[dict[str, Any]]:
+    """The cascade levels of ``call``'s plan as JSON: given, or looked up now (off the event loop), none when that
+    fails. A plan's levels (a tuple, the same for each of its calls) are converted once."""
+    levels = call.levels
+    if not levels and call.planned is not None:
+        try:
+            levels = call.planned()
+        except Exception:  # a tool changed or gone meanwhile: its levels are left out
+            return []
+    found = _LEVELS.get(id(levels))
+    if found is not None and found[0] is levels:
+        return found[1]
+    converted = [_level(level) for level in levels]
+    if type(levels) is tuple:
+        if len(_LEVELS) >= 256:
+            _LEVELS.clear()
+        _LEVELS[id(levels)] = (levels, converted)  # the levels are kept: their id is never another's while cached
+    return converted
 
 
 def _plain_args(args: Any) -> Any:
