@@ -339,6 +339,17 @@ class Context:
         return f"<Context {self.tool.name} depth={self.depth} pos={self.pos}/{len(self.chain)}>"
 
 
+class EntryContext(Context):
+    """A chain entry's context (``Pipeline.bind`` makes it): ``target``, never the context itself, is a plain slot.
+
+    A slot is read without the Python call a property costs, once per
+    middleware that reads ``ctx.target``; a tool's own context keeps the
+    property (it would refer to itself).
+    """
+
+    __slots__ = ("target",)
+
+
 def too_deep(manager: Manager, name: Any, parent: Context | None, deep: bool, limit: int) -> InvocationError:
     """The typed error for an invocation past ``max_depth`` or past ``limit`` nested levels (R-INV-5)."""
     what = f"invocation depth limit ({manager.max_depth})" if deep else f"nested invocation limit ({limit})"
@@ -396,7 +407,7 @@ def bind(
         return pipeline.bind_call(args, None, target, target, None, None)
     target.shared.history.append((tool.name, args, time.time()))
     runs = pipeline.runs  # a leaf (no entry with work) shares the empty tuple: inject() builds a new list
-    ctx: Context = _new(Context)
+    ctx: Context = _new(EntryContext)
     ctx.owner = manager
     ctx.tool = tool
     ctx.args = args
@@ -404,6 +415,7 @@ def bind(
     ctx._run = None
     ctx.parent = target
     ctx._target = target
+    ctx.target = target
     ctx.entry = True
     ctx.envelope = target.envelope
     ctx.paths = target.paths
