@@ -173,11 +173,10 @@ async def advance(ctx: Context) -> Any:
                 if child.chain or events.listeners or events.streams or child.shared.tracer is not None:
                     value = await child.owner.run(child)  # its chain, observed or traced
                 else:  # a leaf: its body is all its pipeline runs, awaited here (one coroutine per entry)
-                    code = getattr(child.tool.fn, "__code__", None)
-                    if code is not None and code.co_flags & _CO_COROUTINE:  # body(child) of an async main, inlined
-                        fn = child.tool.fn
+                    main = pipeline.main
+                    if main is not None:  # body(child) of an async main, inlined
                         child.body_ran = True
-                        value = await fn(child)  # type: ignore[misc]  # a __code__ means a function is there
+                        value = await main(child)
                     else:
                         value = body(child)
                         if _awaitable(value):

@@ -9,7 +9,9 @@ call's Context is made, and runs that context; the runner binds each
 entry's own pipeline so. A Pipeline is immutable: nothing a call does
 changes it, so one value serves every thread.
 
-It holds the tool and its plan (levels, phases), the verdict on each merged
+It holds the tool and its plan (levels, phases), its ``main`` when that is a
+coroutine function (the runner awaits a leaf entry's body with no check of
+its own), the verdict on each merged
 key (middleware or data, and why), the sorted chain with each entry's
 ``when`` attached, the part of it that runs (the leading entries without
 work left out, decided once here), and the pipelines of that part's tool
@@ -24,14 +26,15 @@ change.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import binding, context
 
 if TYPE_CHECKING:
     from .cascade import Plan
+    from .context import Context
     from .ordering import Entry
     from .searchpath import SearchPath
     from .tool import Tool
@@ -67,6 +70,7 @@ class Pipeline:
     runs: tuple[Entry, ...]  # the part of it that runs: the leading entries without work left out
     children: Children
     templated: frozenset[str]  # the keys whose values render per call (empty: every call binds this chain as is)
+    main: Callable[[Context], Awaitable[Any]] | None = None  # the tool's ``main``, when a coroutine function
 
     bind = context.bind  # pipeline.bind(args, options, parent[, target, height, where, guard]) -> Context
     bind_call = binding.bind_call  # bind's part for all but a template-free entry

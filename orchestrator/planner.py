@@ -10,6 +10,7 @@ are followed.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -277,7 +278,9 @@ class Planner:
             fixed = next((i for i, e in enumerate(entries) if e.name in templated), len(entries))
             idle = idle_prefix(Start(tool, merged.values, plan.env, entries), entries[:fixed])
             runs = possible(entries[idle:], tool, self._allows(paths, deps))
-            return Pipeline(tool, plan, verdicts, entries, runs, self._children(runs, paths, deps), templated)
+            code = getattr(tool.fn, "__code__", None)  # an async def main: the runner awaits it as a leaf's body
+            main = tool.fn if code is not None and code.co_flags & inspect.CO_COROUTINE else None
+            return Pipeline(tool, plan, verdicts, entries, runs, self._children(runs, paths, deps), templated, main)
 
         return self.registry.memo("compiled", (tool.uri, paths), compute, checked)
 
