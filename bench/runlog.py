@@ -9,7 +9,10 @@
   client against two ``build_server`` servers in this process, open side by
   side, one whose Manager keeps a run log, called in turn in short rounds;
   milliseconds per call, median over rounds. Target: recording adds at
-  most 10% to a call's latency.
+  most 10% to a call's latency. Beside it, the process's CPU milliseconds
+  per call (both servers, the client and the log's writer thread share the
+  process): other programs' load moves it far less than the wall clock, and
+  a recording round's CPU counts its last rows' writing too.
 
     .venv/bin/python -m bench.runlog [--lines 10000] [--calls 200] [--rounds 5]
 
@@ -82,11 +85,12 @@ def batch_rate(tools: Path, source: Path, work: Path, recording: bool) -> float:
     return lines / seconds
 
 
-async def mcp_latency(tools: Path, log: Path, calls: int, rounds: int) -> dict[bool, list[float]]:
+async def mcp_latency(tools: Path, log: Path, calls: int, rounds: int) -> dict[str, dict[bool, list[float]]]:
     """Milliseconds per sequential MCP call, per round, against two servers in this process: one recording in
     ``log``, one not, open side by side and called in turn (``calls`` each per round), so the machine's load
-    weighs on both alike. The writer thread writes during a recording round; what is left at its end (at most
-    the last 50 ms of rows) is written before the next round, so none of it lands in the other server's round."""
+    weighs on both alike: ``wall`` (the latency) and ``cpu`` (the process's CPU time). The writer thread writes
+    during a recording round; what is left at its end (at most the last 50 ms of rows) is written before the
+    next round, so none of it lands in the other server's round (its CPU time counts in its own round)."""
     from contextlib import AsyncExitStack
 
     from mcp import Client
@@ -94,7 +98,7 @@ async def mcp_latency(tools: Path, log: Path, calls: int, rounds: int) -> dict[b
     from orchestrator import Manager
     from orchestrator.mcp import build_server
 
-    figures: dict[bool, list[float]] = {False: [], True: []}
+    figures: dict[str, dict[bool, list[float]]] = {"wall": {False: [], True: []}, "cpu": {False: [], True: []}}
     async with AsyncExitStack() as stack:
         clients = {}
         managers = {}
@@ -109,12 +113,13 @@ async def mcp_latency(tools: Path, log: Path, calls: int, rounds: int) -> dict[b
         for index in range(rounds):
             for recording in (False, True) if index % 2 == 0 else (True, False):
                 client = clients[recording]
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), time.process_time()
                 for number in range(calls):
                     await client.call_tool("note", {"text": f"call {number}"})
-                figures[recording].append((time.perf_counter() - started) / calls * 1e3)
+                figures["wall"][recording].append((time.perf_counter() - started) / calls * 1e3)
                 if recording:  # the last rows of the round are written before the other server's round
                     await anyio.to_thread.run_sync(runlog.flush)
+                figures["cpu"][recording].append((time.process_time() - cpu) / calls * 1e3)
     return figures
 
 
@@ -136,7 +141,8 @@ def run(lines: int, calls: int, rounds: int) -> dict[str, Any]:
         rates = alternate(rounds, lambda recording: batch_rate(tools, source, root, recording))
         latency = anyio.run(mcp_latency, tools, root / "mcp.db", calls, rounds * MCP_ROUNDS)
     batch_off, batch_on = statistics.median(rates[False]), statistics.median(rates[True])
-    mcp_off, mcp_on = statistics.median(latency[False]), statistics.median(latency[True])
+    mcp_off, mcp_on = statistics.median(latency["wall"][False]), statistics.median(latency["wall"][True])
+    cpu_off, cpu_on = statistics.median(latency["cpu"][False]), statistics.median(latency["cpu"][True])
     return {
         "lines": lines,
         "calls": calls,
@@ -147,6 +153,9 @@ def run(lines: int, calls: int, rounds: int) -> dict[str, Any]:
         "mcp_off": mcp_off,
         "mcp_on": mcp_on,
         "mcp_ratio": mcp_on / mcp_off,
+        "mcp_cpu_off": cpu_off,
+        "mcp_cpu_on": cpu_on,
+        "mcp_cpu_ratio": cpu_on / cpu_off,
     }
 
 
@@ -161,6 +170,8 @@ def markdown(found: dict[str, Any]) -> str:
         f"{found['batch_ratio']:.2f}x | ≥ {BATCH_TARGET}x | {'pass' if batch_ok else '**FAIL**'} |",
         f"| MCP call, sequential (ms/call) | {found['mcp_off']:.3f} | {found['mcp_on']:.3f} | "
         f"{found['mcp_ratio']:.2f}x | ≤ {MCP_TARGET}x | {'pass' if mcp_ok else '**FAIL**'} |",
+        f"| MCP call, process CPU (ms/call) | {found['mcp_cpu_off']:.3f} | {found['mcp_cpu_on']:.3f} | "
+        f"{found['mcp_cpu_ratio']:.2f}x | | |",
     ]
     load = " / ".join(f"{value:.2f}" for value in os.getloadavg())
     rounds = f"batch: medians over {found['rounds']} runs each; MCP: over {found['rounds'] * MCP_ROUNDS} rounds each"
