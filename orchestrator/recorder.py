@@ -56,6 +56,7 @@ class Recorder:
         self._turns: OrderedDict[str, list[Event]] = OrderedDict()
         self._described: dict[str, tuple[str | None, Any, Any, bool]] = {}
         self._listening = self.listen
+        self._lookup = self._params  # made once: each recorded call carries it
         self._listens = False  # listening starts with the first top-level invoke (begin): a batch's units never do
         self._lock = threading.Lock()
 
@@ -116,7 +117,7 @@ class Recorder:
             run = ctx.shared.id if ctx is not None else _new_id()
             call = Call(id=run, ref=name, args=args, started=begun[0], seconds=seconds, result=result, error=error)
             call.caller = caller.name if caller is not None else None
-            call.lookup = self._params
+            call.lookup = self._lookup
             if ctx is not None:
                 self._fill(call, ctx)
             self.runlog.add(call)
@@ -126,14 +127,14 @@ class Recorder:
     def _fill(self, call: Call, ctx: Context) -> None:
         shared = ctx.shared
         call.tool = ctx.tool.name
-        meta = ctx.meta
-        call.meta = meta
+        meta = call.meta = ctx.meta
         call.params, call.returns = meta.get("params"), meta.get("returns")
         call.events = self._turns.pop(shared.id, ())
-        call.usage = dict(shared.usage)
+        usage = shared.usage
+        call.usage = dict(usage) if usage else None
         call.env = bool(ctx.trust.get("env"))
         model = meta.get("model")
-        if isinstance(model, Mapping) and isinstance(model.get("api-key-env"), str):
+        if model is not None and isinstance(model, Mapping) and isinstance(model.get("api-key-env"), str):
             call.secrets.append(os.environ.get(model["api-key-env"]))
         call.planned = partial(_levels, self._manager, ctx.tool, ctx.paths)  # looked up on the writer thread
 
@@ -156,7 +157,7 @@ class Recorder:
         if not kept:
             return
         call = Call(id=_new_id(), ref=ref, args=args, started=started, seconds=seconds, result=result, error=error)
-        call.lookup = self._params
+        call.lookup = self._lookup
         call.tool, call.params, call.returns = tool, params, returns
         self.runlog.add(call)
 
