@@ -73,6 +73,20 @@ Make = Callable[[str, Any], Any]
 """Builds an SDK client from the key and a TLS context (None: the SDK makes its own)."""
 
 
+def kept_client(key: tuple[Any, ...], api_key: str, make: Make, tls: Callable[[], Any]) -> Any | None:
+    """The client the Manager of ``keeping`` keeps for ``key`` in the running loop (made on first use), or None.
+
+    None outside ``keeping`` or once that Manager is closed: then ``leased``
+    makes a client of the request's own. The agent's requests take this
+    path, without an async context manager around it.
+    """
+    manager = _KEEPER.get()
+    if manager is None or manager.closed:
+        return None
+    clients = manager.resource(("model-client", *key), lambda: Clients(make, tls))
+    return clients.client(api_key)
+
+
 @asynccontextmanager
 async def leased(key: tuple[Any, ...], api_key: str, make: Make, tls: Callable[[], Any]) -> AsyncIterator[Any]:
     """The client for ``key`` in the running loop: the kept one, or one of its own closed on exit.
@@ -80,13 +94,12 @@ async def leased(key: tuple[Any, ...], api_key: str, make: Make, tls: Callable[[
     ``key`` names the configuration (never a secret); ``make(api_key, tls)``
     builds a client and ``tls()`` the TLS context its loops share.
     """
-    manager = _KEEPER.get()
-    if manager is None or manager.closed:
-        async with make(api_key, None) as client:
-            yield client
+    kept = kept_client(key, api_key, make, tls)
+    if kept is not None:
+        yield kept
         return
-    clients = manager.resource(("model-client", *key), lambda: Clients(make, tls))
-    yield clients.client(api_key)
+    async with make(api_key, None) as client:
+        yield client
 
 
 class Clients:

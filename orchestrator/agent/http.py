@@ -12,19 +12,19 @@ from __future__ import annotations
 import email.utils
 import importlib
 import os
+import sys
 import time
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from functools import partial
 from typing import Any
 
 from ..errors import ConfigurationError, ModelError
-from .clients import leased, tls_context
+from .clients import kept_client, leased, tls_context
 from .protocol import check_route, label, timeouts
 
 
-@asynccontextmanager
-async def sdk_client(
+def sdk_client(
     sdk: str,
     factory: str,
     spec: Mapping[str, Any],
@@ -33,7 +33,7 @@ async def sdk_client(
     *,
     endpoint: str | None = None,
     local: bool = False,
-) -> AsyncIterator[tuple[Any, str, str]]:
+) -> AbstractAsyncContextManager[tuple[Any, str, str]]:
     """``(client, base URL, the key's variable)`` from an official SDK (``openai``, ``anthropic``), for one request.
 
     The client never retries (``retry`` is the only retry) and has the
@@ -47,19 +47,25 @@ async def sdk_client(
     API. ``local``: that endpoint is on this machine (Ollama's), asked
     without a key unless ``{env}_API_KEY`` is set.
 
+    Everything is checked when it is called (route, SDK, key); the kept
+    client comes back in a context with nothing to do on exit, as every
+    agent request passes here on the way to its first token.
+
     Raises:
         SecurityError: the spec's base-url or api-key-env is not granted.
         ConfigurationError: the SDK is not installed, or no key (see ``api_key``).
     """
     check_route(spec)
-    try:
-        module = importlib.import_module(sdk)
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"the {sdk} provider needs the {sdk} SDK: install toolcascade with its {sdk} extra "
-            f"(pip install -e '.[{sdk}]') or pip install {sdk}",
-            key="model",
-        ) from exc
+    module = sys.modules.get(sdk)
+    if module is None:
+        try:
+            module = importlib.import_module(sdk)
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"the {sdk} provider needs the {sdk} SDK: install toolcascade with its {sdk} extra "
+                f"(pip install -e '.[{sdk}]') or pip install {sdk}",
+                key="model",
+            ) from exc
     base_url = spec.get("base-url") or os.environ.get(f"{env}_BASE_URL") or endpoint
     key_env = spec.get("api-key-env") or f"{env}_API_KEY"
     key = api_key(spec, f"{env}_API_KEY", base_url if base_url != endpoint or local else None)
@@ -73,8 +79,19 @@ async def sdk_client(
         )
 
     configuration = (sdk, base_url, key_env, total, connect)  # never the key itself
-    async with leased(configuration, key, make, partial(tls_context, module)) as client:
-        yield client, str(base_url or default_url), key_env
+    shown = str(base_url or default_url)
+    tls = partial(tls_context, module)
+    kept = kept_client(configuration, key, make, tls)
+    if kept is not None:
+        return nullcontext((kept, shown, key_env))
+    return _own(leased(configuration, key, make, tls), shown, key_env)
+
+
+@asynccontextmanager
+async def _own(client: AbstractAsyncContextManager[Any], url: str, key_env: str) -> AsyncIterator[tuple[Any, str, str]]:
+    """A client of the request's own (no Manager keeps one), closed on exit."""
+    async with client as made:
+        yield made, url, key_env
 
 
 def api_key(spec: Mapping[str, Any], default_env: str, base_url: str | None) -> str:
