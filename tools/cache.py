@@ -44,7 +44,7 @@ NOT_DATA = ("stream", "conversation")  # locals the agent loop hands model-call:
 HITS = "cache-hits"
 PER_REQUEST = "request_id"
 
-entries = {}
+entries: dict[tuple[str, str], tuple[float, object]] = {}  # key -> (expiry, result), oldest first
 
 
 async def main(ctx):
