@@ -353,6 +353,9 @@ class Freshness:
         fresh = True
         self.epoch += 1
         self._epoch_at = monotonic()
+        if self._watcher is not None:  # what it reported so far is looked at below; taken first, so a change
+            self._taken = self._watcher.count  # reported during the stats is applied by the next lookup, not lost
+            self._watcher.take()
         for path in list(seen):
             if self.is_frozen(path):
                 continue
@@ -361,9 +364,6 @@ class Freshness:
             if seen[path] != now:
                 seen[path] = now
                 fresh = False
-        if self._watcher is not None:  # what it reported is looked at already
-            self._taken = self._watcher.count
-            self._watcher.take()
         return fresh
 
     def reset(self) -> None:

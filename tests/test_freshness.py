@@ -23,6 +23,7 @@ from freshness_helpers import refresh
 import orchestrator.freshness
 import orchestrator.planner
 import orchestrator.registry
+import orchestrator.searchpath
 from orchestrator import Manager, ToolNotFoundError
 from orchestrator.freshness import INTERVAL, START_AFTER, Freshness, network_mounts
 
@@ -483,3 +484,36 @@ def test_a_forked_child_follows_edits_without_its_parents_thread(write: Write, t
     with os.fdopen(read) as got:
         assert got.read() == "new text"
     freshness.close()
+
+
+def test_a_change_reported_while_refresh_stats_is_not_lost(tmp_path: Path) -> None:
+    """A burst the watcher hands over while ``everything`` stats is applied by the next lookup, not dropped."""
+    first, second = tmp_path / "a.md", tmp_path / "b.md"
+    first.write_text("a")
+    second.write_text("b")
+    freshness = Freshness([str(tmp_path)], notify=True)
+    freshness.start()
+    try:
+        watcher = freshness._watcher
+        assert watcher is not None
+        deadline = monotonic() + 10
+        while watcher.state != orchestrator.freshness.LIVE and monotonic() < deadline:
+            threading.Event().wait(0.01)
+        seen: dict[str, Any] = {str(first): orchestrator.searchpath.signature(str(first))}
+        seen[str(second)] = orchestrator.searchpath.signature(str(second))
+        assert freshness.settle(seen, 0, orchestrator.searchpath.signature)  # goes live: nothing changed yet
+
+        def look(path: str) -> Any:
+            if path == str(first):  # b.md was stat-ed already; now it is edited, and the edit reported
+                os.utime(second, ns=(1, 1))
+                with watcher.lock:
+                    watcher.changes.add(str(second))
+                    watcher.count += 1
+            return orchestrator.searchpath.signature(path)
+
+        seen = {str(second): seen[str(second)], str(first): seen[str(first)]}  # stat-ed in this order
+        assert freshness.everything(seen, look)  # it stat-ed b.md before the edit
+        assert freshness.settle(seen, 0, orchestrator.searchpath.signature) is False  # the report is applied
+        assert seen[str(second)] == orchestrator.searchpath.signature(str(second))
+    finally:
+        freshness.close()
