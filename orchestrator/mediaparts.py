@@ -15,7 +15,8 @@ taken only when the tool's metadata says ``media-urls: true`` (the provider
 fetches it). The media type is sniffed from the bytes (``filetype``, the
 ``media`` extra), never taken from a name a caller gives; one value may have
 at most the manager's ``Limits.media_bytes`` (a ``MediaLimitError`` past it,
-naming the tool and the limit).
+naming the tool and the limit), base64 judged by its length before it is
+decoded (``check_encoded``; a remote tool's media too, ``orchestrator.remotes``).
 """
 
 from __future__ import annotations
@@ -249,6 +250,20 @@ def _read(path: Path, what: str, where: dict[str, Any], limit: int) -> bytes:
     return data
 
 
+def check_encoded(encoded: str, what: str, limit: int, where: Mapping[str, Any]) -> None:
+    """Refuse base64 text whose data is over ``limit`` bytes, from its length alone: nothing is decoded.
+
+    Exact for valid base64 (padded, no whitespace); text that is no base64 is
+    judged by its length all the same, so a huge one is never decoded.
+
+    Raises:
+        MediaLimitError: its data would be more than ``limit`` bytes.
+    """
+    padding = 2 if encoded.endswith("==") else 1 if encoded.endswith("=") else 0
+    if (len(encoded) - padding) * 3 // 4 > limit:
+        raise MediaLimitError(what, limit, **where)
+
+
 def _decode(encoded: Any, what: str, where: dict[str, Any], limit: int) -> bytes:
     """Base64 data, at most ``limit`` bytes once decoded (longer text is refused before decoding).
 
@@ -258,8 +273,7 @@ def _decode(encoded: Any, what: str, where: dict[str, Any], limit: int) -> bytes
     """
     if not isinstance(encoded, str):
         raise ConfigurationError(f"{what}: data must be base64 text, not {type(encoded).__name__}", **where)
-    if len(encoded) > (limit + 2) // 3 * 4:
-        raise MediaLimitError(f"{what}: its data", limit, **where)
+    check_encoded(encoded, f"{what}: its data", limit, where)
     try:
         data = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError) as exc:

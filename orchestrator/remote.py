@@ -365,7 +365,7 @@ def _tool(spec: ServerSpec, ref: str, listed: Any, root: Path | None, trusted: b
         args = ctx.args if isinstance(ctx.args, Mapping) else {}
         pool = pool_of(registry)
         ctx.owner.resource(("mcp-client-pool", id(pool)), lambda: pool)  # closed by Manager.close()
-        return await pool.call(found[0], remote, args, ref)
+        return await pool.call(found[0], remote, args, ref, ctx.owner.limits.media_bytes)
 
     return Tool(
         name=ref,

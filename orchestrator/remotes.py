@@ -22,12 +22,18 @@ server sends ``notifications/tools/list_changed``; ``on_change`` is then
 called (the registry drops the remote tools it built from the old list).
 ``close()`` ends every session and the loop (``Manager.close()`` calls it).
 
-Every failure is a ``RemoteToolError`` naming the server and the tool.
+Every failure is a ``RemoteToolError`` naming the server and the tool. A
+result's media (an image, audio, an embedded binary resource) is bounded,
+each value, by the calling Manager's ``Limits.media_bytes`` as local media is
+(``orchestrator.mediaparts``): a ``MediaLimitError`` naming the tool, the
+value's place in the server's ``content`` (``content[1]``) and the limit,
+judged from the base64 text's length before anything is decoded.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import os
 import threading
@@ -40,6 +46,7 @@ import anyio
 import anyio.to_thread
 
 from .errors import ConfigurationError, InvocationError, RemoteToolError
+from .mediaparts import check_encoded
 
 DEFAULT_TIMEOUT = 60.0
 """Seconds a server has to start, list its tools or answer a call, unless its entry sets ``timeout``."""
@@ -247,15 +254,18 @@ class Pool:
         """
         return self._get_portal().call(self._each, list(specs))  # type: ignore[no-any-return]
 
-    async def call(self, spec: ServerSpec, remote: str, args: Mapping[str, Any], tool: str) -> Any:
+    async def call(self, spec: ServerSpec, remote: str, args: Mapping[str, Any], tool: str, media_bytes: int) -> Any:
         """Call ``remote`` on the server with ``args``; the result as ``convert`` makes it.
+
+        ``media_bytes`` bounds each media value of the result (the calling Manager's ``Limits.media_bytes``).
 
         Raises:
             RemoteToolError: did not start, timed out, crashed mid-call, answered an error, invalid JSON-RPC,
-                a result over ``max-result``.
+                a result over ``max-result``, a resource blob that is not base64.
+            MediaLimitError: a media value over ``media_bytes``.
         """
         portal = self._get_portal()
-        future: Future[Any] = portal.start_task_soon(self._call, spec, remote, dict(args), tool)
+        future: Future[Any] = portal.start_task_soon(self._call, spec, remote, dict(args), tool, media_bytes)
         try:
             return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
         except anyio.get_cancelled_exc_class():
@@ -381,7 +391,7 @@ class Pool:
             conn.tools = listed
         return conn.tools
 
-    async def _call(self, spec: ServerSpec, remote: str, args: dict[str, Any], tool: str) -> Any:
+    async def _call(self, spec: ServerSpec, remote: str, args: dict[str, Any], tool: str, media_bytes: int) -> Any:
         conn = await self._connection(spec, remote)
 
         def failed(reason: str, message: str) -> RemoteToolError:
@@ -413,7 +423,10 @@ class Pool:
             raise failed("too-large", f"the result holds {size} bytes, more than max-result ({spec.max_result})")
         if getattr(result, "is_error", False):
             raise failed("error", f"the tool answered an error: {_texts(result) or '(no text)'}")
-        return convert(result)
+        try:
+            return convert(result, media_bytes, tool)
+        except binascii.Error as exc:
+            raise failed("protocol", f"sent a resource blob that is not base64 ({exc})") from exc
 
 
 def _relay(source: Any, conn: _Connection, group: Any) -> Any:
@@ -513,7 +526,7 @@ def _size(result: Any) -> int:
     return size
 
 
-def convert(result: Any) -> Any:
+def convert(result: Any, media_bytes: int, tool: str | None = None) -> Any:
     """A ``CallToolResult`` as a tool result: ``structuredContent`` as the dict, else its content.
 
     One text part is a str; otherwise a list with a str per text part and a
@@ -521,21 +534,28 @@ def convert(result: Any) -> Any:
     (``{"type": "media", "kind", "media_type", "data"}``, as
     ``orchestrator.agent.media`` documents); an embedded text resource is its
     text, a resource link ``{"type": "resource_link", "uri", "name"}``.
+
+    Raises:
+        MediaLimitError: a media value over ``media_bytes`` (``tool`` and its place, ``content[N]``, named).
+        binascii.Error: a resource blob that is not base64.
     """
     structured = getattr(result, "structured_content", None)
     if structured is not None:
         return structured
     parts: list[Any] = []
-    for part in result.content or []:
+    for index, part in enumerate(result.content or []):
         kind = getattr(part, "type", None)
+        where = {"tool": tool, "key": f"content[{index}]"}
         if kind == "text":
             parts.append(part.text)
         elif kind in ("image", "audio"):
+            check_encoded(part.data, f"the {kind} the remote tool returned", media_bytes, where)
             parts.append({"type": "media", "kind": kind, "media_type": part.mime_type, "data": part.data})
         elif kind == "resource":
             resource = part.resource
             if getattr(resource, "blob", None) is not None:
                 media = resource.mime_type or "application/octet-stream"
+                check_encoded(resource.blob, "the resource the remote tool returned", media_bytes, where)
                 base64.b64decode(resource.blob, validate=True)  # what goes on is base64, or nothing
                 parts.append({"type": "media", "kind": "file", "media_type": media, "data": resource.blob})
             else:

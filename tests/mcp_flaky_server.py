@@ -2,7 +2,8 @@
 
 Run as ``python tests/mcp_flaky_server.py``; ``die`` ends the process mid-call,
 ``hang`` never answers, ``big`` answers ``size`` characters, ``picture`` a one-pixel PNG,
-``echo`` its text, ``garbage`` a line that is not JSON-RPC. The variables it sees come back from ``environment``.
+``echo`` its text, ``garbage`` a line that is not JSON-RPC, ``blob`` an embedded resource whose blob is
+the text it is given (base64 or not). The variables it sees come back from ``environment``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.utilities.types import Image
+from mcp.types import BlobResourceContents, EmbeddedResource
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
@@ -49,6 +51,13 @@ def big(size: int) -> str:
 def picture() -> Image:
     """A one-pixel PNG."""
     return Image(data=PNG, format="png")
+
+
+@server.tool()
+def blob(text: str) -> EmbeddedResource:
+    """An embedded binary resource whose blob is text, as given."""
+    contents = BlobResourceContents(uri="file:///blob.bin", mime_type="application/octet-stream", blob=text)
+    return EmbeddedResource(type="resource", resource=contents)
 
 
 @server.tool()
