@@ -41,6 +41,7 @@ from .typos import MIN_TYPO_LENGTH as MIN_TYPO_LENGTH
 from .typos import NearNames as NearNames
 from .typos import check_directives, did_you_mean, near_misses, suggest, unknown_keys
 from .typos import one_edit_apart as one_edit_apart
+from .verdicts import Verdicts, walk
 
 if TYPE_CHECKING:
     from .cascade import Merged, Plan
@@ -53,14 +54,36 @@ SCHEMA_KEYS = ("params", "returns")
 def check(manager: Manager) -> list[Problem]:
     """Every problem in the tools and authorities of ``manager``'s search paths (not the built-ins).
 
-    Problems are sorted by file and line; each is reported once.
+    Problems are sorted by file and line; each is reported once. A check over
+    files unchanged since an earlier one returns what that one found
+    (``orchestrator.verdicts``); instruction files are read every time.
     """
     # One look at each file and folder; the collector paused: a check keeps what it loads (orchestrator.collector).
     with manager.registry.snapshot() as run, paused():
-        return _check(manager, run)
+        verdicts = Verdicts.open(manager)
+        kept = verdicts.kept() if verdicts is not None else None
+        if kept is not None:
+            report = Report(manager.cwd)
+            report.found = dict.fromkeys(kept)
+            # The names of every folder, from the on-disk index, as a check leaves them (the CLI counts the tools).
+            for _found in manager.registry.discover(manager.paths, parse=True):
+                pass
+        else:
+            if verdicts is not None:
+                verdicts.begin(manager)
+            looked: set[str] = set()
+            report = _check(manager, run, looked)
+            if verdicts is not None:
+                verdicts.keep(manager, run, looked, report.problems())
+    from .instructions import instruction_problems  # instruction files its host would ignore (issue 30)
+
+    for problem in instruction_problems(manager.cwd, [sp.root for sp in manager.paths[:-1]], manager.limits):
+        report.add(problem.path, problem.line, problem.message, problem.severity)
+    return report.problems()
 
 
-def _check(manager: Manager, run: Snapshot) -> list[Problem]:
+def _check(manager: Manager, run: Snapshot, looked: set[str]) -> Report:
+    """The problems of every tool and authority file; ``looked`` gets the folders ``paths`` metadata names."""
     report = Report(manager.cwd)
     user_paths = manager.paths[:-1]
     names = frozenset(ref for ref, _path, _sp in manager.registry.discover(manager.paths, parse=True))
@@ -72,10 +95,10 @@ def _check(manager: Manager, run: Snapshot) -> list[Problem]:
         if ref in builtins and path is not None:
             replacing.append((ref, path))
         try:
-            _check_tool(manager, ref, path, names, near, report, run, reached)
+            _check_tool(manager, ref, path, names, near, report, run, reached, looked)
         except Exception as exc:  # a shape no step expected: still one problem, never a crash
             report.error(exc, path)
-    _check_reached(manager, reached, report, run)
+    _check_reached(manager, reached, report, run, looked)
     check_replaced(manager, replacing, report, run)
     for sp, ref, winner, loser, kind in manager.registry.clashes(user_paths):
         if kind == "name":
@@ -96,11 +119,7 @@ def _check(manager: Manager, run: Snapshot) -> list[Problem]:
             _check_authority(manager, path, root, near, report, run)
         except Exception as exc:
             report.error(exc, path)
-    from .instructions import instruction_problems  # instruction files its host would ignore (issue 30)
-
-    for problem in instruction_problems(manager.cwd, [sp.root for sp in user_paths], manager.limits):
-        report.add(problem.path, problem.line, problem.message, problem.severity)
-    return report.problems()
+    return report
 
 
 def authority_files(manager: Manager) -> Iterator[tuple[Path, Path | None]]:
@@ -135,6 +154,7 @@ def _check_tool(
     report: Report,
     run: Snapshot,
     reached: dict[Path, tuple[SearchPath, ...]],
+    looked: set[str],
 ) -> None:
     try:
         tool = manager.registry.find(ref, manager.paths, run)
@@ -169,12 +189,15 @@ def _check_tool(
     _check_names(manager, tool, plan, names, report, run)
     check_middleware_args(manager, tool, plan, verdicts, report, run)
     check_collisions(manager, tool, plan, verdicts, report, run)
-    for folder in _added_folders(tool, plan):
+    for folder in _added_folders(tool, plan, looked):
         reached.setdefault(folder, ())
 
 
-def _added_folders(tool: Tool, plan: Plan) -> list[Path]:
-    """The folders a tool's (untemplated) ``paths`` metadata adds, resolved as the ``paths`` middleware does."""
+def _added_folders(tool: Tool, plan: Plan, looked: set[str] | None = None) -> list[Path]:
+    """The folders a tool's (untemplated) ``paths`` metadata adds, resolved as the ``paths`` middleware does.
+
+    ``looked`` gets each one named, there or not (a folder made later changes the check's verdict).
+    """
     value = plan.raw.values.get("paths")
     if tool.path is None or value is None or has_templates(value):
         return []
@@ -182,6 +205,8 @@ def _added_folders(tool: Tool, plan: Plan) -> list[Path]:
     for name in [value] if isinstance(value, str) else value if isinstance(value, list) else []:
         try:
             folder = (tool.path.parent / name).resolve()
+            if looked is not None:
+                looked.add(str(folder))
             if folder.is_dir():
                 found.append(folder)
         except (OSError, TypeError, ValueError):
@@ -190,7 +215,7 @@ def _added_folders(tool: Tool, plan: Plan) -> list[Path]:
 
 
 def _check_reached(
-    manager: Manager, reached: dict[Path, tuple[SearchPath, ...]], report: Report, run: Snapshot
+    manager: Manager, reached: dict[Path, tuple[SearchPath, ...]], report: Report, run: Snapshot, looked: set[str]
 ) -> None:
     """Tools in untrusted folders added by ``paths:``: a model whose endpoint or key an untrusted file chose.
 
@@ -205,6 +230,7 @@ def _check_reached(
         if sp.trusted or folder in seen:
             continue
         seen.add(folder)
+        looked.update(walk([str(folder)], manager.limits.folder_files) or ())  # its files, read without the registry
         paths = (sp, *before, *manager.paths)
         for ref, _path, _sp in manager.registry.discover((sp,), parse=True):
             try:
@@ -221,7 +247,7 @@ def _check_reached(
                 level, message = found
                 report.add(level.path, route_line(level), message)
             _check_servers(tool, plan, paths, report)
-            queue.extend((added, (sp, *before)) for added in _added_folders(tool, plan))
+            queue.extend((added, (sp, *before)) for added in _added_folders(tool, plan, looked))
 
 
 def _check_servers(tool: Tool, plan: Plan, paths: tuple[SearchPath, ...], report: Report) -> None:
