@@ -27,9 +27,9 @@ from typing import IO, TYPE_CHECKING, Any
 import anyio
 import click
 
-from .cli import command_manager
+from .cli import command_manager, store_option
 from .errors import ConfigurationError, Interrupted
-from .executor import executor_for, unit_for
+from .executor import InProcessExecutor, executor_for, unit_for
 from .exits import SUSPENDED, reporting
 from .flags import debug_option, path_option, set_option
 
@@ -301,15 +301,34 @@ def _progress(total: int) -> Any:
     )
 
 
-def make_executor(spec: str, pool: int | None, working_dir: Path | None) -> Any:
-    """The executor of ``--executor``/``--pool``/``--working-dir``.
+def make_executor(spec: str, pool: int | None, working_dir: Path | None, store: Path | None = None) -> Any:
+    """The executor of ``--executor``/``--pool``/``--working-dir``/``--store``.
+
+    With ``store`` it is an in-process executor of the batch's own, whose
+    Managers keep their sessions in that SQLite file (close it when done).
 
     Raises:
-        ConfigurationError: an unknown engine, or Ray options with the in-process executor.
+        ConfigurationError: an unknown engine, Ray options with another executor, or ``store`` with an
+            executor whose workers are other processes (Ray, worker processes).
     """
     engine, _, address = spec.partition("=")
     if engine != "ray" and (pool is not None or working_dir is not None):
         raise ConfigurationError("--pool and --working-dir are for --executor ray", key="executor")
+    if store is not None and engine == "ray":
+        raise ConfigurationError(
+            "--store names a SQLite file on this machine, which the Ray workers (on any machine of the cluster) "
+            "cannot share: run the batch with --executor inprocess --store FILE, or leave --store out and each "
+            "worker keeps its sessions in its own default store ($TOOLCASCADE_SESSIONS where it runs)",
+            key="store",
+        )
+    if store is not None and engine != "inprocess":
+        raise ConfigurationError(
+            f"--store is for the in-process executor, not {engine!r}: run the batch with --executor inprocess "
+            "--store FILE, or export TOOLCASCADE_SESSIONS=FILE, which the worker processes open",
+            key="store",
+        )
+    if store is not None:
+        return InProcessExecutor(sessions=store)
     if engine == "ray" and working_dir is not None:
         from .cluster import RayExecutor
 
@@ -328,11 +347,12 @@ def _run_command(
     paths: Sequence[Path],
     overrides: dict[str, Any],
     no_log: bool = False,
+    store: Path | None = None,
 ) -> Summary:
     """Run the batch as ``batch`` does; every line goes to the run log unless ``no_log``."""
     if output.resolve() == source.resolve():
         raise ConfigurationError("the results file must not be the args file", key="output")
-    executor = make_executor(executor_spec, pool, working_dir)
+    executor = make_executor(executor_spec, pool, working_dir, store)
     manager = command_manager(paths, runlog=not no_log)
     manager.find_tool(tool)  # a typo fails here, once, not on every line
     base = unit_for(manager, tool, None, overrides=overrides or None, root=getattr(executor, "root", None))
@@ -351,7 +371,8 @@ def _run_command(
                 return await running(on_line=lambda: progress.advance(task))
         finally:
             closing = getattr(executor, "aclose", None)
-            if closing is not None and getattr(executor, "actors", None) is not None:
+            ours = store is not None or getattr(executor, "actors", None) is not None  # not the process's shared one
+            if closing is not None and ours:
                 await closing()
 
     try:
@@ -385,6 +406,7 @@ def _run_command(
     help="Ship this folder to the Ray workers (runtime_env working_dir); tool folders inside it travel.",
 )
 @click.option("--no-log", is_flag=True, help="Keep these runs out of the run log (see toolcascade logs).")
+@store_option
 @path_option
 @set_option
 @debug_option
@@ -399,6 +421,7 @@ def batch(
     paths: Sequence[Path],
     overrides: dict[str, Any],
     no_log: bool,
+    store: Path | None,
     debug: bool,
 ) -> None:
     """Invoke TOOL once per line of ARGS.jsonl (each line is the args, as JSON).
@@ -409,17 +432,21 @@ def batch(
     resumes where it stopped. A summary goes to stderr; the exit status is 1
     when a line failed, else 3 when a line waits for a decision (its record
     holds the token for toolcascade resume). Each line is a run in the run log
-    (toolcascade logs) unless --no-log or TOOLCASCADE_RUNLOG=off.
+    (toolcascade logs) unless --no-log or TOOLCASCADE_RUNLOG=off. A line's
+    agent keeps its conversation ($context: {session: ID} in the line) and a
+    waiting line its state in the session store: --store FILE names it (with
+    the in-process executor only; then resume with --store FILE too).
 
     \b
     Examples:
       toolcascade batch greet names.jsonl -o greetings.jsonl
+      toolcascade batch tutor lessons.jsonl -o answers.jsonl --store lessons.db
       toolcascade batch score items.jsonl -o scores.jsonl --executor ray --pool 4
       toolcascade batch score items.jsonl -o scores.jsonl --executor ray=ray://head:10001 --working-dir .
     """
     with reporting(debug):
         summary = _run_command(
-            tool, source, output, executor_spec, concurrency, pool, working_dir, paths, overrides, no_log
+            tool, source, output, executor_spec, concurrency, pool, working_dir, paths, overrides, no_log, store
         )
     click.echo(summary.line(output), err=True)
     if summary.errors:

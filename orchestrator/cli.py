@@ -57,6 +57,15 @@ def command_manager(paths: Sequence[Path], **options: Any) -> Manager:
     return Manager(search_paths(paths), formats=chosen_formats(), **options)
 
 
+store_option = click.option(
+    "--store",
+    metavar="FILE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The session store (default: $TOOLCASCADE_SESSIONS, else ~/.local/state/toolcascade/sessions.db).",
+)
+"""``--store FILE``: the SQLite session store a command's agents keep their conversations in (``run``, ``batch``)."""
+
+
 # -- commands: those that live in their own modules, imported only when used (``toolcascade run`` stays quick).
 LAZY = {
     "chat": "orchestrator.chat:chat",
@@ -136,12 +145,7 @@ def cli() -> None:
     metavar="ID",
     help="Continue conversation ID: an agent loads and saves its messages in the session store.",
 )
-@click.option(
-    "--store",
-    metavar="FILE",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The session store (default: $TOOLCASCADE_SESSIONS, else ~/.local/state/toolcascade/sessions.db).",
-)
+@store_option
 @click.option(
     "--verbose",
     "-v",

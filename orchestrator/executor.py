@@ -63,10 +63,11 @@ class InProcessExecutor:
     """Runs units in this process, on the caller's event loop, exactly as a worker would (the default).
 
     Units and replies go through JSON, so what works here works on a cluster.
+    ``sessions`` is the session store of the Managers units run in (``Managers``).
     """
 
-    def __init__(self) -> None:
-        self.managers = Managers()
+    def __init__(self, sessions: Any = None) -> None:
+        self.managers = Managers(sessions=sessions)
 
     async def submit(self, unit: Unit) -> Any:
         """Run ``unit`` here and return its result.

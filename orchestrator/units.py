@@ -375,10 +375,16 @@ def unwrap(reply: str | Mapping[str, Any]) -> Any:
 
 
 class Managers:
-    """One worker's Managers, one per folder set, keyed by the set's content hash (least recently used goes)."""
+    """One worker's Managers, one per folder set, keyed by the set's content hash (least recently used goes).
 
-    def __init__(self, size: int = MANAGERS) -> None:
+    ``sessions`` is what each Manager gets as ``Manager(sessions=...)`` (a SQLite file path, a store; None:
+    ``$TOOLCASCADE_SESSIONS``, else the user's state folder), so a batch's lines keep their conversations
+    where ``batch --store`` says.
+    """
+
+    def __init__(self, size: int = MANAGERS, sessions: Any = None) -> None:
         self.size = size
+        self.sessions = sessions
         self._managers: OrderedDict[str, tuple[Manager, list[str]]] = OrderedDict()
 
     def get(self, unit: Mapping[str, Any]) -> tuple[Manager, list[str]]:
@@ -396,7 +402,7 @@ class Managers:
         refs = [(resolve_ref(ref), bool(ref.get("trusted", True))) for ref in folders]
         from .manager import Manager  # the manager imports units lazily: only a unit run needs this
 
-        manager = Manager([p for p, trusted in refs if trusted])
+        manager = Manager([p for p, trusted in refs if trusted], sessions=self.sessions)
         found = self._managers[key] = (manager, [str(p) for p, trusted in refs if not trusted])
         while len(self._managers) > self.size:
             self._managers.popitem(last=False)[1][0].close()  # its watcher thread ends now, not at collection
