@@ -23,7 +23,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -57,9 +57,10 @@ _run_numbers = itertools.count(1)
 Extra = list[tuple[str, Mapping[str, Any], str]]
 """Extra middleware of a call (``ordering.extra_specs``): name, spec, where it came from."""
 Prepared = tuple[Context, Merged, "tuple[Verdict, ...]", dict[str, str]]
-"""What ``prepare`` returns: the context, and for ``explain`` its merged metadata, verdicts and extra origins."""
+"""What ``prepare`` returns: the context, its merged metadata, verdicts and extra middleware's origins."""
 Guard = tuple["Caller | None", frozenset[str]]
 """The untrusted caller of a call, if any, and the override keys it sent (``_guard`` checks them)."""
+NO_GUARD: Guard = (None, NO_KEYS)
 
 
 def run_id() -> str:
@@ -148,12 +149,14 @@ def bind_call(
     target: Context | None,
     where: Place | None,
     guard: Guard | None,
+    explaining: Explaining | None = None,
 ) -> Context:
     """``Pipeline.bind_call``: ``Pipeline.bind`` (``context.bind``) for all but a template-free entry.
 
     An independent call (``target`` None) runs ``where`` a ``Place`` says,
     by default under ``parent``; an entry whose metadata holds templates
-    (``target``, checked by ``bind``) runs under its target.
+    (``target``, checked by ``bind``) runs under its target. ``explaining``
+    is explain's (``prepare``): its modes, and what the bind found.
 
     Raises:
         InvocationError: neither a parent nor a place.
@@ -164,17 +167,25 @@ def bind_call(
         if parent is None:
             raise InvocationError(f"binding {pipeline.tool.name!r}: a call needs a parent context or a Place")
         where = place(parent.owner, parent, target, options)
-    return _call(pipeline, args, options, where, guard)
+    return _call(pipeline, args, options, where, guard, explaining)
 
 
-def _call(pipeline: Pipeline, args: Any, options: Mapping[str, Any], where: Place, guard: Guard | None) -> Context:
-    """``bind`` for an independent call, or an entry whose metadata holds templates."""
+def _call(
+    pipeline: Pipeline,
+    args: Any,
+    options: Mapping[str, Any],
+    where: Place,
+    guard: Guard | None,
+    explaining: Explaining | None,
+) -> Context:
+    """``bind`` for an independent call, an entry whose metadata holds templates, or explain: the one Context made."""
     plan = pipeline.plan
     static = (
         plan.static is not None
         and not options["context"]
         and not options["overrides"]
         and options["middleware"] is None
+        and explaining is None
     )
     ctx = Context(
         where.owner,
@@ -196,7 +207,26 @@ def _call(pipeline: Pipeline, args: Any, options: Mapping[str, Any], where: Plac
     if static:  # nothing depends on args: the context is built once around the compiled chain
         where.shared.history.append((pipeline.tool.name, args, time.time()))
         return ctx
-    return _configure(ctx, plan, pipeline, options, True, guard or (None, NO_KEYS), True, True)[0]
+    return _configure(ctx, pipeline, options, guard or NO_GUARD, explaining)
+
+
+@dataclass(slots=True)
+class Explaining:
+    """A bind for explain (``prepare``): its modes in, and what the bind found besides the context out.
+
+    ``render=False`` merges templates as written; ``sort=False`` (a chain
+    with an ``$order`` cycle) leaves the chain unsorted; ``prune=False``
+    keeps the leading entries that have no work (R-CHAIN-12). The bind
+    fills in the merged metadata, the verdicts, and where each extra
+    middleware entry came from.
+    """
+
+    render: bool = True
+    sort: bool = True
+    prune: bool = True
+    merged: Merged | None = None
+    verdicts: tuple[Verdict, ...] = ()
+    origins: dict[str, str] = field(default_factory=dict)
 
 
 def prepare(
@@ -215,58 +245,36 @@ def prepare(
 ) -> Prepared:
     """What explain shows of a call: its context, merged metadata, verdicts and the extra middleware's origins.
 
-    A call's context comes from ``Pipeline.bind``; this keeps explain's
-    modes: ``render=False`` merges template strings as they are written;
-    ``sort=False`` (a chain with an ``$order`` cycle) leaves the chain
-    unsorted; ``prune=False`` keeps the leading entries that have no work
-    (R-CHAIN-12). ``guarded`` are override keys sent by ``caller``: they
-    may not name tools it cannot call.
+    The ref's compiled pipeline binds the call as any call's does
+    (``Pipeline.bind_call``), in explain's modes (``Explaining``); with
+    ``sort=False`` the pipeline is the unsorted one of a tool whose
+    ``$order`` has a cycle (``Catalog.unsorted``). ``guarded`` are
+    override keys sent by ``caller``: they may not name tools it cannot call.
 
     Raises:
         OrchestratorError: the errors an invocation raises before its chain runs.
     """
     where = place(manager, parent, target, options)
-    checked = where.shared.checked
-    pipeline: Pipeline | None = None
-    if isinstance(ref, Tool) or not sort:
-        tool = ref if isinstance(ref, Tool) else manager.registry.find(ref, where.paths, checked)
-        plan = manager.planner.plan(tool, where.paths, checked)
-    else:
-        pipeline = compiled(where, ref)
-        tool, plan = pipeline.tool, pipeline.plan
-    ctx = Context(
-        manager,
-        tool,
-        args,
-        where.shared,
-        parent=where.parent,
-        target=where.target,
-        envelope=where.envelope,
-        paths=where.paths,
-        cwd=where.cwd,
-        chain=[],
-        values={},
-        phases=plan.phases,
-        env=plan.env,
-    )
-    return _configure(ctx, plan, pipeline, options, render, (caller, guarded), sort, prune)
+    pipeline = compiled(where, ref) if sort else manager.catalog.unsorted(ref, where.paths, where.shared.checked)
+    explaining = Explaining(render, sort, prune)
+    ctx = pipeline.bind_call(args, options, where.parent, where.target, where, (caller, guarded), explaining)
+    assert explaining.merged is not None  # the bind filled it in
+    return ctx, explaining.merged, explaining.verdicts, explaining.origins
 
 
 def _configure(
-    ctx: Context,
-    plan: Plan,
-    pipeline: Pipeline | None,
-    options: Mapping[str, Any],
-    render: bool,
-    guard: tuple[Caller | None, frozenset[str]],
-    sort: bool,
-    prune: bool,
-) -> Prepared:
-    """``prepare`` for a call that seeds, overrides, adds middleware or renders templates: the rest of the steps.
+    ctx: Context, pipeline: Pipeline, options: Mapping[str, Any], guard: Guard, explaining: Explaining | None
+) -> Context:
+    """``bind`` for a call that seeds, overrides, adds middleware or renders templates (or explain): the rest.
 
     Raises:
         OrchestratorError: a bad seed, override or extra middleware; a failing template; an ``$order`` cycle.
     """
+    if explaining is None:
+        render = sort = prune = True
+    else:
+        render, sort, prune = explaining.render, explaining.sort, explaining.prune
+    plan = pipeline.plan
     seed, over = options["context"], options["overrides"]
     if seed:
         _seed_locals(ctx, seed)
@@ -276,7 +284,7 @@ def _configure(
         extra += extra_specs(options["middleware"], "middleware")
     origins: dict[str, str] = {}
     if sort and plan.static is not None and not over:
-        merged, verdicts = _cached_chain(ctx, plan, pipeline, extra, origins)
+        merged, verdicts = _cached_chain(ctx, plan.static, pipeline, extra, origins)
     else:
         caller, guarded = guard
         checked = (caller, guarded) if caller is not None and guarded else None
@@ -288,7 +296,9 @@ def _configure(
         idle = idle_prefix(ctx, ctx.chain)
         if idle:
             ctx.chain = ctx.chain[idle:]
-    return ctx, merged, verdicts, origins
+    if explaining is not None:
+        explaining.merged, explaining.verdicts, explaining.origins = merged, verdicts, origins
+    return ctx
 
 
 def _seed_locals(ctx: Context, seed: Mapping[str, Any]) -> None:
@@ -310,30 +320,21 @@ def _seed_locals(ctx: Context, seed: Mapping[str, Any]) -> None:
 
 
 def _cached_chain(
-    ctx: Context,
-    plan: Plan,
-    pipeline: Pipeline | None,
-    extra: Extra,
-    origins: dict[str, str],
+    ctx: Context, merged: Merged, pipeline: Pipeline, extra: Extra, origins: dict[str, str]
 ) -> tuple[Merged, tuple[Verdict, ...]]:
     """Nothing depends on args: the verdicts and sorted chain are the pipeline's (with extra middleware, sorted)."""
-    tool, paths, checked, planner = ctx.tool, ctx.paths, ctx.shared.checked, ctx.owner.planner
-    merged = plan.static
-    assert merged is not None  # the caller checked it
-    if pipeline is None:
-        pipeline = planner.compiled(tool, plan, paths, checked)
     if not extra:
         ctx.chain = list(pipeline.entries)  # not pruned: seeded locals may wake an entry
     else:
-        built = build_chain(tool, merged, pipeline.verdicts, extra, plan.phases, origins)
-        ctx.chain = planner.conditioned(built, paths, checked)
+        built = build_chain(ctx.tool, merged, pipeline.verdicts, extra, pipeline.plan.phases, origins)
+        ctx.chain = ctx.owner.planner.conditioned(built, ctx.paths, ctx.shared.checked)
     return merged, pipeline.verdicts
 
 
 def _merged_chain(
     ctx: Context,
     plan: Plan,
-    pipeline: Pipeline | None,
+    pipeline: Pipeline,
     over: Any,
     extra: Extra,
     origins: dict[str, str],
@@ -342,9 +343,12 @@ def _merged_chain(
     sort: bool,
     prune: bool,
 ) -> tuple[Merged, tuple[Verdict, ...]]:
-    """Templates or overrides: the levels merge for this call, then the chain is found (or taken from the plan).
+    """Templates or overrides: the levels merge for this call, then the chain is the pipeline's or found again.
 
-    ``guard`` is the untrusted caller and the override keys it sent, checked once the verdicts are known.
+    Templates fill in values, never keys: with no overrides and no extra
+    middleware the chain is the pipeline's (unsorted for explain's cycle),
+    each entry with its value for this call. ``guard`` is the untrusted
+    caller and the override keys it sent, checked once the verdicts are known.
 
     Raises:
         ConfigurationError, SecurityError, InterpolationError: a bad override, a locked key, a failing template.
@@ -359,22 +363,22 @@ def _merged_chain(
             guard_managed(level, plan.managed, tool.name)
         levels = (*levels, level)
     merged = _merge(ctx, plan, levels, level is None, render)
-    planned = sort and not extra and level is None  # templates fill in values, never keys: the plan's order
+    planned = not extra and level is None
     if planned:
-        if pipeline is None:
-            pipeline = planner.compiled(tool, plan, paths, checked)
         verdicts, ctx.resolved = pipeline.verdicts, pipeline.children
         ctx.chain = planner.bound_chain(pipeline, merged, prune)
     else:
         verdicts = planner.toolkeys(tool, merged, paths, checked)
     if guard is not None:
         _guard(*guard, verdicts, tool.name)
+    if planned:
+        return merged, verdicts
     if not sort:
         ctx.chain = unsorted_chain(merged, verdicts)
-    elif not planned:
-        built = build_chain(tool, merged, verdicts, extra, plan.phases, origins)
-        ctx.chain = planner.conditioned(built, paths, checked)
-    if sort and level is not None and level.annotations.get("$order") and merged.locked:
+        return merged, verdicts
+    built = build_chain(tool, merged, verdicts, extra, plan.phases, origins)
+    ctx.chain = planner.conditioned(built, paths, checked)
+    if level is not None and level.annotations.get("$order") and merged.locked:
         unmoved = build_chain(tool, replace(merged, order=plan.raw.order), verdicts, extra, plan.phases, {})
         keep_locked_order(unmoved, ctx.chain, merged.locked, tool.name)
     return merged, verdicts

@@ -4,7 +4,8 @@ It wires the registry (finding and reading files, the caches that follow
 edits), the authorities and the planner for one set of search paths, and
 answers what the Manager's finding methods ask: a search path for a folder,
 a tool, its authority and their chain, and ``pipeline(ref, paths)``, what a
-ref compiles to (``orchestrator.pipeline``).
+ref compiles to (``orchestrator.pipeline``); ``unsorted`` is explain's
+pipeline of a tool whose ``$order`` has a cycle, which compiles to none.
 """
 
 from __future__ import annotations
@@ -83,3 +84,25 @@ class Catalog:
         if isinstance(tool, str):
             tool = self.find_tool(tool)
         return self.authorities.chain(self.find_authority(tool), self.paths, None)
+
+    def unsorted(self, ref: str | Tool, paths: tuple[SearchPath, ...], checked: set[str] | None) -> Pipeline:
+        """``ref``'s pipeline with its chain unsorted: what explain shows of a tool whose ``$order`` has a cycle.
+
+        Such a tool compiles to no pipeline (``pipeline`` raises
+        ``OrderCycleError``); this one holds the middleware entries in merged
+        order, each with its ``when``, all of them run, and no entry's
+        pipeline compiled ahead. It is made when asked, never cached.
+
+        Raises:
+            OrchestratorError: the ref finds no tool, or its file or cascade is malformed.
+        """
+        from .ordering import unsorted_chain
+        from .pipeline import Children, Pipeline  # the running layer's (a pipeline binds calls); only for explain
+
+        planner = self.planner
+        tool = ref if isinstance(ref, Tool) else self.registry.find(ref, paths, checked)
+        plan = planner.plan(tool, paths, checked)
+        verdicts = planner.toolkeys(tool, plan.raw, paths, checked)
+        entries = tuple(planner.conditioned(unsorted_chain(plan.raw, verdicts), paths, checked))
+        templated = frozenset(key for level in plan.rest for key in level.templates)  # rest: () when none has one
+        return Pipeline(tool, plan, verdicts, entries, entries, Children(paths, {}), templated)
