@@ -4,7 +4,8 @@ A Manager keeps per-manager objects made on first use (a model client, a
 pool of MCP sessions: ``keep``) and ends them, newest first, when it closes.
 The executors that ``delegate`` uses are shared by every Manager of the
 process: the process's open managers are counted here, and the last one to
-close ends the executors. The Manager's lifecycle methods (``resource``,
+close ends the executors. ``close`` also ends the run log's recorder that
+``recorder`` starts. The Manager's lifecycle methods (``resource``,
 ``close``, ``aclose``, ``with`` and ``async with``) are the functions at the
 end of this module.
 """
@@ -24,6 +25,7 @@ from .errors import InvocationError
 
 if TYPE_CHECKING:
     from .manager import Manager
+    from .recorder import Recorder
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -96,6 +98,19 @@ class Lifetime:
         executors = sys.modules.get("orchestrator.executor")  # not imported: no executor was ever made
         if last and executors is not None:
             executors.close_executors()
+
+
+def recorder(manager: Manager, runlog: Any) -> Recorder | None:
+    """The recorder of ``Manager(runlog=...)`` (``orchestrator.recorder``), which ``close`` ends; None for no run log.
+
+    Raises:
+        ConfigurationError: ``runlog`` is not a path, a ``RunLog``, True or None.
+    """
+    if runlog is None or runlog is False:
+        return None
+    from .recorder import recorder_for  # sqlite and the recorder only for programs that keep a run log
+
+    return recorder_for(manager, runlog)
 
 
 # -- the Manager's lifecycle methods (``Manager.close`` ... are these functions) -------------------------------

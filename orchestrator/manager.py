@@ -1,17 +1,13 @@
 """Manager: the facade of the engine (SPEC section 5): it wires the parts and hands each call to its owner.
 
-``await manager.invoke(ref, args)`` runs, with no shortcuts: ``$NAME``
-extraction, ref resolution, a child context, the context seed, origin and
-history, the authority, the cascade, and the sorted chain. Everything that
-does not depend on args (plans, toolKeys, SCCs, sorted chains) is compiled
-once into a ``Pipeline``, cached with the files it came from.
-
-Who does what: ``catalog`` finds tools and authorities and compiles them
-(``Catalog``), ``binding`` makes a call's context from its pipeline,
+``catalog`` finds tools and authorities and compiles each ref once into a
+``Pipeline`` (plans, toolKeys, SCCs, the sorted chain), cached with the files
+it came from; ``binding`` makes a call's context from its pipeline;
 ``invocation`` runs a call (options, limits, timeout, the run log, the sync
-wrappers, ``resume``), ``lifecycle`` keeps and ends what the manager started,
+wrappers, ``resume``); ``lifecycle`` keeps and ends what the manager started;
 ``descriptions`` lists, describes and explains tools. The methods here say
-what they promise and pass the call on.
+what they promise and pass the call on; those bound from a module
+(``close = lifecycle.close``) carry their docstrings there.
 """
 
 from __future__ import annotations
@@ -22,7 +18,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import anyio.to_thread
 
 from . import binding, descriptions, invocation, lifecycle
@@ -99,17 +94,10 @@ class Manager:
         self.events = Events()
         if on_event is not None:
             self.events.listeners.append(on_event)
-        self.max_depth = max_depth
-        self.max_stack = max_stack
-        self.limits = limits
+        self.max_depth, self.max_stack, self.limits = max_depth, max_stack, limits
         self.cwd = Path(cwd).resolve() if cwd is not None else Path.cwd()
-        self.approver = approver
-        self.executor = executor
-        self.recorder: Recorder | None = None  # the run log's recorder (orchestrator.runlog); None: nothing is recorded
-        if runlog is not None and runlog is not False:
-            from .recorder import recorder_for  # sqlite and the recorder only for programs that keep a run log
-
-            self.recorder = recorder_for(self, runlog)
+        self.approver, self.executor = approver, executor
+        self.recorder: Recorder | None = lifecycle.recorder(self, runlog)  # None: nothing is recorded
         self.runlog: RunLog | None = self.recorder.runlog if self.recorder is not None else None
         self.lifetime = Lifetime(sessions)  # what resource() keeps, the session store, whether the manager is closed
         invocation.fit_recursion(max_stack)
@@ -181,14 +169,14 @@ class Manager:
         """
         self.registry.watch()
 
-    # -- lifecycle (orchestrator.lifecycle) ------------------------------------
+    # -- lifecycle (orchestrator.lifecycle: bodies and docstrings) -----------------
 
-    resource = lifecycle.resource
-    close = lifecycle.close
-    aclose = lifecycle.aclose
-    __enter__ = lifecycle.enter
+    resource = lifecycle.resource  # resource(key, make): kept under key, made by make() on first use, closed by close()
+    close = lifecycle.close  # close(): end what the manager started (watcher, kept resources, executors); idempotent
+    aclose = lifecycle.aclose  # await aclose(): close() on a worker thread
+    __enter__ = lifecycle.enter  # with Manager(...) as manager: ... closes it on leaving
     __exit__ = lifecycle.leave
-    __aenter__ = lifecycle.aenter
+    __aenter__ = lifecycle.aenter  # async with Manager(...) as manager: ... acloses it on leaving
     __aexit__ = lifecycle.aleave
 
     # -- invocation ------------------------------------------------------------
@@ -221,8 +209,7 @@ class Manager:
             Interrupted: a call needed a decision no approver could give; ``resume`` continues.
             InvocationError: the manager is closed (also the errors of SPEC section 7).
         """
-        # A closed manager starts no run (the coroutine raises when awaited, as any other invoke error); a run
-        # already going keeps its nested calls, as it did before ``parent`` was public.
+        # A closed manager starts no run (the coroutine raises when awaited); a run going keeps its nested calls.
         if self.lifetime.closed and parent is None:  # the record, not the property: one call less per invoke
             return lifecycle.closed("invoke", str(ref.name if isinstance(ref, Tool) else ref))
         return self._invoke(
@@ -236,12 +223,12 @@ class Manager:
             caller=caller,
         )
 
-    # The invocation steps (orchestrator.invocation) as methods: ``run`` runs a bound context's chain.
+    # The invocation steps (orchestrator.invocation: bodies and docstrings) as methods.
     _invoke = invocation.invoke
-    run = invocation.run
-    resume = invocation.resume
-    invoke_sync = invocation.invoke_sync
-    resume_sync = invocation.resume_sync
+    run = invocation.run  # await run(ctx, caller=None): run a bound context's chain (prepare, then run)
+    resume = invocation.resume  # await resume(token, decision="approve", *, ref=None): continue an Interrupted run
+    invoke_sync = invocation.invoke_sync  # invoke_sync(ref, args=None, *, backend="asyncio", **options): own loop
+    resume_sync = invocation.resume_sync  # resume_sync(token, decision="approve", *, ref=None, backend="asyncio")
 
     def emit(self, kind: str, ctx: Context, iteration: int | None = None, **data: Any) -> None:
         """Send an event about ctx to every listener (nothing is built when nobody listens)."""
@@ -291,10 +278,10 @@ class Manager:
         """
         return binding.bound(self, ref, args, None, options)
 
-    # The binding steps (orchestrator.binding) as methods: an entry named outside the chain (the runner binds
-    # its own entries' pipelines), ``invoke_entry`` for ``ctx.manager.invoke_entry``.
-    enter = binding.enter
-    invoke_entry = binding.invoke_entry
+    # The binding steps (orchestrator.binding: bodies and docstrings) as methods, for an entry named outside the
+    # chain (the runner binds its own entries' pipelines).
+    enter = binding.enter  # enter(ctx, entry, height): the context of ctx's chain entry, or chain.SKIPPED (a cycle)
+    invoke_entry = binding.invoke_entry  # await invoke_entry(ctx, entry): run it as an entry (ctx.manager.invoke_entry)
 
     # -- explain ---------------------------------------------------------------
 
