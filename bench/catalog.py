@@ -25,7 +25,8 @@ user waits for instead: ``toolcascade list`` (its first run over files it
 never saw, with a new ``XDG_CACHE_HOME``), ``list`` again with the output
 piped (not a terminal), and ``check`` after them (the index present), each the CPU seconds (user + sys, from
 ``getrusage(RUSAGE_CHILDREN)``) of one whole ``toolcascade`` process,
-interpreter start and imports included. The catalogue is a realistic one:
+interpreter start and imports included, then ``check`` again (the verdict the first kept,
+``orchestrator.verdicts``). The catalogue is a realistic one:
 10,000 tools in 100 folders, each folder with an ``AUTHORITY.md``, the
 markdown tools with a description, ``params`` and a few metadata keys, one
 in ten a python tool. Several rounds, medians::
@@ -355,13 +356,19 @@ def cpu_table(folder: Path, count: int, folders: int, rounds: int, package: Path
     first: list[float] = []
     again: list[float] = []
     checked: list[float] = []
+    rechecked: list[float] = []
     statuses: set[int] = set()
     rows: set[int] = set()  # lines each list printed: every round lists the same catalogue
     for number in range(rounds):
         cache = folder / f"xdg-{number}"
         shutil.rmtree(cache, ignore_errors=True)
         cache.mkdir()
-        for found, arguments in ((first, ["list", *path]), (again, ["list", *path]), (checked, ["check", *path])):
+        for found, arguments in (
+            (first, ["list", *path]),
+            (again, ["list", *path]),
+            (checked, ["check", *path]),
+            (rechecked, ["check", *path]),
+        ):
             used, status = cpu_seconds(arguments, work, cache, package)
             found.append(used * 1e6)
             if arguments[0] == "check":
@@ -373,11 +380,12 @@ def cpu_table(folder: Path, count: int, folders: int, rounds: int, package: Path
         shutil.rmtree(cache, ignore_errors=True)
     samples = {
         name: Sample(statistics.median(v), min(v), rounds)
-        for name, v in (("first", first), ("again", again), ("check", checked))
+        for name, v in (("first", first), ("again", again), ("check", checked), ("recheck", rechecked))
     }
     table.add("`toolcascade list`, files never seen (new XDG_CACHE_HOME)", samples["first"], "CPU, user + sys")
     table.add("`toolcascade list` again, output piped", samples["again"], f"lines printed: {sorted(rows)}")
     table.add("`toolcascade check`", samples["check"], f"exit status {sorted(statuses)}")
+    table.add("`toolcascade check` again, files unchanged", samples["recheck"], "the kept verdict")
     full = (count, folders) == FULL
     for text, sample, bound in (
         ("first `list` of 10,000 tools < 1.5 s CPU", samples["first"], 1.5),
