@@ -12,8 +12,9 @@ An independent call is first placed (``place``: its run, parent, search
 paths, cwd) and its ref compiled there (``compiled``); ``bound`` does the
 three steps. The runner binds each entry's pipeline itself; ``enter`` and
 ``invoke_entry`` (``Manager.enter``, ``ctx.manager.invoke_entry``) do the
-same for an entry named outside the chain. ``prepare`` is explain's: its
-modes show templates unrendered, an unsorted chain, the idle entries.
+same for an entry named outside the chain. ``prepare`` is explain's: it
+binds the compiled pipeline through the same door, in explain's modes
+(``Explaining``: templates as written, an unsorted chain, the idle entries).
 """
 
 from __future__ import annotations
@@ -78,6 +79,25 @@ class Place(NamedTuple):
     paths: tuple[SearchPath, ...]
     cwd: Path
     envelope: Any
+
+
+@dataclass(slots=True)
+class Explaining:
+    """A bind for explain (``prepare``): its modes in, and what the bind found besides the context out.
+
+    ``render=False`` merges templates as written; ``sort=False`` (a chain
+    with an ``$order`` cycle) leaves the chain unsorted; ``prune=False``
+    keeps the leading entries that have no work (R-CHAIN-12). The bind
+    fills in the merged metadata, the verdicts, and where each extra
+    middleware entry came from.
+    """
+
+    render: bool = True
+    sort: bool = True
+    prune: bool = True
+    merged: Merged | None = None
+    verdicts: tuple[Verdict, ...] = ()
+    origins: dict[str, str] = field(default_factory=dict)
 
 
 _tuple = tuple.__new__
@@ -208,25 +228,6 @@ def _call(
         where.shared.history.append((pipeline.tool.name, args, time.time()))
         return ctx
     return _configure(ctx, pipeline, options, guard or NO_GUARD, explaining)
-
-
-@dataclass(slots=True)
-class Explaining:
-    """A bind for explain (``prepare``): its modes in, and what the bind found besides the context out.
-
-    ``render=False`` merges templates as written; ``sort=False`` (a chain
-    with an ``$order`` cycle) leaves the chain unsorted; ``prune=False``
-    keeps the leading entries that have no work (R-CHAIN-12). The bind
-    fills in the merged metadata, the verdicts, and where each extra
-    middleware entry came from.
-    """
-
-    render: bool = True
-    sort: bool = True
-    prune: bool = True
-    merged: Merged | None = None
-    verdicts: tuple[Verdict, ...] = ()
-    origins: dict[str, str] = field(default_factory=dict)
 
 
 def prepare(
