@@ -37,6 +37,18 @@ NESTING = 8
 """How many levels of middleware-of-middleware a static chain resolves ahead; deeper entries resolve when entered."""
 
 
+def own(tool: Tool, paths: tuple[SearchPath, ...]) -> tuple[str, int, tuple[SearchPath, ...]]:
+    """The cache key of what is planned or compiled from ``tool`` itself: its uri, and which parse of it.
+
+    A run may still hold a tool's previous version (a long agent run, the run
+    log's writer thread) and plan it after its file changed: what it gets is
+    its own and never what a call of the file as it is now is served. The
+    parsed file is cached while unchanged, so calls share one entry; the value
+    holds the tool, so its ``id`` is not reused while the entry lives.
+    """
+    return (tool.uri, id(tool), paths)
+
+
 class _Nesting(threading.local):
     """How deep this thread's static chains resolve entries ahead (each thread computes its own)."""
 
@@ -53,7 +65,7 @@ class Planner:
 
     def plan(self, tool: Tool, paths: tuple[SearchPath, ...], checked: set[str] | None = None) -> Plan:
         """The cached, args-independent part of ``tool``'s cascade."""
-        return self.registry.memo("plans", (tool.uri, paths), lambda deps: self._make_plan(tool, paths, deps), checked)
+        return self.registry.memo("plans", own(tool, paths), lambda deps: self._make_plan(tool, paths, deps), checked)
 
     def _make_plan(self, tool: Tool, paths: tuple[SearchPath, ...], deps: set[str]) -> Plan:
         if tool.path is not None:
@@ -107,7 +119,7 @@ class Planner:
         )
 
     def component(self, tool: Tool, paths: tuple[SearchPath, ...], checked: set[str] | None) -> frozenset[str]:
-        def compute(deps: set[str]) -> frozenset[str]:
+        def compute(deps: set[str]) -> tuple[Tool, frozenset[str]]:  # the tool kept alive with it (``own``)
             def find(key: str) -> Tool | None:
                 try:
                     return self.registry.find(key, paths, deps)
@@ -122,9 +134,9 @@ class Planner:
                 return [k for k in plan.keys if k in plan.raw.dynamic or self._attachable(find(k))]
 
             components = reachable_components(tool, keys_of, find)
-            return components[tool.uri]
+            return tool, components[tool.uri]
 
-        return self.registry.memo("scc", (tool.uri, paths), compute, checked)
+        return self.registry.memo("scc", own(tool, paths), compute, checked)[1]
 
     def _in_cycle(self, tool: Tool, name: str, paths: tuple[SearchPath, ...], deps: set[str]) -> bool:
         """Whether the tool ``name`` names is in ``tool``'s SCC, asked of the named tool's own (cached) SCC.
@@ -282,7 +294,7 @@ class Planner:
             main = tool.fn if code is not None and code.co_flags & inspect.CO_COROUTINE else None
             return Pipeline(tool, plan, verdicts, entries, runs, self._children(runs, paths, deps), templated, main)
 
-        return self.registry.memo("compiled", (tool.uri, paths), compute, checked)
+        return self.registry.memo("compiled", own(tool, paths), compute, checked)
 
     def _children(self, entries: tuple[Entry, ...], paths: tuple[SearchPath, ...], deps: set[str]) -> Children:
         """The pipelines of a chain's tool entries, their files added to ``deps`` (R-INV-2, step 2 ahead).

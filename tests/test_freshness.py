@@ -190,6 +190,23 @@ async def test_a_tool_in_a_folder_created_later_is_found(write: Write, tools: Pa
     await result_until(manager, "team/deep/x", "found")
 
 
+async def test_planning_a_previous_version_of_a_tool_never_changes_what_calls_see(
+    write: Write, tools: Path, managed: Any
+) -> None:
+    """A run still holding a tool's previous version (a long agent run, the run log's writer thread) may plan
+    and compile it after an edit: that is its own, and the next call still sees the file as it is now."""
+    write("tools/page.md", "---\nmetadata:\n  tag: one\n---\n{{ meta.tag }}\n")
+    manager = managed([tools])
+    await twice(manager, "page", "one")
+    held = manager.find_tool("page")
+    write("tools/page.md", "---\nmetadata:\n  tag: two!\n---\n{{ meta.tag }}\n")
+    manager.refresh()
+    planner = manager.planner
+    planner.compiled(held, planner.plan(held, manager.paths), manager.paths, None)
+    await twice(manager, "page", "two!")
+    assert planner.plan(held, manager.paths).raw.values["tag"] == "one"  # its own plan, as it was
+
+
 async def test_an_authority_edit_changes_the_cascade(write: Write, tools: Path, managed: Any) -> None:
     authority = write("tools/AUTHORITY.md", "---\nmetadata:\n  greeting: hi\n---\n")
     write("tools/t.md", "---\n---\n{{ meta.greeting }}\n")
