@@ -2,9 +2,10 @@
 
 ``parse_model`` remembers the spec of a metadata value it parsed, but a value
 changed in place, a different alias table or a bare alias word is parsed
-again; every caller gets its own dict. ``bounded`` (a context manager
-around every model request) restores the limit set before, also when the
-block fails (``keeping``'s clients: tests/test_model_clients.py).
+again; every caller gets its own dict. ``bounded`` and ``keeping`` (the
+one ``Setting`` class, entered around every model request) restore the
+value set before, also when the block fails (``keeping``'s clients:
+tests/test_model_clients.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import pytest
 from orchestrator import ConfigurationError
 from orchestrator.agent import parse_model
 from orchestrator.agent.answer import Answer, bounded
+from orchestrator.agent.clients import keeping
+from orchestrator.agent.protocol import Setting
 
 
 def test_a_spec_parsed_again_is_equal_and_a_dict_of_its_own():
@@ -71,3 +74,17 @@ def test_bounded_restores_the_limit_before_it_also_on_failure():
             assert Answer({}, None).limit == 5
             raise RuntimeError("the request failed")
         assert Answer({}, None).limit == 100
+
+
+@pytest.mark.parametrize("setting", [bounded, keeping])
+def test_a_setting_holds_its_value_in_its_block_and_restores_the_one_before_also_on_failure(setting: Any):
+    outer, inner = setting(object()), setting(object())
+    assert isinstance(outer, Setting) and outer.var is inner.var
+    before = outer.var.get()
+    with outer:
+        assert outer.var.get() is outer.value
+        with pytest.raises(RuntimeError), inner:
+            assert outer.var.get() is inner.value
+            raise RuntimeError("the request failed")
+        assert outer.var.get() is outer.value
+    assert outer.var.get() is before

@@ -9,7 +9,9 @@ can drop the partial text. A truncated answer, or one without the tool call
 `tool-choice` demands, is a ModelError. The response's token usage is added
 to `ctx.run.usage` (what the providers reported: a cache hit adds nothing).
 The request uses the SDK client the Manager keeps for its configuration
-(`orchestrator.agent.clients`), also when a program calls `model-call` itself.
+(`orchestrator.agent.clients`) and reads at most the Manager's
+`Limits.model_answer` bytes of answer, also when a program calls
+`model-call` itself.
 
 Its `params` schema asks only for an object with `model` and `messages`; the
 shape of each field (`model` a mapping naming its provider, `messages` a list
@@ -23,6 +25,7 @@ message cost about ten times the rest of validate-args (issue 29).
 
 from orchestrator import ArgsValidationError
 from orchestrator.agent import provider_for
+from orchestrator.agent.answer import bounded
 from orchestrator.agent.clients import keeping
 from orchestrator.agent.model import add_usage, check_response
 
@@ -75,7 +78,8 @@ async def main(ctx):
     if discard is not None:
         discard("the request is sent again")  # an earlier attempt streamed, then a middleware ran it again
     try:
-        with keeping(ctx.owner):  # the Manager's reused client, as an agent's requests get
+        owner = ctx.owner
+        with bounded(owner.limits.model_answer), keeping(owner):  # the Manager's answer limit and reused client
             response = await provider_for(ctx.args["model"]).complete(ctx.args, run=ctx.run.id, on_delta=stream)
         add_usage(ctx.run.usage, response.get("usage"))  # a refused answer still cost its tokens
         check_response(ctx.args, response)

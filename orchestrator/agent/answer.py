@@ -9,7 +9,7 @@ every successful answer through ``Answer``:
 - at most ``Limits.model_answer`` bytes, counted as they arrive: past it
   the read stops at once (the server is hung up on), so memory stays
   bounded whatever the server sends. ``bounded`` sets the limit for the
-  model requests made inside it (the agent loop sets its manager's);
+  model requests made inside it (``model-call`` sets its manager's);
   elsewhere it is the default's.
 - every value is decoded and type-checked (``decode``, ``field``); the
   providers raise ``BadAnswer`` for anything out of shape, and ``Answer``
@@ -40,7 +40,7 @@ import anyio
 
 from ..errors import ModelError
 from ..limits import DEFAULT_LIMITS
-from .protocol import label
+from .protocol import Setting, label
 
 T = TypeVar("T")
 EXCERPT = 160
@@ -50,22 +50,10 @@ _LIMIT: ContextVar[int] = ContextVar("model_answer", default=DEFAULT_LIMITS.mode
 _KINDS = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 
 
-class bounded:  # noqa: N801 - used as a function: ``with bounded(limit):``
-    """Model answers read inside this block may have at most ``limit`` bytes (``Limits.model_answer``).
-
-    A class, not a generator context manager: it is entered on every model request.
-    """
-
-    __slots__ = ("limit", "token")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-
-    def __enter__(self) -> None:
-        self.token = _LIMIT.set(self.limit)
-
-    def __exit__(self, *exc: object) -> None:
-        _LIMIT.reset(self.token)
+def bounded(limit: int) -> Setting[int]:
+    """``with bounded(limit):`` model answers read inside the block may have at most ``limit`` bytes
+    (``Limits.model_answer``)."""
+    return Setting(_LIMIT, limit)
 
 
 class BadAnswer(Exception):

@@ -16,9 +16,9 @@ loop ends (``asyncio.run`` cancels every task, trio its system tasks), or
 when ``Manager.close()`` asks it to. A loop that has already ended closed
 its own clients, so ``close()`` never raises.
 
-The agent loop tells the providers whose clients to use with ``keeping(manager)``
-around its model requests, and so does ``model-call`` (``keeping(ctx.owner)``),
-so a program invoking ``model-call`` itself reuses the Manager's client too.
+``model-call`` tells the providers whose clients to use with
+``keeping(ctx.owner)`` around its model request, so an agent's requests and
+a program invoking ``model-call`` itself reuse the Manager's client.
 A request made outside one (a program calling a provider's ``complete``
 directly) or after the Manager closed gets a client of its own, closed after
 the request.
@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.lowlevel
 
+from .protocol import Setting
+
 if TYPE_CHECKING:
     from ..manager import Manager
 
@@ -50,23 +52,10 @@ CLOSE_WAIT = 5.0
 _KEEPER: ContextVar[Manager | None] = ContextVar("model_clients", default=None)
 
 
-class keeping:  # noqa: N801 - used as a function: ``with keeping(manager):``
-    """Model requests made inside this block reuse ``manager``'s clients (``Manager.resource``).
-
-    A class, not a generator context manager: every model request enters it
-    twice (the agent, then ``model-call``), on the way to the first token.
-    """
-
-    __slots__ = ("manager", "token")
-
-    def __init__(self, manager: Manager) -> None:
-        self.manager = manager
-
-    def __enter__(self) -> None:
-        self.token = _KEEPER.set(self.manager)
-
-    def __exit__(self, *exc: object) -> None:
-        _KEEPER.reset(self.token)
+def keeping(manager: Manager) -> Setting[Manager | None]:
+    """``with keeping(manager):`` model requests made inside the block reuse ``manager``'s clients
+    (``Manager.resource``)."""
+    return Setting(_KEEPER, manager)
 
 
 Make = Callable[[str, Any], Any]

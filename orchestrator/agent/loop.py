@@ -93,9 +93,7 @@ from ..errors import (
 from ..interrupts import RESUMING as RESUMING  # re-exported: the key was defined here
 from ..interrupts import Suspension
 from ..prompt import render_prompt
-from .answer import bounded
 from .briefing import agent_instructions
-from .clients import keeping
 from .conversation import Conversation, Saver, preamble
 from .media import prompt_content
 from .model import ALIASES_KEY, Deltas, label, parse_model
@@ -445,13 +443,12 @@ class Agent:
                 lambda kind, data: manager.emit(kind, ctx, iteration, **(named(data) if "call" in data else data))
             )
         try:
-            with bounded(manager.limits.model_answer), keeping(manager):  # its limit; its reused clients
-                response = await ctx.manager.invoke(
-                    "model-call",
-                    request,
-                    overrides=self.model_pipeline,
-                    context={"locals": {"stream": deltas, "conversation": conversation}},
-                )
+            response = await ctx.manager.invoke(  # its answer limit and reused clients: model-call's
+                "model-call",
+                request,
+                overrides=self.model_pipeline,
+                context={"locals": {"stream": deltas, "conversation": conversation}},
+            )
         except BaseException as exc:
             if deltas is not None:
                 deltas.discard(f"{type(exc).__name__}: {exc}")

@@ -9,7 +9,8 @@ re-exports every name here.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from contextvars import ContextVar, Token
+from typing import Any, Generic, Protocol, TypeVar
 
 from ..errors import SecurityError
 from .routes import granted
@@ -23,6 +24,29 @@ DEFAULT_MAX_TOKENS = 4096
 
 Delta = Callable[[dict[str, Any]], None]
 """Receives each piece of an answer as it streams in (see ``orchestrator.agent.model``)."""
+T = TypeVar("T")
+
+
+class Setting(Generic[T]):
+    """Sets ``var`` to ``value`` inside a ``with`` block, and back to what it was on exit.
+
+    What the model requests made inside the block read: ``answer.bounded``
+    (the answer limit) and ``clients.keeping`` (the Manager keeping the
+    clients). A class, not a generator context manager: ``model-call``
+    enters both on every model request, on the way to the first token.
+    """
+
+    __slots__ = ("var", "value", "token")
+
+    def __init__(self, var: ContextVar[T], value: T) -> None:
+        self.var = var
+        self.value = value
+
+    def __enter__(self) -> None:
+        self.token: Token[T] = self.var.set(self.value)
+
+    def __exit__(self, *exc: object) -> None:
+        self.var.reset(self.token)
 
 
 class Provider(Protocol):
