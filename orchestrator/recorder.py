@@ -21,7 +21,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigurationError
@@ -32,7 +31,6 @@ if TYPE_CHECKING:
     from .context import Context
     from .events import Event
     from .manager import Manager
-    from .tool import Tool
 
 log = logging.getLogger("orchestrator.runlog")
 
@@ -56,7 +54,8 @@ class Recorder:
         self._turns: OrderedDict[str, list[Event]] = OrderedDict()
         self._described: dict[str, tuple[str | None, Any, Any, bool]] = {}
         self._listening = self.listen
-        self._lookup = self._params  # made once: each recorded call carries it
+        self._lookup = self._params  # made once: each recorded call carries them
+        self._filling = self.fill
         self._listens = False  # listening starts with the first top-level invoke (begin): a batch's units never do
         self._lock = threading.Lock()
 
@@ -106,37 +105,55 @@ class Recorder:
     ) -> None:
         """Record a finished top-level call (``ctx`` is None when it failed before its context was made).
 
-        Never raises: a failure to record is a warning.
+        Only what the call leaves behind is taken here (its context, its
+        model turns); the record is completed on the log's writer thread
+        (``fill``), off the event loop. Never raises: a failure to record is
+        a warning.
         """
         try:
-            if ctx is not None and ctx.meta.get(SWITCH) is False:  # its folder (or itself) keeps it out of the log
-                self._turns.pop(ctx.shared.id, None)
-                return
             seconds = time.perf_counter() - begun[1]
-            name = str(getattr(ref, "name", ref))
-            run = ctx.shared.id if ctx is not None else _new_id()
-            call = Call(id=run, ref=name, args=args, started=begun[0], seconds=seconds, result=result, error=error)
+            name = ref if type(ref) is str else str(getattr(ref, "name", ref))
+            if ctx is None:
+                call = Call(_new_id(), name, args, begun[0], seconds, result, error)
+            else:
+                run = ctx.shared.id
+                call = Call(run, name, args, begun[0], seconds, result, error)
+                call.events = self._turns.pop(run, ())
+                call.context = ctx
+                call.fill = self._filling
             call.caller = caller.name if caller is not None else None
             call.lookup = self._lookup
-            if ctx is not None:
-                self._fill(call, ctx)
             self.runlog.add(call)
         except Exception as exc:
             log.warning("run log %s: cannot record a run: %s", self.runlog.path, exc)
 
-    def _fill(self, call: Call, ctx: Context) -> None:
-        shared = ctx.shared
-        call.tool = ctx.tool.name
+    def fill(self, call: Call) -> bool:
+        """Complete a call's record from its context, on the log's writer thread; False: the call is not kept.
+
+        The call is over: nothing changes its context any more. Its tool's
+        metadata may keep it out of the log (``runlog: false``, set by
+        itself or by its folder's ``AUTHORITY.md``).
+        """
+        ctx = call.context
+        call.context = None  # the record no longer holds the run's context
+        if ctx is None:
+            return True
         meta = call.meta = ctx.meta
+        if meta.get(SWITCH) is False:
+            return False
+        call.tool = ctx.tool.name
         call.params, call.returns = meta.get("params"), meta.get("returns")
-        call.events = self._turns.pop(shared.id, ())
-        usage = shared.usage
+        usage = ctx.shared.usage
         call.usage = dict(usage) if usage else None
         call.env = bool(ctx.trust.get("env"))
         model = meta.get("model")
-        if model is not None and isinstance(model, Mapping) and isinstance(model.get("api-key-env"), str):
+        if isinstance(model, Mapping) and isinstance(model.get("api-key-env"), str):
             call.secrets.append(os.environ.get(model["api-key-env"]))
-        call.planned = partial(_levels, self._manager, ctx.tool, ctx.paths)  # looked up on the writer thread
+        try:  # the plan is cached: looked up here, off the event loop
+            call.levels = self._manager.planner.plan(ctx.tool, ctx.paths, set()).levels
+        except Exception:  # a tool changed or gone meanwhile: its levels are left out
+            call.levels = ()
+        return True
 
     def record(
         self,
@@ -197,11 +214,6 @@ class Recorder:
             self.runlog.close()
         else:
             self.runlog.flush()
-
-
-def _levels(manager: Manager, tool: Tool, paths: Any) -> Any:
-    """The cascade levels of ``tool``'s plan (its cached plan: the writer thread asks, not the event loop)."""
-    return manager.planner.plan(tool, paths, set()).levels
 
 
 def _new_id() -> str:

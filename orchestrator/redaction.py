@@ -39,7 +39,8 @@ REDACTED = "[redacted]"
 _SCHEMAS: dict[int, tuple[Any, Any]] = {}  # id(params or returns) -> (it, its JSON Schema), for the writer threads
 # (keys, ids of the values) of a call's merged metadata -> (the values, its hash): see _digest
 _HASHES: dict[tuple[tuple[Any, ...], tuple[int, ...]], tuple[tuple[Any, ...], str]] = {}
-_LEVELS: dict[int, tuple[Sequence[Any], list[dict[str, Any]]]] = {}  # id(a plan's levels) -> (them, as JSON)
+# (metadata hash, id(a plan's levels)) -> (the levels, their row text): see _plan_text
+_PLANS: dict[tuple[str | None, int], tuple[Sequence[Any], str]] = {}
 _UNCHANGING = frozenset({FrozenDict, FrozenList, str, int, float, bool, type(None)})  # read-only metadata values
 MAX_TEXT = 200_000  # characters of one arg, result or model answer kept; the rest is cut
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|PRIVATE|COOKIE|SESSION|DSN", re.IGNORECASE)
@@ -74,26 +75,26 @@ def row(call: Call, environment: Environment) -> tuple[Any, ...]:
         "args": args,
         "result": result,
         "error": error,
-        "meta_hash": _digest(call.meta) if call.meta is not None else None,
-        "levels": _levels(call),
         "usage": usage,
         "cost": None,
         "prices": None,
         "turns": turns,
     }
-    price = total(turns)
-    if price is not None:
-        body["cost"], body["prices"] = price, table()
-    text = _encode(body)
+    if turns:
+        price = total(turns)
+        if price is not None:
+            body["cost"], body["prices"] = price, table()
+    plan = _plan_text(call)
+    text = _spliced(body, plan)
     if len(text) > MAX_TEXT:  # only then can the args or the result be over the bound: cut them, write again
         body["args"], body["result"] = _bounded(body["args"]), _bounded(body["result"])
-        text = _encode(body)
+        text = _spliced(body, plan)
     cut = environment.cut(call.env, secrets)
     if cut is not None and cut[1].search(text):  # a secret is in the row's text: cut it out of every string
-        body = _scrub(body, cut[0])
+        body = _scrub({**body, **json.loads("{" + plan + "}")}, cut[0])
         error = body["error"]
         text = _encode(body)
-    model = next((t["data"].get("model") for t in turns if t["data"].get("model")), None)
+    model = next((t["data"].get("model") for t in turns if t["data"].get("model")), None) if turns else None
     tokens = usage.get("total_tokens") if usage else None
     return (
         call.id,
@@ -180,24 +181,30 @@ def _redacting(value: Any) -> Any:
     return schema
 
 
-def _levels(call: Call) -> list[dict[str, Any]]:
-    """The cascade levels of ``call``'s plan as JSON: given, or looked up now (off the event loop), none when that
-    fails. A plan's levels (a tuple, the same for each of its calls) are converted once."""
+def _plan_text(call: Call) -> str:
+    """``"meta_hash": ..., "levels": [...]``: the row text of ``call``'s metadata hash and its plan's cascade levels.
+
+    Made once for each plan (its levels, a tuple, are the same for each of
+    its calls) and its metadata: each row of its calls has it spliced in,
+    not encoded again.
+    """
+    digest = _digest(call.meta) if call.meta is not None else None
     levels = call.levels
-    if not levels and call.planned is not None:
-        try:
-            levels = call.planned()
-        except Exception:  # a tool changed or gone meanwhile: its levels are left out
-            return []
-    found = _LEVELS.get(id(levels))
+    key = (digest, id(levels))
+    found = _PLANS.get(key)
     if found is not None and found[0] is levels:
         return found[1]
-    converted = [_level(level) for level in levels]
+    text = _encode({"meta_hash": digest, "levels": [_level(level) for level in levels]})[1:-1]
     if type(levels) is tuple:
-        if len(_LEVELS) >= 256:
-            _LEVELS.clear()
-        _LEVELS[id(levels)] = (levels, converted)  # the levels are kept: their id is never another's while cached
-    return converted
+        if len(_PLANS) >= 256:
+            _PLANS.clear()
+        _PLANS[key] = (levels, text)  # the levels are kept: their id is never another's while cached
+    return text
+
+
+def _spliced(body: dict[str, Any], plan: str) -> str:
+    """The text of a row's ``body`` with its plan's text (``_plan_text``) spliced in before the closing brace."""
+    return f"{_encode(body)[:-1]}, {plan}}}"
 
 
 def _plain_args(args: Any) -> Any:

@@ -111,10 +111,11 @@ class Call:
     """One finished top-level call as the recorder hands it to the log: raw, redacted on the writer thread.
 
     ``params`` and ``returns`` are the tool's schemas (redaction), ``meta``
-    its merged metadata (hashed), ``levels`` its plan's cascade levels (or
-    ``planned``, which looks them up on the writer thread),
+    its merged metadata (hashed), ``levels`` its plan's cascade levels,
     ``events`` the run's model turns, ``env`` whether its templates saw the
-    environment, ``lookup`` how to find a called tool's ``params``.
+    environment, ``lookup`` how to find a called tool's ``params``. A call
+    handed over with its ``context`` is completed by ``fill`` on the writer
+    thread (``Recorder.fill``: False when the call is not to be kept).
     """
 
     id: str
@@ -128,7 +129,6 @@ class Call:
     caller: str | None = None
     meta: Mapping[str, Any] | None = None
     levels: Sequence[Any] = ()
-    planned: Callable[[], Sequence[Any]] | None = None
     events: Sequence[Event] = ()
     usage: Mapping[str, Any] | None = None
     env: bool = False
@@ -136,6 +136,8 @@ class Call:
     params: Any = None
     returns: Any = None
     secrets: list[Any] = field(default_factory=list)
+    context: Any = None
+    fill: Callable[[Call], bool] | None = None
 
 
 class RunLog:
@@ -240,6 +242,8 @@ class RunLog:
         environment = secret_environment()
         for call in calls:
             try:
+                if call.fill is not None and not call.fill(call):
+                    continue  # its metadata keeps it out of the log
                 rows.append(row(call, environment))
             except Exception as exc:  # a value we cannot encode: that run is lost, never the call
                 log.warning("run log %s: cannot record a run of %r: %s", self.path, call.ref, exc)

@@ -300,3 +300,24 @@ async def test_an_interrupted_run_is_recorded_without_its_resume_token(write, to
         (info,) = manager.runlog.runs()
     assert (info.status, info.error_type) == ("interrupted", "Interrupted")
     assert paused.value.token.encode() not in file_bytes(tmp_path / "runs.db")
+
+
+async def test_a_secret_in_a_level_path_is_cut_from_the_row_and_the_plan_text_of_later_rows_is_the_same(
+    write, tmp_path, monkeypatch
+):
+    # a row's metadata hash and levels are made once per plan and spliced into each row's text (issue 31)
+    monkeypatch.setenv("DEPLOY_SECRET", "hush-48213977")
+    write("hush-48213977/tools/greet.md", GREET)
+    write("open/tools/hello.md", GREET)
+    log = tmp_path / "runs.db"
+    with Manager([tmp_path / "hush-48213977" / "tools", tmp_path / "open" / "tools"], runlog=log) as manager:
+        for ref in ("greet", "hello", "greet", "hello"):
+            await manager.invoke(ref, {"name": "Ada"})
+        assert manager.runlog is not None
+        runs = [manager.runlog.get(info.id) for info in reversed(manager.runlog.runs())]
+    assert all(run is not None for run in runs)
+    paths = [run["levels"][-1]["path"] for run in runs if run is not None]
+    assert paths[::2] == [str(tmp_path / "[redacted]" / "tools" / "greet.md")] * 2
+    assert paths[1::2] == [str(tmp_path / "open" / "tools" / "hello.md")] * 2
+    assert len({run["meta_hash"] for run in runs if run is not None}) == 1  # the same metadata: the same hash
+    assert b"hush-48213977" not in file_bytes(log)
