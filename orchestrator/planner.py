@@ -294,7 +294,9 @@ class Planner:
             main = tool.fn if code is not None and code.co_flags & inspect.CO_COROUTINE else None
             return Pipeline(tool, plan, verdicts, entries, runs, self._children(runs, paths, deps), templated, main)
 
-        return self.registry.memo("compiled", own(tool, paths), compute, checked)
+        # Keyed by the plan too: a plan made before a change was seen (the change is seen while this call
+        # compiles) must not give its pipeline to later calls, whose own plan is made again.
+        return self.registry.memo("compiled", (*own(tool, paths), id(plan)), compute, checked)
 
     def _children(self, entries: tuple[Entry, ...], paths: tuple[SearchPath, ...], deps: set[str]) -> Children:
         """The pipelines of a chain's tool entries, their files added to ``deps`` (R-INV-2, step 2 ahead).

@@ -207,6 +207,30 @@ async def test_planning_a_previous_version_of_a_tool_never_changes_what_calls_se
     assert planner.plan(held, manager.paths).raw.values["tag"] == "one"  # its own plan, as it was
 
 
+async def test_a_change_seen_while_a_call_compiles_is_not_cached_past_it(
+    write: Write, tools: Path, managed: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call's plan is made, then (before its pipeline is compiled) an edit is seen: that call may finish
+    with what it read, but the pipeline compiled from its plan is not what the next call gets."""
+    authority = write("tools/AUTHORITY.md", "---\nmetadata:\n  tag: one\n---\n")
+    write("tools/page.md", "---\n---\n{{ meta.tag }}\n")
+    manager = managed([tools])
+    planning = orchestrator.planner.Planner._make_plan
+    edited: list[bool] = []
+
+    def plan_then_edit(planner: Any, tool: Any, paths: Any, deps: set[str]) -> Any:
+        plan = planning(planner, tool, paths, deps)
+        if not edited:  # the authority changes after this plan read it, and the change is seen at once
+            edited.append(True)
+            authority.write_text("---\nmetadata:\n  tag: two!\n---\n", encoding="utf-8")
+            manager.refresh()
+        return plan
+
+    monkeypatch.setattr(orchestrator.planner.Planner, "_make_plan", plan_then_edit)
+    assert await manager.invoke("page") == "one"  # it started before the edit
+    await twice(manager, "page", "two!")
+
+
 async def test_an_authority_edit_changes_the_cascade(write: Write, tools: Path, managed: Any) -> None:
     authority = write("tools/AUTHORITY.md", "---\nmetadata:\n  greeting: hi\n---\n")
     write("tools/t.md", "---\n---\n{{ meta.greeting }}\n")
