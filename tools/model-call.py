@@ -13,14 +13,16 @@ The request uses the SDK client the Manager keeps for its configuration
 `Limits.model_answer` bytes of answer, also when a program calls
 `model-call` itself.
 
-Its `params` schema asks only for an object with `model` and `messages`; the
-shape of each field (`model` a mapping naming its provider, `messages` a list
-of objects with a `role`, `tools` a list, `tool-choice` a string,
-`response-format` an object or null) is checked by `request_problems`, in
-plain Python, before anything is sent, and refused with the same
-ArgsValidationError listing every failing pointer. The agent sends one
-request per turn: a JSON Schema walk over the request's properties and every
-message cost about ten times the rest of validate-args (issue 29).
+It has no `params`, so validate-args is not in its chain: the request (an
+object with `model` and `messages`) and the shape of each field (`model` a
+mapping naming its provider, `messages` a list of objects with a `role`,
+`tools` a list, `tool-choice` a string, `response-format` an object or null)
+are checked by `request_problems`, in plain Python, before anything is sent,
+and refused with the ArgsValidationError validate-args would raise, listing
+every failing pointer. The agent sends one request per turn, on the way to
+its first token: a JSON Schema walk over the request and every message cost
+about ten times the rest of validate-args, and validate-args itself a chain
+entry (issue 29).
 """
 
 from orchestrator import ArgsValidationError
@@ -31,15 +33,17 @@ from orchestrator.agent.model import add_usage, check_response
 
 frontmatter = {
     "description": "Sends one request to a model provider and returns its response.",
-    "metadata": {
-        "visibility": "hidden",
-        "params": {"type": "object", "required": ["model", "messages"]},  # the fields' shapes: request_problems
-    },
+    "metadata": {"visibility": "hidden"},  # no params: request_problems checks the request
 }
 
 
 def request_problems(args):
     """(pointer, problem) for each field of a request out of shape, in pointer order (none for a good request)."""
+    if not isinstance(args, dict):
+        return [("", f"{type(args).__name__} is not an object (a request)")]
+    missing = [repr(key) for key in REQUIRED if key not in args]
+    if missing:
+        return [("", f"missing required propert{'y' if len(missing) == 1 else 'ies'} {', '.join(missing)}")]
     found = []
     messages = args["messages"]
     if not isinstance(messages, list):
@@ -61,6 +65,7 @@ def request_problems(args):
     return found
 
 
+REQUIRED = ("model", "messages")
 FIELDS = (
     ("response-format", (dict, type(None)), "an object or null"),
     ("tool-choice", str, "a string"),

@@ -113,3 +113,27 @@ async def test_model_call_stream_is_an_engine_local(tools):
     args = {**request(["a"]), "$context": {"locals": {"stream": "anything"}}}
     with pytest.raises(SecurityError, match="stream"):
         await Manager([tools]).invoke("model-call", args, caller=Caller("a client", {"model-call"}))
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        ({}, "missing required properties 'model', 'messages'"),
+        ({"model": {"provider": "scripted"}}, "missing required property 'messages'"),
+        (["hi"], "list is not an object (a request)"),
+    ],
+)
+async def test_model_call_refuses_a_request_that_is_not_one_at_its_root(tools, args, problem):
+    with pytest.raises(ArgsValidationError) as raised:
+        await Manager([tools]).invoke("model-call", args)
+    assert raised.value.errors == [("", problem)] and raised.value.tool == "model-call"
+
+
+async def test_model_call_has_no_validate_args_entry_on_the_way_to_each_request(tools):
+    # issue 29: its own plain check replaces validate-args, one chain entry less per model request
+    started: list = []
+    manager = Manager(
+        [tools], on_event=lambda event: started.append(event.tool) if event.kind == "invoke.start" else None
+    )
+    await manager.invoke("model-call", request(["hello"]))
+    assert started == ["model-call"]
