@@ -230,7 +230,7 @@ class Folders(Caches):
         if fmt is None:
             return self.load(path, lambda p: load_tool(p, sp.root, sp.trusted, self.limits), checked)
         return self.load(
-            path, lambda p: load_tool(p, sp.root, sp.trusted, self.limits, fmt), checked, ("tool", fmt.name)
+            path, lambda p: load_tool(p, sp.root, sp.trusted, self.limits, fmt), checked, ("tool", fmt.name, sp.root)
         )
 
     def _walk_tree(self, root: Path, tree: Path, deps: set[str]) -> Iterator[Path]:

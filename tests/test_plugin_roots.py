@@ -17,9 +17,6 @@ from orchestrator import Manager
 
 pytestmark = [
     pytest.mark.anyio,
-    # Remove with the fix (strict: once fixed, these pass and the marker fails them): orchestrator/folders.py
-    # Folders.load_format keys an adapted file by path only; its kind must be ("tool", fmt.name, sp.root).
-    pytest.mark.xfail(strict=True, raises=AssertionError, reason="the load cache keys an adapted file by path only"),
 ]
 
 WHERE = "---\ndescription: Say where the notes are.\n---\nRead ${CLAUDE_PLUGIN_ROOT}/notes.txt\n"
