@@ -449,7 +449,11 @@ def check_(remote: bool, remote_timeout: float, paths: Sequence[Path]) -> None:
         click.echo(str(problem))
     errors = sum(p.severity == "error" for p in problems)
     warnings = len(problems) - errors
-    tools = len({path.resolve() if path else ref for ref, path, _ in manager.registry.discover(manager.paths[:-1])})
+    from .folders import real_paths  # each folder resolved once, not every file's whole path
+
+    found = list(manager.registry.discover(manager.paths[:-1]))
+    wheres = real_paths([path for _ref, path, _sp in found])
+    tools = len({where or ref for (ref, _path, _sp), where in zip(found, wheres, strict=True)})
     where = ", ".join(str(f) for f in folders) or "no folder (use --path DIR)"
     counts = [f"{n} {word}{'s' if n != 1 else ''}" for n, word in ((errors, "error"), (warnings, "warning")) if n]
     click.echo(f"checked {tools} tool{'s' if tools != 1 else ''} in {where}: {', '.join(counts) or 'ok'}")
