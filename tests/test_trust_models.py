@@ -236,6 +236,20 @@ async def test_a_streamed_answer_past_the_limit_is_cut_off_while_it_is_read(writ
     assert flood.sent < BIG // 5  # the client hung up early: the answer was never all read
 
 
+async def test_a_programs_own_model_call_reads_at_most_its_managers_limit(manager):
+    # model-call sets the limit around its request (issue 29): an agent's requests and a program's alike
+    from orchestrator.agent.model import grant_model
+
+    piece = ("data: " + json.dumps(chunk({"content": "x" * 2_000})) + "\n\n").encode()
+    flood = Endless(b"", piece, "text/event-stream")
+    async with serve(flood) as s:
+        request = {"model": grant_model(openai(s.url)), "messages": [{"role": "user", "content": "Hi"}]}
+        with anyio.fail_after(30), pytest.raises(ModelError) as info:
+            await manager.invoke("model-call", request)
+    assert "Limits.model_answer" in str(info.value) and f"{LIMIT:,}" in str(info.value)
+    assert flood.sent < BIG // 5
+
+
 async def test_an_unstreamed_answer_past_the_limit_is_cut_off_while_it_is_read(write, manager):
     start = b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "'
     flood = Endless(start, b"y" * 65_536, "application/json")
