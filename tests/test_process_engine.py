@@ -341,6 +341,20 @@ SERVED = {
 }
 
 
+async def answered(client: Any, n: int, expected: str) -> None:
+    """``square`` answers ``expected``: asked again when a worker still starting missed the 2 s bound.
+
+    Starting a worker process (a Python that imports the engine) can take
+    longer than the served ``--max-timeout`` on a loaded machine; what the
+    test times is the burst that follows, not a start.
+    """
+    for _ in range(10):
+        square = await client.call_tool("square", {"n": n})
+        if not square.is_error:
+            break
+    assert not square.is_error and expected in square.content[0].text, square
+
+
 def children(pid: int) -> set[int]:
     """The processes whose parent is ``pid`` (Linux /proc; empty elsewhere)."""
     found = set()
@@ -374,8 +388,7 @@ async def test_a_served_burst_of_spinning_process_tools_times_out_on_time(tmp_pa
     try:
         with anyio.fail_after(60):
             async with Client(f"http://127.0.0.1:{port}/mcp") as client:
-                square = await client.call_tool("square", {"n": 3})  # starts a worker: later calls time alone
-                assert not square.is_error and "9" in square.content[0].text
+                await answered(client, 3, "9")  # starts a worker: later calls time alone
                 results: list[tuple[Any, float]] = []
                 quick: list[float] = []
 
@@ -394,8 +407,7 @@ async def test_a_served_burst_of_spinning_process_tools_times_out_on_time(tmp_pa
                 assert all(r.content[0].text.startswith("InvocationTimeout:") for r, _ in results), results
                 assert max(seconds for _, seconds in results) < 2 + SLACK + 1, results
                 assert max(quick) < QUICK, quick
-                square = await client.call_tool("square", {"n": 4})  # new workers in the killed ones' place
-                assert not square.is_error and "16" in square.content[0].text
+                await answered(client, 4, "16")  # new workers in the killed ones' place
                 seen |= children(process.pid)
     finally:
         stop(process)
