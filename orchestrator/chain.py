@@ -1,8 +1,10 @@
 """The runner: next, execute, finish, inject (R-CHAIN-6..9).
 
-State lives on the Context: ``pos`` (the next entry), ``finished``, ``body_ran``, ``running``. Each ``next()``
-runs exactly one entry; the entry continues the descent by calling ``next()`` itself, so the call stack is the
-onion and returns, exceptions and ``finally`` blocks travel through real awaits.
+State lives on the Context: ``pos`` (the next entry), ``finished``,
+``body_ran`` and ``running``. Each ``next()`` runs exactly one entry; the
+entry continues the descent by calling ``next()`` itself, so the call stack
+is the onion and returns, exceptions and ``finally`` blocks travel through
+real awaits.
 
 A second ``next()`` after the chain finished (or from an entry that already
 called it) returns ``locals['result']`` at once.
@@ -124,10 +126,10 @@ def heights(ctx: Context | None, frame: Frame | None = None) -> tuple[int, int]:
     if owner is None:
         return frame[3], frame[4]
     levels = owner.running - frame[1]  # the levels this task went down since its frame (see frames)
+    if levels < 0:  # a task started inside a level that has since returned
+        levels = 0
     if owner is not ctx:  # code inside one of owner's entries
-        levels = levels + 1 if levels > 0 else 1
-    elif levels <= 0:  # at the frame's own level (or in a task started in a level since returned)
-        return frame[3], frame[4]
+        levels += 1
     if owner.entry:
         return frame[3], frame[4] + levels
     return frame[3] + levels, frame[4]
@@ -215,8 +217,9 @@ async def advance(ctx: Context) -> Any:
 def take(ctx: Context, level: int, holder: Frame | None) -> Token[Frame | None]:
     """Give this task a frame on ctx's chain at ``level + 1``, made ``ctx.holder``; the token resets the frame.
 
-    Above level 0 the task takes over the innermost level, only when its nearest frame on ctx is the
-    holder's (a task started there): else its ``next()`` overlaps one in flight.
+    Above level 0 the task takes over the innermost level: only when its
+    nearest frame on ctx is the holder's (a task started there), else its
+    ``next()`` overlaps one in flight.
 
     Raises:
         InvocationError: the running ``next()`` is in another task.
@@ -231,10 +234,8 @@ def take(ctx: Context, level: int, holder: Frame | None) -> Token[Frame | None]:
             raise InvocationError(
                 f"next() is already running for {name!r}: an entry may continue the chain once at a time", tool=name
             )
-    if outer is None or outer[0] is None:  # none, or an invocation's mark: its counts, without a call
-        stacked, inner = (outer[3], outer[4]) if outer is not None else (0, 0)
-    else:  # as code inside an entry of the frame's owner sees them (ctx's own, for the next level)
-        stacked, inner = heights(None, outer)
+    # As code inside an entry of the frame's owner sees them (ctx's own, for the next level).
+    stacked, inner = heights(None, outer) if outer is not None else (0, 0)
     base = (inner if ctx.entry else stacked) - level
     frame = ctx.holder = (ctx, level + 1, outer, stacked, inner, base)
     return frames.set(frame)
