@@ -96,19 +96,19 @@ SKIPPED: Any = type("Skipped", (), {"__repr__": lambda self: "SKIPPED"})()
 # The runner's frames in this task, innermost first, as a linked list ``(ctx, level, outer, stack, inner, base)``:
 # this task started running ``ctx``'s chain at ``level`` (``ctx`` None: the mark of an independent invocation,
 # Manager._invoke). A task sees its own frames and those of the task that started it, never a sibling's.
+#
 # One frame per task and chain, not per level (a ContextVar write and reset per entry cost ~3,300 instructions
 # with their checks): a task going down the chain itself (entry k awaits next(), which runs entry k + 1) is told
-# apart by ``ctx.entered``. So a task started inside entry k carries its starter's frame, not level k: while that
-# frame holds the innermost level, its next() counts as the innermost entry's. Per-level frames also refused one
-# from a task started higher up (an entry racing its own child task: the child's may then run the rest, or return
-# the result so far); two tasks both started inside the entry are refused either way (the second's frame is not
-# the holder's once the first took over).
+# apart by ``ctx.entered``. So a task started inside entry k carries its starter's frame, not level k: it may
+# continue the chain while that frame holds the innermost level, also past an inner entry that waits (per-level
+# frames refused that); a second next() in flight is refused either way.
 #
 # A frame also counts the nested invocations of the task against ``max_stack`` (R-INV-5), as code at ``ctx``'s
 # own level sees them at ``level`` (its body, an ``fn`` entry); each level this task went down since adds one
-# (``heights``). Code inside one of ``ctx``'s entries sees one more: of ``inner`` when ``ctx`` is itself an entry
-# (the built-ins of a middleware), else of ``stack``: a chain of N default-authority middleware takes N levels of
-# each, not 2N of one. ``base`` spares the runner that sum: the entry level L + 1 binds counts ``base + L``.
+# (``heights``). Code inside one of ``ctx``'s entries sees one more: of ``inner`` when ``ctx`` is itself an
+# entry (the built-ins of a middleware), else of ``stack``. So a chain of N default-authority middleware takes
+# N levels of each, not 2N of one. ``base`` spares the runner that sum per entry: the entry that running level
+# L + 1 binds counts ``base + L`` (0 in a mark).
 Frame = tuple["Context | None", int, Any, int, int, int]
 frames: ContextVar[Frame | None] = ContextVar("toolcascade_frames", default=None)
 

@@ -147,7 +147,7 @@ async def test_a_child_task_that_took_over_hands_the_chain_back(write, tools: Pa
 
 
 async def test_the_body_runs_once_when_a_child_task_races_its_entrys_own_next(write, tools: Path):
-    # The late call counts as the innermost entry's (see chain.frames): an error, None or the result; the body runs once.
+    # Which of the two calls hears the error is not pinned (see chain.frames); that the chain runs once is.
     later(
         write,
         "hedge",
