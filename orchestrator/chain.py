@@ -13,13 +13,11 @@ called it) returns ``locals['result']`` at once.
 nested: entry k continues the chain from inside the ``next()`` that ran it.
 A ``next()`` from a task that is not the innermost one on that context (two
 tasks of one entry racing, or a model calling ``next`` twice in one turn)
-raises ``InvocationError``. ``ctx.running`` counts the levels in flight and
-``ctx.entered`` is the coroutine running the innermost one: while it runs,
-the caller is inside it, in its task (the step down the onion, one read).
-Another caller needs a frame of its task (``frames``) that is the innermost
-level's holder (``ctx.holder``). A context with an empty chain (a leaf, like
-every built-in middleware) has no entry to race and a body that runs once:
-its ``next()`` skips the guard.
+raises ``InvocationError``. Each task remembers, in a ContextVar, the level
+it reached on each context it is running; ``ctx.running`` counts the levels
+in flight, so a nested call sees its own level equal to the count. A context
+with an empty chain (a leaf, like every built-in middleware) has no entry to
+race and a body that runs once: its ``next()`` skips the guard.
 
 **Sync code never blocks the event loop.** A sync body (a python tool's or
 registered function's ``main(ctx)``, a sync ``ctx.body``) and a sync ``fn``
@@ -61,8 +59,8 @@ import logging
 import sys
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextvars import ContextVar, Token
+from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from types import CoroutineType, GeneratorType
 from typing import TYPE_CHECKING, Any
 
@@ -93,23 +91,16 @@ _PLAIN = frozenset({str, dict, list, int, float, bool, tuple, bytes})
 SKIPPED: Any = type("Skipped", (), {"__repr__": lambda self: "SKIPPED"})()
 """Returned by an entry invocation that was skipped as an invocation cycle."""
 
-# The runner's frames in this task, innermost first, as a linked list ``(ctx, level, outer, stack, inner, base)``:
-# this task started running ``ctx``'s chain at ``level`` (``ctx`` None: the mark of an independent invocation,
-# Manager._invoke). A task sees its own frames and those of the task that started it, never a sibling's.
-#
-# One frame per task and chain, not per level (a ContextVar write and reset per entry cost ~3,300 instructions
-# with their checks): a task going down the chain itself (entry k awaits next(), which runs entry k + 1) is told
-# apart by ``ctx.entered``. So a task started inside entry k carries its starter's frame, not level k: it may
-# continue the chain while that frame holds the innermost level, also past an inner entry that waits (per-level
-# frames refused that); a second next() in flight is refused either way.
+# The runner's frames in this task, innermost first, as a linked list ``(ctx, level, outer, stack, inner)``:
+# ``ctx``'s next() runs at ``level`` (``ctx`` None: the mark of an independent invocation, Manager._invoke). A task
+# sees its own frames and those of the task that started it, never a sibling's.
 #
 # A frame also counts the nested invocations of the task against ``max_stack`` (R-INV-5), as code at ``ctx``'s
-# own level sees them at ``level`` (its body, an ``fn`` entry); each level this task went down since adds one
-# (``heights``). Code inside one of ``ctx``'s entries sees one more: of ``inner`` when ``ctx`` is itself an
-# entry (the built-ins of a middleware), else of ``stack``. So a chain of N default-authority middleware takes
-# N levels of each, not 2N of one. ``base`` spares the runner that sum per entry: the entry that running level
-# L + 1 binds counts ``base + L`` (0 in a mark).
-Frame = tuple["Context | None", int, Any, int, int, int]
+# own level sees them (its body, an ``fn`` entry). Code inside one of ``ctx``'s entries sees one more: of
+# ``inner`` when ``ctx`` is itself an entry (the built-ins of a middleware), else of ``stack``. So a chain of N
+# default-authority middleware takes N levels of each, not 2N of one, and an entry costs no ContextVar write of
+# its own: one frame per next() holds it all.
+Frame = tuple["Context | None", int, Any, int, int]
 frames: ContextVar[Frame | None] = ContextVar("toolcascade_frames", default=None)
 
 
@@ -123,16 +114,11 @@ def heights(ctx: Context | None, frame: Frame | None = None) -> tuple[int, int]:
         if frame is None:
             return 0, 0
     owner = frame[0]
-    if owner is None:
+    if owner is None or owner is ctx:
         return frame[3], frame[4]
-    levels = owner.running - frame[1]  # the levels this task went down since its frame (see frames)
-    if levels < 0:  # a task started inside a level that has since returned
-        levels = 0
-    if owner is not ctx:  # code inside one of owner's entries
-        levels += 1
     if owner.entry:
-        return frame[3], frame[4] + levels
-    return frame[3] + levels, frame[4]
+        return frame[3], frame[4] + 1
+    return frame[3] + 1, frame[4]
 
 
 async def advance(ctx: Context) -> Any:
@@ -145,53 +131,55 @@ async def advance(ctx: Context) -> Any:
         if not ctx.finished and not ctx.body_ran:
             await run_body(ctx)
         return ctx.locals.get("result")
-    awaiting: Awaitable[Any]  # what runs the innermost level, kept in ``ctx.entered`` while it runs
     level = ctx.running
-    entered = ctx.entered if level else None  # both set from the chain's first next() on
-    holder = ctx.holder if level else None
-    # From inside the innermost entry, in its task: the step down the onion, no frame; else take one.
-    token = None if entered is not None and entered.cr_running else take(ctx, level, holder)
-    height = ctx.holder[5] + level  # type: ignore[index]  # set while running; the entries' max_stack level
+    outer = frames.get()
+    if level and (outer is None or outer[0] is not ctx or outer[1] != level):  # else called from its own entry
+        refuse_overlap(ctx, level, outer)
+    if outer is None:
+        stacked = inner = 0
+    else:
+        stacked, inner, owner = outer[3], outer[4], outer[0]
+        if owner is not None:  # called from inside an entry of ``owner`` (ctx's own, for the next level)
+            if owner.entry:
+                inner += 1
+            else:
+                stacked += 1
     ctx.running = level + 1
+    token = frames.set((ctx, level + 1, outer, stacked, inner))
     try:
         while not ctx.finished:
-            pos = ctx.pos
-            if pos >= len(ctx.chain):
+            if ctx.pos >= len(ctx.chain):
                 if not ctx.body_ran:  # the bottom: the body runs here (R-CHAIN-8)
-                    ctx.entered = awaiting = run_body(ctx)
-                    await awaiting
+                    await run_body(ctx)
                 break
-            entry = ctx.chain[pos]
-            ctx.pos = pos + 1
+            entry = ctx.chain[ctx.pos]
+            ctx.pos += 1
             if entry.when is not None and not entry.when(ctx, entry.args):
                 continue  # the entry's tool has no work for this target: no invocation (R-CHAIN-12)
             fn = entry.fn
             if fn is not None:
                 value = fn(ctx, entry.args) if _is_async(fn) else await _in_thread(ctx, fn, ctx, entry.args)
                 if _awaitable(value):
-                    ctx.entered = value if type(value) is CoroutineType else None
                     value = await value
             else:  # the entry's pipeline (compiled ahead with this chain, else looked up) binds its context
                 ahead = ctx.resolved
                 found = ahead.pipelines.get(entry.name) if ahead is not None and ahead.paths == ctx.paths else None
                 pipeline = found or ctx.owner.catalog.pipeline(entry.name, ctx.paths, ctx.shared.checked)
-                child = pipeline.bind(entry.args, None, ctx, ctx, height)
+                # The entry's level of max_stack: the frame's count, one more inside the entry (see frames).
+                child = pipeline.bind(entry.args, None, ctx, ctx, inner if ctx.entry else stacked)
                 if child is SKIPPED:
                     continue
-                events = ctx.owner.events  # its lists, not its __bool__: a Python call per entry
-                if child.chain or events.listeners or events.streams or ctx.shared.tracer is not None:
-                    ctx.entered = awaiting = ctx.owner.run(child)  # its chain, observed or traced
-                    value = await awaiting
+                events = child.owner.events  # its lists, not its __bool__: a Python call per entry
+                if child.chain or events.listeners or events.streams or child.shared.tracer is not None:
+                    value = await child.owner.run(child)  # its chain, observed or traced
                 else:  # a leaf: its body is all its pipeline runs, awaited here (one coroutine per entry)
                     main = pipeline.main
                     if main is not None:  # body(child) of an async main, inlined
                         child.body_ran = True
-                        ctx.entered = awaiting = main(child)
-                        value = await awaiting
+                        value = await main(child)
                     else:
                         value = body(child)
                         if _awaitable(value):
-                            ctx.entered = value if type(value) is CoroutineType else None
                             value = await value
                     if value is None:
                         value = child.locals.get("result")
@@ -205,40 +193,10 @@ async def advance(ctx: Context) -> Any:
             break
     finally:
         ctx.running = level
-        ctx.entered = entered
-        if token is not None:
-            ctx.holder = holder
-            frames.reset(token)
+        frames.reset(token)
     if not level and (not ctx.body_ran or ctx.pos < len(ctx.chain)) and ctx.pos:
         stopped(ctx)  # the outermost next() of this chain returns: an entry ended it early
     return ctx.locals.get("result")
-
-
-def take(ctx: Context, level: int, holder: Frame | None) -> Token[Frame | None]:
-    """Give this task a frame on ctx's chain at ``level + 1``, made ``ctx.holder``; the token resets the frame.
-
-    Above level 0 the task takes over the innermost level: only when its
-    nearest frame on ctx is the holder's (a task started there), else its
-    ``next()`` overlaps one in flight.
-
-    Raises:
-        InvocationError: the running ``next()`` is in another task.
-    """
-    outer = frames.get()
-    if level:
-        nearest = outer
-        while nearest is not None and nearest[0] is not ctx:
-            nearest = nearest[2]
-        if nearest is None or nearest is not holder:
-            name = ctx.tool.name
-            raise InvocationError(
-                f"next() is already running for {name!r}: an entry may continue the chain once at a time", tool=name
-            )
-    # As code inside an entry of the frame's owner sees them (ctx's own, for the next level).
-    stacked, inner = heights(None, outer) if outer is not None else (0, 0)
-    base = (inner if ctx.entry else stacked) - level
-    frame = ctx.holder = (ctx, level + 1, outer, stacked, inner, base)
-    return frames.set(frame)
 
 
 async def run_body(ctx: Context) -> None:
@@ -254,6 +212,22 @@ async def run_body(ctx: Context) -> None:
         if type(value) not in _PLAIN and _awaitable(value):
             raise unawaited(value, ctx, None)
         ctx.locals["result"] = value
+
+
+def refuse_overlap(ctx: Context, level: int, outer: Frame | None) -> None:
+    """Refuse a ``next()`` of ctx's chain while another is in flight, unless it comes from inside that one.
+
+    Raises:
+        InvocationError: the running ``next()`` is in another task.
+    """
+    frame = outer
+    while frame is not None and frame[0] is not ctx:
+        frame = frame[2]
+    if frame is None or frame[1] != level:
+        name = ctx.tool.name
+        raise InvocationError(
+            f"next() is already running for {name!r}: an entry may continue the chain once at a time", tool=name
+        )
 
 
 async def execute(ctx: Context) -> Any:

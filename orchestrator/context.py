@@ -217,8 +217,6 @@ class Context:
         "phases",
         "locked",
         "running",
-        "entered",
-        "holder",
         "owner",
         "shared",
         "resolved",
@@ -229,12 +227,6 @@ class Context:
         "_env",
         "_trust",
     )
-
-    # Made without a value, a store per call fewer each: set at the chain's first next() (chain.advance), or read.
-    entered: Any
-    holder: chain.Frame | None
-    _run: Run
-    _trust: dict[str, bool]
 
     def __init__(
         self,
@@ -260,6 +252,7 @@ class Context:
         self.tool = tool
         self.args = args
         self.shared = shared
+        self._run: Run | None = None
         self.parent = parent
         self._target = target  # None: itself (kept out of the slot so a context never refers to itself)
         self.entry = target is not None
@@ -281,6 +274,7 @@ class Context:
         self.phases = phases
         self.locked = locked
         self._env = env
+        self._trust: dict[str, bool] | None = None
         self.running = 0  # next() calls of this chain in flight (the runner's concurrency guard)
         self.resolved = resolved  # the pipelines of the chain's entries, compiled with it (pipeline.Children)
 
@@ -312,11 +306,10 @@ class Context:
     @property
     def run(self) -> Run:
         """The run this invocation belongs to (id, history, usage, state) and its own origin and tool."""
-        try:
-            return self._run
-        except AttributeError:  # the first read
+        run = self._run
+        if run is None:
             run = self._run = Run(self.shared, self.tool)
-            return run
+        return run
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -333,11 +326,10 @@ class Context:
     @property
     def trust(self) -> dict[str, bool]:
         """What the tool may do: ``env`` (environment variables in templates), ``files`` (folders outside its own)."""
-        try:
-            return self._trust
-        except AttributeError:  # the first read
+        trust = self._trust
+        if trust is None:
             trust = self._trust = {"env": self._env, "files": self.tool.trusted}
-            return trust
+        return trust
 
     @trust.setter
     def trust(self, value: dict[str, bool]) -> None:
@@ -350,8 +342,9 @@ class Context:
 class EntryContext(Context):
     """A chain entry's context (``Pipeline.bind`` makes it): ``target``, never the context itself, is a plain slot.
 
-    A slot is read without the Python call a property costs; a tool's own
-    context keeps the property (it would refer to itself).
+    A slot is read without the Python call a property costs, once per
+    middleware that reads ``ctx.target``; a tool's own context keeps the
+    property (it would refer to itself).
     """
 
     __slots__ = ("target",)
@@ -376,12 +369,15 @@ def bind(
 ) -> Context:
     """``Pipeline.bind``: the context of one call of ``pipeline``, the only way a call's Context is made.
 
-    ``options`` are the call's (``options.extract_options``; None: none). An independent call runs ``where`` a
-    ``binding.Place`` says (default: under ``parent``). With ``target`` it is an entry of ``target``'s chain
-    (``parent`` is ``target``): an entry whose tool already runs in this pipeline binds to ``chain.SKIPPED`` (a
-    cycle); ``height`` is its count against ``max_stack`` (``chain.frames``). ``guard``: the untrusted caller and
-    the override keys it sent. A template-free entry (the hot path) is built here, every slot set directly; the
-    rest is ``Pipeline.bind_call`` (``orchestrator.binding``).
+    ``options`` are the call's (``options.extract_options``; None: none).
+    An independent call runs ``where`` a ``binding.Place`` says (default:
+    under ``parent``). With ``target`` it is an entry of ``target``'s chain
+    (``parent`` is ``target``): an entry whose tool already runs in this
+    pipeline binds to ``chain.SKIPPED`` (a cycle); ``height`` is its count
+    against ``max_stack`` (``chain.frames``). ``guard``: the untrusted
+    caller and the override keys it sent. A template-free entry (the hot
+    path) is built here, every slot set directly; the rest is
+    ``Pipeline.bind_call`` (``orchestrator.binding``).
 
     Raises:
         InvocationError: an entry past ``max_depth`` or ``max_stack``; an independent call with no parent or place.
@@ -409,14 +405,14 @@ def bind(
     merged = plan.static
     if merged is None:  # templated metadata: rendered for this call
         return pipeline.bind_call(args, None, target, target, None, None)
-    shared = target.shared
-    shared.history.append((tool.name, args, _now()))
-    runs = pipeline.runs  # empty for a leaf: no entry with work
+    target.shared.history.append((tool.name, args, time.time()))
+    runs = pipeline.runs  # a leaf (no entry with work) shares the empty tuple: inject() builds a new list
     ctx: Context = _new(EntryContext)
     ctx.owner = manager
     ctx.tool = tool
     ctx.args = args
-    ctx.shared = shared
+    ctx.shared = target.shared
+    ctx._run = None
     ctx.parent = target
     ctx._target = target
     ctx.target = target
@@ -429,6 +425,7 @@ def bind(
     ctx.nonlocals = target.nonlocals
     ctx._values = merged.values
     ctx._meta = None
+    ctx.chain = list(runs) if runs else ()
     ctx.pos = 0
     ctx.finished = False
     ctx.body_ran = False
@@ -436,8 +433,8 @@ def bind(
     ctx.phases = plan.phases
     ctx.locked = merged.locked
     ctx._env = plan.env
+    ctx._trust = None
     ctx.running = 0
-    ctx.chain = list(runs) if runs else ()  # a leaf shares the empty tuple: inject() builds a new list
     ctx.resolved = pipeline.children if runs else None
     return ctx
 
@@ -454,12 +451,13 @@ def _fresh(pipeline: Pipeline, args: Any, where: Place, merged: Merged) -> Conte
     The context ``Context(...)`` builds, with every slot set directly (as ``bind`` does for an entry).
     """
     tool, plan, parent = pipeline.tool, pipeline.plan, where.parent
-    where.shared.history.append((tool.name, args, _now()))
+    where.shared.history.append((tool.name, args, time.time()))
     ctx: Context = _new(Context)
     ctx.owner = where.owner
     ctx.tool = tool
     ctx.args = args
     ctx.shared = where.shared
+    ctx._run = None
     ctx.parent = parent
     ctx._target = where.target
     ctx.entry = where.target is not None
@@ -480,13 +478,13 @@ def _fresh(pipeline: Pipeline, args: Any, where: Place, merged: Merged) -> Conte
     ctx.phases = plan.phases
     ctx.locked = merged.locked
     ctx._env = plan.env
+    ctx._trust = None
     ctx.running = 0
     ctx.resolved = pipeline.children
     return ctx
 
 
 _new = object.__new__
-_now = time.time
 
 
 class BoundManager:

@@ -139,7 +139,7 @@ async def invoke(
     if depth > manager.max_depth or height > manager.max_stack:
         name = ref.name if isinstance(ref, Tool) else ref
         raise too_deep(manager, name, parent, depth > manager.max_depth, manager.max_stack)
-    token = _frames.set((None, 0, frame, height, inner, 0))  # this invocation's mark (chain.frames)
+    token = _frames.set((None, 0, frame, height, inner))  # this invocation's mark (chain.frames)
     recorder = manager.recorder if parent is None else None  # the run log's: it records top-level calls only
     begun = recorder.begin() if recorder is not None else _UNTIMED
     given = args
