@@ -146,7 +146,8 @@ async def test_a_child_task_that_took_over_hands_the_chain_back(write, tools: Pa
 
 
 async def test_the_body_runs_once_when_a_child_task_races_its_entrys_own_next(write, tools: Path):
-    # Which of the two calls hears the error is not pinned (see chain.frames); that the chain runs once is.
+    # The child's next() overlaps the entry's own: it is refused (or, on a slow machine, comes after and gets
+    # the result at once); the chain runs once.
     later(
         write,
         "hedge",
@@ -170,11 +171,10 @@ async def test_the_body_runs_once_when_a_child_task_races_its_entrys_own_next(wr
     )
     result, box = await run(Manager([tools]))
     assert (result, box["body"]) == ("done", 1)
-    assert box["late"] in (["InvocationError"], [None], ["done"])
+    assert box["late"] in (["InvocationError"], ["done"])
 
 
 async def test_a_finished_chain_keeps_no_cycle(write, tools: Path):
-    # The runner's ``entered`` holds the innermost entry's coroutine only while it runs.
     later(write, "second", PASS)
     manager = Manager([tools])
     await manager.invoke("t", context={"nonlocals": {}})
