@@ -167,7 +167,9 @@ async def test_compact_trims_whole_turns_and_keeps_the_system_message(write, too
     await store.replace("c", [{"role": "user", "content": f"old {i}"} for i in range(3)])  # no assistant: turn 1
     seen = []
     manager = Manager([tools], sessions=store)
-    manager.events.listeners.append(lambda e: seen.append(len(e.data["messages"])) if e.kind == "model.request" else None)
+    manager.events.listeners.append(
+        lambda e: seen.append(len(e.data["messages"])) if e.kind == "model.request" else None
+    )
     assert await manager.invoke("chat", said("now", "c")) == "done"
     # before compaction (the event comes first): 1 + 4 sent; then the compacted 3 (old 1, old 2, now) + call +
     # result: 6, not 7, so the second iteration continued from the rewritten list

@@ -51,8 +51,15 @@ def openai(message: dict) -> dict:
 
 def anthropic(content: list, stop: str) -> dict:
     usage = {"input_tokens": 1, "output_tokens": 1}
-    return {"id": "m1", "type": "message", "role": "assistant", "model": "m", "content": content,
-            "stop_reason": stop, "usage": usage}
+    return {
+        "id": "m1",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "content": content,
+        "stop_reason": stop,
+        "usage": usage,
+    }
 
 
 @pytest.fixture
@@ -82,7 +89,9 @@ async def test_an_openai_server_gets_the_image_a_tool_returned(project, write):
 
 async def test_an_anthropic_server_gets_the_image_in_the_tool_result(project, write):
     use = {"type": "tool_use", "id": "t1", "name": "chart", "input": {}}
-    replies = replying(anthropic([use], "tool_use"), anthropic([{"type": "text", "text": "A rising line."}], "end_turn"))
+    replies = replying(
+        anthropic([use], "tool_use"), anthropic([{"type": "text", "text": "A rising line."}], "end_turn")
+    )
     async with serve(*replies) as s:
         agent(write, {"provider": "anthropic", "name": "m", "base-url": s.url, "api-key-env": "TC_KEY"})
         assert await Manager([project / "tools"], cwd=project).invoke("look") == "A rising line."
@@ -98,7 +107,11 @@ async def test_fakellm_takes_the_media_tool_result(project, write, tmp_path_fact
     rules = {
         "rules": [
             {"name": "described", "when": {"tool_result_contains": "image/png"}, "respond": {"content": "A chart."}},
-            {"name": "draw", "when": {"tools_include": "chart"}, "respond": {"tool_calls": [{"name": "chart", "arguments": {}}]}},
+            {
+                "name": "draw",
+                "when": {"tools_include": "chart"},
+                "respond": {"tool_calls": [{"name": "chart", "arguments": {}}]},
+            },
         ]
     }
     with fakellm_server(tmp_path_factory.mktemp("fakellm"), rules) as base:
