@@ -190,6 +190,20 @@ def replace_file(file: Path, data: bytes) -> None:
         raise
 
 
+def prune(folder: Path, prefix: str, keep: int) -> None:
+    """Remove the least recently written files of ``folder`` whose names start with ``prefix``, beyond ``keep``."""
+    try:
+        with os.scandir(folder) as entries:
+            found = [(e.stat().st_mtime_ns, e.path) for e in entries if e.name.startswith(prefix) and e.is_file()]
+    except OSError:
+        return
+    for _mtime, path in sorted(found)[: max(0, len(found) - keep)]:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 def package_code() -> list[list[Any]]:
     """The package's source files with their signatures: an edited checkout never reuses an older index."""
     found = []

@@ -56,7 +56,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .cachefolder import cache_folder, enabled, package_code, package_version, plain, read_json, replace_file
+from .cachefolder import cache_folder, enabled, package_code, package_version, plain, prune, read_json, replace_file
 from .folders import Names
 from .frozen import freeze
 from .searchpath import UNSEEN, Signature
@@ -500,7 +500,7 @@ class Index:
             return
         folder = self.file.parent
         replace_file(self.file, data)
-        _prune(folder)
+        prune(folder, "index-", INDEX_FILES)
 
     def drop(self) -> None:
         """Forget the entries and remove the file (``Manager.clear_cache()``)."""
@@ -584,17 +584,3 @@ class _Carry:
         elif self.rows[at][1] != want:
             return None
         return at
-
-
-def _prune(folder: Path) -> None:
-    """Remove the least recently written index files beyond ``INDEX_FILES``."""
-    try:
-        with os.scandir(folder) as entries:
-            found = [(e.stat().st_mtime_ns, e.path) for e in entries if e.name.startswith("index-") and e.is_file()]
-    except OSError:
-        return
-    for _mtime, path in sorted(found)[: max(0, len(found) - INDEX_FILES)]:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass

@@ -41,7 +41,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .cachefolder import cache_folder, read_json, replace_file
+from .cachefolder import cache_folder, prune, read_json, replace_file
 from .index import RACY_NS, Index
 from .problems import Problem
 from .searchpath import UNSEEN, Signature, signature
@@ -130,7 +130,7 @@ class Verdicts:
             text = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
             if len(text) <= VERDICT_BYTES:
                 replace_file(self.file, text)
-                _prune(self.file.parent)
+                prune(self.file.parent, "check-", VERDICT_FILES)
         except Exception as exc:  # a full disk, a read-only home: the check is done anyway
             log.debug("verdicts not written: %s: %s", type(exc).__name__, exc)
 
@@ -192,17 +192,3 @@ def walk(roots: Iterable[str], limit: int) -> list[str] | None:
             except (OSError, ValueError):
                 continue  # unreadable or absent: its signature (or its absence) is kept with the rest
     return found
-
-
-def _prune(folder: Path) -> None:
-    """Remove the least recently written verdict files beyond ``VERDICT_FILES``."""
-    try:
-        with os.scandir(folder) as entries:
-            found = [(e.stat().st_mtime_ns, e.path) for e in entries if e.name.startswith("check-") and e.is_file()]
-    except OSError:
-        return
-    for _mtime, path in sorted(found)[: max(0, len(found) - VERDICT_FILES)]:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
