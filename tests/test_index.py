@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cache_helpers import Loads, age
 
 import orchestrator.cachefolder
 import orchestrator.folders
@@ -44,34 +45,10 @@ Write about {{{{ args.topic }}}}.
 PY = 'frontmatter = {"description": "A python tool."}\n\n\nasync def main(ctx):\n    return 1\n'
 
 
-def age(*roots: Path, seconds: float = 60.0) -> None:
-    """Set every file and folder under ``roots`` (and the roots) ``seconds`` into the past."""
-    when = time.time() - seconds
-    for root in roots:
-        for folder, _dirs, files in os.walk(root):
-            for name in files:
-                os.utime(Path(folder, name), (when, when))
-            os.utime(folder, (when, when))
-
-
 def touch_back(path: Path, seconds: float) -> None:
     """Give ``path`` (a file just edited) an old mtime, different from any it had."""
     when = time.time() - seconds
     os.utime(path, (when, when))
-
-
-class Loads:
-    """Counts the tool files a registry reads (parses or scans for a name)."""
-
-    def __init__(self) -> None:
-        self.paths: list[str] = []
-
-    def wrap(self, real: Callable[..., Any]) -> Callable[..., Any]:
-        def counted(path: Path, *args: Any, **kwargs: Any) -> Any:
-            self.paths.append(Path(path).name)
-            return real(path, *args, **kwargs)
-
-        return counted
 
 
 @pytest.fixture

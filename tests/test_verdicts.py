@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cache_helpers import Loads, age
 
 import orchestrator.folders
 import orchestrator.index
@@ -34,30 +35,6 @@ Write about {{{{ args.topic }}}}.
 """
 TYPO = "---\ndescripton: A typo.\n---\nHi.\n"
 PY = 'frontmatter = {"description": "A python tool."}\n\n\nasync def main(ctx):\n    return 1\n'
-
-
-def age(*roots: Path, seconds: float = 60.0) -> None:
-    """Set every file and folder under ``roots`` (and the roots) ``seconds`` into the past."""
-    when = time.time() - seconds
-    for root in roots:
-        for folder, _dirs, files in os.walk(root):
-            for name in files:
-                os.utime(Path(folder, name), (when, when))
-            os.utime(folder, (when, when))
-
-
-class Loads:
-    """The tool files a registry loads (parses or imports)."""
-
-    def __init__(self) -> None:
-        self.paths: list[str] = []
-
-    def wrap(self, real: Callable[..., Any]) -> Callable[..., Any]:
-        def counted(path: Path, *args: Any, **kwargs: Any) -> Any:
-            self.paths.append(Path(path).name)
-            return real(path, *args, **kwargs)
-
-        return counted
 
 
 @pytest.fixture
