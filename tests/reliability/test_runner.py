@@ -7,6 +7,7 @@ assumed.
 
 from __future__ import annotations
 
+import gc
 import textwrap
 from pathlib import Path
 
@@ -41,6 +42,23 @@ def middleware(write, name: str, body: str) -> None:
     write(f"tools/{name}.py", textwrap.dedent(body))
 
 
+PASS = "async def main(ctx):\n    return await ctx.target.manager.next()\n"
+
+# Where the middleware under test sits in ``t``'s chain: first, or after a pass-through entry that went down
+# the chain inline (a runner telling tasks apart per chain rather than per level would differ there).
+PLACES = pytest.mark.parametrize("place", ["first", "later"])
+
+
+def chained(write, name: str, body: str, place: str = "first") -> None:
+    """The middleware ``name`` (``body``) and ``t``, whose chain has it ``first`` or ``later``, after ``first``."""
+    middleware(write, name, body)
+    if place == "first":
+        tool(write, "t", {name: {}})
+    else:
+        middleware(write, "first", PASS)
+        tool(write, "t", {"first": {}, name: {}, "$order": {name: {"after": ["first"]}}})
+
+
 async def run(manager: Manager, ref: str = "t", args: dict | None = None) -> tuple[object, dict]:
     box: dict = {}
     result = await manager.invoke(ref, args, context={"nonlocals": box})
@@ -67,8 +85,9 @@ async def test_r_chain_7_next_twice_in_sequence_returns_the_result_at_once(write
     assert box["body"] == 1
 
 
-async def test_r_chain_6_next_twice_concurrently_is_an_error_and_the_chain_runs_once(write, tools: Path):
-    middleware(
+@PLACES
+async def test_r_chain_6_next_twice_concurrently_is_an_error_and_the_chain_runs_once(write, tools: Path, place: str):
+    chained(
         write,
         "racer",
         """
@@ -87,8 +106,8 @@ async def test_r_chain_6_next_twice_concurrently_is_an_error_and_the_chain_runs_
             t.nonlocals["outcomes"] = outcomes
             return [o for o in outcomes if o[0] == "ok"][0][1]
         """,
+        place,
     )
-    tool(write, "t", {"racer": {}})
     result, box = await run(Manager([tools]))
     assert result == "done"
     assert box["body"] == 1
@@ -98,8 +117,9 @@ async def test_r_chain_6_next_twice_concurrently_is_an_error_and_the_chain_runs_
     ]
 
 
-async def test_r_chain_6_next_from_a_task_outside_the_chain_is_an_error(write, tools: Path):
-    middleware(
+@PLACES
+async def test_r_chain_6_next_from_a_task_outside_the_chain_is_an_error(write, tools: Path, place: str):
+    chained(
         write,
         "parked",
         """
@@ -110,8 +130,8 @@ async def test_r_chain_6_next_from_a_task_outside_the_chain_is_an_error(write, t
             await t.nonlocals["resume"].wait()
             return await t.manager.next()
         """,
+        place,
     )
-    tool(write, "t", {"parked": {}})
     manager = Manager([tools])
     box = {"parked": anyio.Event(), "resume": anyio.Event()}
     results: list = []
@@ -129,8 +149,9 @@ async def test_r_chain_6_next_from_a_task_outside_the_chain_is_an_error(write, t
     assert box["body"] == 1
 
 
-async def test_r_chain_6_next_from_one_child_task_of_the_entry_is_fine(write, tools: Path):
-    middleware(
+@PLACES
+async def test_r_chain_6_next_from_one_child_task_of_the_entry_is_fine(write, tools: Path, place: str):
+    chained(
         write,
         "spawner",
         """
@@ -144,8 +165,8 @@ async def test_r_chain_6_next_from_one_child_task_of_the_entry_is_fine(write, to
                 group.start_soon(go)
             return got[0]
         """,
+        place,
     )
-    tool(write, "t", {"spawner": {}})
     result, box = await run(Manager([tools]))
     assert (result, box["body"]) == ("done", 1)
 
@@ -313,6 +334,83 @@ async def test_nested_chains_each_have_their_own_guard(write, tools: Path):
     tool(write, "t", {"wrap": {}}, "async def main(ctx):\n    return 'outer+' + await ctx.manager.invoke('inner')\n")
     result, box = await run(Manager([tools]))
     assert (result, box["body"]) == ("outer+done", 1)
+
+
+async def test_a_child_task_that_took_over_hands_the_chain_back(write, tools: Path):
+    # The child continues the chain; once its next() returned, the entry's own next() returns the result at once.
+    chained(
+        write,
+        "handback",
+        """
+        import anyio
+        async def main(ctx):
+            t = ctx.target
+            got = []
+            async def go():
+                got.append(await t.manager.next())
+            async with anyio.create_task_group() as group:
+                group.start_soon(go)
+            return [got[0], await t.manager.next()]
+        """,
+        "later",
+    )
+    result, box = await run(Manager([tools]))
+    assert (result, box["body"]) == (["done", "done"], 1)
+
+
+async def test_the_body_runs_once_when_a_child_task_races_its_entrys_own_next(write, tools: Path):
+    # The child's next() overlaps the entry's own: it is refused (or, on a slow machine, comes after and gets
+    # the result at once); the chain runs once.
+    chained(
+        write,
+        "hedge",
+        """
+        import anyio
+        async def main(ctx):
+            t = ctx.target
+            seen = []
+            async def late():
+                await anyio.sleep(0.001)
+                try:
+                    seen.append(await t.manager.next())
+                except Exception as exc:
+                    seen.append(type(exc).__name__)
+            async with anyio.create_task_group() as group:
+                group.start_soon(late)
+                own = await t.manager.next()
+            t.nonlocals["late"] = seen
+            return own
+        """,
+        "later",
+    )
+    result, box = await run(Manager([tools]))
+    assert (result, box["body"]) == ("done", 1)
+    assert box["late"] in (["InvocationError"], ["done"])
+
+
+async def test_a_finished_chain_keeps_no_cycle(write, tools: Path):
+    chained(write, "second", PASS, "later")
+    manager = Manager([tools])
+    await manager.invoke("t", context={"nonlocals": {}})
+    gc.collect()
+    gc.disable()
+    try:
+        await manager.invoke("t", context={"nonlocals": {}})
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+
+
+async def test_max_stack_counts_the_levels_a_task_went_down_inline(write, tools: Path):
+    # 12 entries going down inline, the last invoking a tool: noop, 12 entries and the invocation take 14 levels.
+    write("tools/noop.py", "async def main(ctx):\n    return 'bottom'\n")
+    for i in range(11):
+        write(f"tools/pass{i}.py", PASS)
+    write("tools/caller.py", "async def main(ctx):\n    return await ctx.manager.invoke('noop')\n")
+    chain = {f"pass{i}": {} for i in range(11)} | {"caller": {}}
+    assert await Manager([tools], max_stack=14).invoke("noop", middleware=chain) == "bottom"
+    with pytest.raises(InvocationError, match=r"nested invocation limit \(13\)"):
+        await Manager([tools], max_stack=13).invoke("noop", middleware=chain)
 
 
 def agent(write, name: str, script: list, body: str) -> None:
