@@ -72,14 +72,29 @@ def is_template(text: str) -> bool:
 
 
 def has_templates(value: Any) -> bool:
-    """True when any string inside ``value`` (recursively) is a template."""
+    """True when any string inside ``value`` (recursively) is a template.
+
+    Asked of every metadata value a plan or a check reads (hundreds of
+    thousands over a catalog): dicts and lists (frozen ones are subclasses)
+    and scalars are told apart by C-level checks before the abstract
+    ``Mapping`` one, and the containers are walked without generators.
+    """
     if isinstance(value, str):
-        return is_template(value)
-    if isinstance(value, Mapping):
-        return any(has_templates(v) for v in value.values())
-    if isinstance(value, list):
-        return any(has_templates(v) for v in value)
+        return "{{" in value or "{%" in value
+    if isinstance(value, dict):
+        value = value.values()
+    elif not isinstance(value, list):
+        if value is None or type(value) in _SCALARS or not isinstance(value, Mapping):
+            return False
+        value = value.values()
+    for item in value:
+        if has_templates(item):
+            return True
     return False
+
+
+_SCALARS = frozenset({bool, int, float})
+"""Types that hold no string: ``has_templates`` answers them without the abstract ``Mapping`` check."""
 
 
 class ClosedEnv(dict):  # type: ignore[type-arg]
