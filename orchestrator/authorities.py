@@ -288,9 +288,18 @@ class Authorities:
     ) -> tuple[Authority, ...]:
         """Every authority that contributes to ``authority``, root-most first, itself last.
 
+        Cached per parsed authority (every tool of a folder asks for its folder's chain), with the files it read.
+
         Raises:
             ConfigurationError: the inheritance forms a cycle (named in the message).
         """
+        # Keyed by the parsed file's identity, which the value holds alive (a re-read file is a new key).
+        key = (id(authority), paths)
+        return self._cached(
+            "authority-chains", key, lambda deps: (authority, self._chain(authority, paths, deps)), checked
+        )[1]
+
+    def _chain(self, authority: Authority, paths: tuple[SearchPath, ...], checked: set[str]) -> tuple[Authority, ...]:
         order: list[Authority] = []
         placed: set[Path] = set()
 
