@@ -33,7 +33,6 @@ from .interpolate import has_templates, is_template
 from .loader import KNOWN_KEYS, read_text, split_frontmatter
 from .ordering import build_chain
 from .partials import problems as partial_problems
-from .planner import order_strays
 from .problems import Report, name_line, where_key
 from .registry import SearchPath, Snapshot
 from .schema import schema_problems, validator_for
@@ -381,7 +380,7 @@ def _check_names(
     keys = {key for level in plan.levels for key in level.data}
     # Built only when a suggestion is due: a union with every name per tool is quadratic over a catalog.
     known = _Known(keys, names)
-    for entry, name in order_strays(plan.raw, lambda n: manager.registry.exists(n, manager.paths, run)):
+    for entry, name in plan.strays:  # found when the plan was made (``order_strays``)
         report.warn(
             *_where(tool, plan, "$order"),
             f"$order of {entry!r} names {name!r}, which is neither a key, a tool nor a phase "

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .authorities import DEFAULT_PHASES, Authorities
-from .cascade import Merged, Plan, guard_managed, managed_keys, merge_levels, static_keys, tool_levels
+from .cascade import Merged, Plan, guard_managed, managed_keys, merge_levels, merge_plain, static_keys, tool_levels
 from .conditions import Start, condition, idle_prefix, possible
 from .errors import ConfigurationError, OrchestratorError, ToolDefinitionError, ToolNotFoundError
 from .graph import reachable_components
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orchestrator")
 NO_KEYS: frozenset[str] = frozenset()
+Shape = tuple[str, tuple[str, str] | None, bool, frozenset[str] | None]
+"""A merged key as ``toolkeys`` sees it for any tool: (name, target, attachable, the named tool's SCC)."""
 
 NESTING = 8
 """How many levels of middleware-of-middleware a static chain resolves ahead; deeper entries resolve when entered."""
@@ -93,9 +95,10 @@ class Planner:
                     guard_managed(level, managed, tool.name)
         phases = next((a.phases for a in reversed(authorities) if a.phases is not None), DEFAULT_PHASES)
         first = next((i for i, level in enumerate(levels) if level.templated), len(levels))
-        base = merge_levels(levels[:first], None, tool.name)
+        base = merge_plain(levels[:first], tool.name)
         raw = merge_levels(levels[first:], None, tool.name, base) if first < len(levels) else base
-        for entry, name in order_strays(raw, lambda n: self.registry.exists(n, paths, deps)):
+        strays = tuple(order_strays(raw, lambda n: self.registry.exists(n, paths, deps)))
+        for entry, name in strays:
             log.warning(
                 "%s: $order of %r names %r, which is neither a key, a tool nor a phase: the constraint is ignored",
                 tool.name,
@@ -116,6 +119,7 @@ class Planner:
             managed=managed,
             authorities=() if tool.metadata.get("$inherit") is False else tuple(a.name for a in authorities),
             env=env,
+            strays=strays,
         )
 
     def component(self, tool: Tool, paths: tuple[SearchPath, ...], checked: set[str] | None) -> frozenset[str]:
@@ -207,34 +211,67 @@ class Planner:
 
             verdicts: list[Verdict] = []
             declared_only = merged.attach == "middleware"
-            for name in merged.values:
+            for name, found, attachable, cycle in self._keys_shape(merged, paths, deps):
                 if name in merged.static:
                     verdicts.append(Verdict(name, False, "listed in $static"))
-                    continue
-                if name == tool.name:
+                elif name == tool.name:
                     verdicts.append(Verdict(name, False, "self-reference"))
-                    continue
-                found = self.target(name, paths, deps)
-                uri = found[0] if found else None
-                if name in merged.dynamic:
-                    if uri is None:
+                elif name in merged.dynamic:
+                    if found is None:
                         raise ConfigurationError(
                             "listed in $dynamic but names no tool", tool=tool.name, key=name, path=tool.path
                         )
                     verdicts.append(Verdict(name, True, "listed in $dynamic"))
                 elif found is None:
                     verdicts.append(Verdict(name, False, "names no tool"))
-                elif declared_only and not self.attachable(name, paths, deps):
+                elif declared_only and not attachable:
                     verdicts.append(Verdict(name, False, _undeclared(name, found[1], merged.attach_level)))
-                elif self._in_cycle(tool, name, paths, deps):
+                elif tool.uri in cycle if cycle is not None else self._in_cycle(tool, name, paths, deps):
                     verdicts.append(
                         Verdict(name, False, f"auto-static: {name} is in a dependency cycle with {tool.name}")
                     )
                 else:
-                    verdicts.append(Verdict(name, True, f"names a tool ({found[1]})" if found else "names a tool"))
+                    verdicts.append(Verdict(name, True, f"names a tool ({found[1]})"))
             return tuple(verdicts)
 
         return self.registry.memo("toolkeys", key, compute, checked)
+
+    def _keys_shape(self, merged: Merged, paths: tuple[SearchPath, ...], checked: set[str]) -> tuple[Shape, ...]:
+        """What ``toolkeys`` needs to know of each merged key apart from the tool: shared by tools with the same keys.
+
+        Per key: the tool it names (``target``), whether that tool may run
+        under ``$attach: middleware``, and its SCC, which holds a tool exactly
+        when the two are in a cycle (None when it could not be computed here:
+        ``toolkeys`` then asks ``_in_cycle``, which raises as before). Only
+        what a verdict can reach is looked up, as ``toolkeys`` did per tool:
+        10,000 tools under one authority name the same middleware keys.
+        """
+        key = (paths, tuple(merged.values), merged.static, merged.dynamic, merged.attach)
+
+        def compute(deps: set[str]) -> tuple[Shape, ...]:
+            shape: list[Shape] = []
+            declared_only = merged.attach == "middleware"
+            for name in merged.values:
+                if name in merged.static:
+                    shape.append((name, None, False, None))
+                    continue
+                found = self.target(name, paths, deps)
+                if found is None or name in merged.dynamic:
+                    shape.append((name, found, False, None))
+                    continue
+                attachable = self.attachable(name, paths, deps) if declared_only else True
+                cycle: frozenset[str] | None = None
+                if attachable:
+                    try:
+                        cycle = self.component(self.registry.find(name, paths, deps), paths, deps)
+                    except (ToolNotFoundError, ToolDefinitionError):
+                        cycle = NO_KEYS  # a node without edges: in no cycle (as ``_in_cycle``)
+                    except OrchestratorError:
+                        cycle = None  # raised again, for the tool that asks (``_in_cycle``)
+                shape.append((name, found, attachable, cycle))
+            return tuple(shape)
+
+        return self.registry.memo("keyshapes", key, compute, checked)
 
     def pipeline(self, ref: str, paths: tuple[SearchPath, ...], checked: set[str] | None) -> Pipeline:
         """What ``ref`` compiles to against ``paths`` (cached with every file it came from).
