@@ -127,12 +127,14 @@ class Recorder:
         except Exception as exc:
             log.warning("run log %s: cannot record a run: %s", self.runlog.path, exc)
 
-    def fill(self, call: Call) -> bool:
+    def fill(self, call: Call, looked: dict[Any, Any]) -> bool:
         """Complete a call's record from its context, on the log's writer thread; False: the call is not kept.
 
         The call is over: nothing changes its context any more. Its tool's
         metadata may keep it out of the log (``runlog: false``, set by
-        itself or by its folder's ``AUTHORITY.md``).
+        itself or by its folder's ``AUTHORITY.md``). ``looked`` lives for
+        one batch of rows: a tool's plan levels are looked up once per batch
+        (its files checked once per batch, as a run checks them once).
         """
         ctx = call.context
         call.context = None  # the record no longer holds the run's context
@@ -147,12 +149,18 @@ class Recorder:
         call.usage = dict(usage) if usage else None
         call.env = bool(ctx.trust.get("env"))
         model = meta.get("model")
-        if isinstance(model, Mapping) and isinstance(model.get("api-key-env"), str):
+        if model is not None and isinstance(model, Mapping) and isinstance(model.get("api-key-env"), str):
             call.secrets.append(os.environ.get(model["api-key-env"]))
-        try:  # the plan is cached: looked up here, off the event loop
-            call.levels = self._manager.planner.plan(ctx.tool, ctx.paths, set()).levels
-        except Exception:  # a tool changed or gone meanwhile: its levels are left out
-            call.levels = ()
+        tool, paths = ctx.tool, ctx.paths
+        key = (id(tool), id(paths))  # both are kept in ``looked`` with their levels: their ids are no other's
+        found = looked.get(key)
+        if found is None:
+            try:  # the plan is cached: looked up here, off the event loop
+                levels = self._manager.planner.plan(tool, paths, set()).levels
+            except Exception:  # a tool changed or gone meanwhile: its levels are left out
+                levels = ()
+            found = looked[key] = (tool, paths, levels)
+        call.levels = found[2]
         return True
 
     def record(

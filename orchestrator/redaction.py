@@ -37,10 +37,9 @@ if TYPE_CHECKING:
 
 REDACTED = "[redacted]"
 _SCHEMAS: dict[int, tuple[Any, Any]] = {}  # id(params or returns) -> (it, its JSON Schema), for the writer threads
-# (keys, ids of the values) of a call's merged metadata -> (the values, its hash): see _digest
-_HASHES: dict[tuple[tuple[Any, ...], tuple[int, ...]], tuple[tuple[Any, ...], str]] = {}
-# (metadata hash, id(a plan's levels)) -> (the levels, their row text): see _plan_text
-_PLANS: dict[tuple[str | None, int], tuple[Sequence[Any], str]] = {}
+# id(a plan's levels) -> (the levels, the metadata last hashed with them, the row text of both): see _plan_text
+_PLANS: dict[int, tuple[Sequence[Any], dict[str, Any] | None, str]] = {}
+_SECRET_NAMES: dict[str, bool] = {}  # environment variable name -> whether it looks secret (SECRET_NAME)
 _UNCHANGING = frozenset({FrozenDict, FrozenList, str, int, float, bool, type(None)})  # read-only metadata values
 MAX_TEXT = 200_000  # characters of one arg, result or model answer kept; the rest is cut
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|PRIVATE|COOKIE|SESSION|DSN", re.IGNORECASE)
@@ -56,6 +55,10 @@ def row(call: Call, environment: Environment) -> tuple[Any, ...]:
     """The row of ``call``: redacted, its secrets cut out, its values bounded.
 
     ``environment`` is ``secret_environment()``, read once per batch of rows.
+    A value the row lacks is ``""`` (tool, caller, error type, model) or
+    ``-1`` (tokens), never None: the run log's ``INSERT`` stores those as
+    NULL (``sqlite3`` binds None through its adapter lookup, a third of a
+    row's binding).
     """
     secrets = list(call.secrets)
     args = redact(_plain_args(call.args), _redacting(call.params), secrets)
@@ -85,10 +88,10 @@ def row(call: Call, environment: Environment) -> tuple[Any, ...]:
         if price is not None:
             body["cost"], body["prices"] = price, table()
     plan = _plan_text(call)
-    text = _spliced(body, plan)
+    text = _body_text(body, plan)
     if len(text) > MAX_TEXT:  # only then can the args or the result be over the bound: cut them, write again
         body["args"], body["result"] = _bounded(body["args"]), _bounded(body["result"])
-        text = _spliced(body, plan)
+        text = _body_text(body, plan)
     cut = environment.cut(call.env, secrets)
     if cut is not None and cut[1].search(text):  # a secret is in the row's text: cut it out of every string
         body = _scrub({**body, **json.loads("{" + plan + "}")}, cut[0])
@@ -101,12 +104,12 @@ def row(call: Call, environment: Environment) -> tuple[Any, ...]:
         call.started,
         call.seconds,
         call.ref,
-        call.tool,
-        call.caller,
+        call.tool or "",
+        call.caller or "",
         status,
-        error["type"] if error else None,
-        str(model) if model is not None else None,
-        tokens if isinstance(tokens, int) else None,
+        error["type"] if error else "",
+        str(model) if model is not None else "",
+        tokens if isinstance(tokens, int) and tokens >= 0 else -1,
         text,
     )
 
@@ -116,7 +119,7 @@ def redact(value: Any, schema: Any, found: list[Any]) -> Any:
 
     What was replaced is added to ``found`` (to be cut out of the rest of the run).
     """
-    if not isinstance(schema, Mapping):
+    if schema is None or not isinstance(schema, Mapping):
         return value
     if schema.get("x-redact") is True:
         found.append(value)
@@ -152,10 +155,30 @@ class Environment:
 
 
 def secret_environment() -> Environment:
-    """The environment's values (8 characters or more) to cut out of the runs written now."""
-    found = [(name, value) for name, value in os.environ.items() if len(value) >= 8]
-    secrets = tuple(value for name, value in found if SECRET_NAME.search(name))
-    values = tuple(value for _name, value in found)
+    """The environment's values (8 characters or more) to cut out of the runs written now.
+
+    Read for each batch of rows (the environment may change); whether a
+    name looks secret is found once per name, and the patterns once per
+    set of values.
+    """
+    names = _SECRET_NAMES
+    secrets: list[str] = []
+    values: list[str] = []
+    for name, value in os.environ.items():
+        if len(value) >= 8:
+            values.append(value)
+            secret = names.get(name)
+            if secret is None:
+                if len(names) >= 4_096:
+                    names.clear()
+                secret = names[name] = SECRET_NAME.search(name) is not None
+            if secret:
+                secrets.append(value)
+    return _environment(tuple(secrets), tuple(values))
+
+
+@functools.lru_cache(maxsize=8)
+def _environment(secrets: tuple[str, ...], values: tuple[str, ...]) -> Environment:
     return Environment(secrets, values, _cutter(secrets), _cutter(values))
 
 
@@ -186,31 +209,59 @@ def _plan_text(call: Call) -> str:
 
     Made once for each plan (its levels, a tuple, are the same for each of
     its calls) and its metadata: each row of its calls has it spliced in,
-    not encoded again.
+    neither hashed nor encoded again while its metadata equals (``==``) the
+    metadata last hashed with that plan. That one is kept (a copy) only when
+    its values are read-only (``orchestrator.frozen``, or scalars), so it
+    cannot change after it was hashed; a call whose metadata a middleware
+    changed is hashed on its own.
     """
-    digest = _digest(call.meta) if call.meta is not None else None
-    levels = call.levels
-    key = (digest, id(levels))
-    found = _PLANS.get(key)
-    if found is not None and found[0] is levels:
-        return found[1]
+    meta, levels = call.meta, call.levels
+    found = _PLANS.get(id(levels))
+    if found is not None and found[0] is levels and found[1] == meta:
+        return found[2]
+    digest = _digest(meta) if meta is not None else None
     text = _encode({"meta_hash": digest, "levels": [_level(level) for level in levels]})[1:-1]
-    if type(levels) is tuple:
+    if type(levels) is tuple and (meta is None or all(type(value) in _UNCHANGING for value in meta.values())):
         if len(_PLANS) >= 256:
             _PLANS.clear()
-        _PLANS[key] = (levels, text)  # the levels are kept: their id is never another's while cached
+        # the levels are kept: their id is never another's while cached
+        _PLANS[id(levels)] = (levels, dict(meta) if meta is not None else None, text)
     return text
 
 
-def _spliced(body: dict[str, Any], plan: str) -> str:
-    """The text of a row's ``body`` with its plan's text (``_plan_text``) spliced in before the closing brace."""
-    return f"{_encode(body)[:-1]}, {plan}}}"
+def _body_text(body: dict[str, Any], plan: str) -> str:
+    """The text of a row's ``body`` (``row``'s keys, in its order) with its plan's text (``_plan_text``) at the end.
+
+    The same text ``_encode`` writes for the body, made a part at a time:
+    a part that is null, a string or an empty list is written without the
+    encoder, whose every call costs more than the plain strings of a small
+    row.
+    """
+    return (
+        f'{{"args": {_part(body["args"])}, "result": {_part(body["result"])}, "error": {_part(body["error"])}, '
+        f'"usage": {_part(body["usage"])}, "cost": {_part(body["cost"])}, "prices": {_part(body["prices"])}, '
+        f'"turns": {_part(body["turns"])}, {plan}}}'
+    )
+
+
+def _part(value: Any) -> str:
+    """``_encode(value)``, without the encoder for None, a string and an empty list."""
+    if value is None:
+        return "null"
+    kind = type(value)
+    if kind is str:
+        return _string(value)
+    if kind is list and not value:
+        return "[]"
+    return _encode(value)
 
 
 def _plain_args(args: Any) -> Any:
     """Args without their ``$`` options (a ``$context`` may hold anything)."""
-    if isinstance(args, Mapping) and any(isinstance(key, str) and key.startswith("$") for key in args):
-        return {key: value for key, value in args.items() if not (isinstance(key, str) and key.startswith("$"))}
+    if type(args) is dict or isinstance(args, Mapping):
+        for key in args:
+            if isinstance(key, str) and key.startswith("$"):
+                return {key: value for key, value in args.items() if not (isinstance(key, str) and key.startswith("$"))}
     return args
 
 
@@ -277,31 +328,15 @@ def _row_encoder() -> Callable[[Any], str]:
 
 
 _encode = _row_encoder()  # one encoder for every row
+_string: Callable[[str], str] = json.encoder.encode_basestring  # a string as _encode writes it (ensure_ascii=False)
 _sorted = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=repr).encode  # metadata, to hash
 
 
 def _digest(meta: Mapping[str, Any]) -> str:
-    """The hash of a call's merged metadata, computed once for the same values.
-
-    A call's ``meta`` is its own copy of its plan's merged metadata, whose
-    values are read-only (``orchestrator.frozen``) and the same objects for
-    every call of that plan: metadata made of the same keys and the same
-    read-only values has the same hash. Metadata a middleware changed, with a
-    value that could change again (a plain dict or list), is hashed each time.
-    """
-    values = tuple(meta.values())
-    key = (tuple(meta), tuple(map(id, values)))
-    found = _HASHES.get(key)
-    if found is not None:  # the same read-only values (kept alive below: their ids are no other object's)
-        return found[1]
+    """The hash of a call's merged metadata (its keys sorted); ``_plan_text`` keeps it per plan."""
     import hashlib  # on the writer thread: OpenSSL's load stays off a command's start
 
-    digest = "sha256:" + hashlib.sha256(_sorted(meta).encode()).hexdigest()
-    if all(type(value) in _UNCHANGING for value in values):
-        if len(_HASHES) >= 256:
-            _HASHES.clear()
-        _HASHES[key] = (values, digest)
-    return digest
+    return "sha256:" + hashlib.sha256(_sorted(meta).encode()).hexdigest()
 
 
 def _level(level: Any) -> dict[str, Any]:

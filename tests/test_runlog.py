@@ -169,6 +169,46 @@ async def test_redacted_args_never_reach_the_file_nor_do_secret_environment_valu
         assert secret not in written  # ...and none of these
 
 
+async def test_a_secret_set_after_the_first_rows_is_cut_from_later_rows(folder, tmp_path, monkeypatch):
+    # the environment is read again for each batch of rows; only whether a name looks secret is remembered
+    monkeypatch.setenv("LATER_SECRET", "short")
+    log = tmp_path / "runs.db"
+    with Manager([folder], runlog=log) as manager:
+        assert manager.runlog is not None
+        await manager.invoke("greet", {"name": "short"})
+        manager.runlog.flush()
+        monkeypatch.setenv("LATER_SECRET", "hush-5531902")
+        monkeypatch.setenv("LATER_PLACE", "harbour-8812")  # not named like a secret: kept
+        await manager.invoke("greet", {"name": "hush-5531902"})
+        await manager.invoke("greet", {"name": "harbour-8812"})
+        later, secret, first = (manager.runlog.get(info.id) for info in manager.runlog.runs())
+    assert first is not None and first["args"] == {"name": "short"}  # under 8 characters: not cut
+    assert secret is not None and secret["args"] == {"name": "[redacted]"}
+    assert later is not None and later["args"] == {"name": "harbour-8812"}
+    assert b"hush-5531902" not in file_bytes(log)
+
+
+async def test_what_a_run_lacks_is_null_in_the_file(folder, tmp_path):
+    # a row binds "" and -1 for what it lacks (cheaper than None for sqlite3); the file holds NULL
+    log = tmp_path / "runs.db"
+    with Manager([folder], runlog=log) as manager:
+        await manager.invoke("greet", {"name": "Ada"})
+        with pytest.raises(ValueError):
+            await manager.invoke("broken")
+    db = sqlite3.connect(log)
+    try:
+        found = db.execute(
+            "SELECT ref, typeof(tool), typeof(caller), typeof(error), typeof(model), typeof(tokens), error"
+            " FROM runs ORDER BY seq"
+        ).fetchall()
+    finally:
+        db.close()
+    assert found == [
+        ("greet", "text", "null", "null", "null", "null", None),
+        ("broken", "text", "null", "text", "null", "null", "ValueError"),
+    ]
+
+
 async def test_a_manager_without_a_run_log_records_nothing_and_listens_to_nothing(folder, tmp_path):
     manager = Manager([folder])
     assert manager.recorder is None and manager.runlog is None
