@@ -32,9 +32,9 @@ def check_middleware_args(
 ) -> None:
     """A middleware key's value is that middleware's args: check it against the middleware's params, statically."""
     for key, middleware, _why in verdicts:
+        if not middleware:
+            continue
         value = plan.raw.values.get(key)
-        if not middleware or has_templates(value):
-            continue  # templated args are only known at run time
         try:
             _check_args(manager, key, value, run)
         except ValidationError as exc:
@@ -152,6 +152,8 @@ def check_replaced(manager: Manager, replacing: Iterable[tuple[str, Path]], repo
 def _check_args(manager: Manager, key: str, value: Any, run: Snapshot) -> None:
     """Check ``value`` against the params of the middleware ``key``: once per value object, not once per tool.
 
+    Templated args are only known at run time: nothing is checked.
+
     An authority's middleware args are one object shared by every tool it
     governs (a catalog's 10,000 tools, 8 built-ins each): the verdict is
     remembered by the value's identity, the value held so the identity stays its own.
@@ -165,6 +167,9 @@ def _check_args(manager: Manager, key: str, value: Any, run: Snapshot) -> None:
     if known is not None and known[0] is value:
         if known[1] is not None:
             raise known[1].with_traceback(None)
+        return
+    if has_templates(value):
+        run.values[memo] = (value, None)
         return
     params = _params_of(manager, key, run)
     failure = None

@@ -18,8 +18,9 @@ the schemas this needs.
 
 from __future__ import annotations
 
+import operator
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -147,7 +148,7 @@ def _check_tool(
         plan = manager.planner.plan(tool, manager.paths, run)
         merged = plan.raw
         verdicts = manager.planner.toolkeys(tool, merged, manager.paths, run)
-        build_chain(tool, merged, verdicts, [], plan.phases, {})
+        _check_chain(tool, merged, verdicts, plan.phases, run)
     except Exception as exc:
         report.error(exc, tool.path, tool.line_of("$order"))
         return
@@ -161,6 +162,27 @@ def _check_tool(
     check_collisions(manager, tool, plan, verdicts, report, run)
     for folder in _added_folders(tool, plan, looked):
         reached.setdefault(folder, ())
+
+
+def _check_chain(
+    tool: Tool, merged: Merged, verdicts: Iterable[tuple[str, bool, str]], phases: tuple[str, ...], run: Snapshot
+) -> None:
+    """Raise what building the tool's chain raises (a malformed ``$order``, a cycle): once per chain shape.
+
+    The chain's order and its errors depend on its middleware keys, their
+    ``$order`` values and the phases alone. A catalog's tools share them (one
+    authority's ``$order`` objects), so a shape built without error is
+    remembered for the run by those objects' identities (held, so no identity
+    is reused); one that fails is built again for each tool, whose error names it.
+    """
+    keys = tuple(key for key, middleware, _why in verdicts if middleware)
+    specs = tuple(merged.order.get(key) for key in keys)
+    memo = ("chain", keys, tuple(map(id, specs)), phases)
+    known = run.values.get(memo)
+    if known is not None and all(map(operator.is_, known, specs)):
+        return
+    build_chain(tool, merged, verdicts, [], phases, {})
+    run.values[memo] = specs
 
 
 def _added_folders(tool: Tool, plan: Plan, looked: set[str] | None = None) -> list[Path]:

@@ -239,7 +239,6 @@ def uses(tool: Tool, paths: tuple[SearchPath, ...]) -> list[Use]:
 
     For ``show``: each with the file it resolves to now.
     """
-    roots = roots_of(tool, paths)
     found: list[Use] = []
     sources: list[tuple[str, str, int | None]] = []
     if isinstance(tool.prompt, str) and "{%" in tool.prompt:  # partials are named by statements only
@@ -250,6 +249,9 @@ def uses(tool: Tool, paths: tuple[SearchPath, ...]) -> list[Use]:
         for text in _strings(value):
             if "{%" in text:
                 sources.append((str(key), text, tool.line_of(str(key))))
+    if not sources:
+        return found  # nothing to include from: the roots (a stat per search path) are not looked for
+    roots = roots_of(tool, paths)
     seen: set[Path] = set()
     for level, text, first in sources:
         _follow(text, level, first, None, tool, roots, found, seen)

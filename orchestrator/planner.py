@@ -461,14 +461,16 @@ def order_strays(merged: Merged, exists: Callable[[str], bool]) -> Iterator[tupl
     Such a constraint is ignored (R-CHAIN-3), which is what a typo
     (``after: [shuot]``) silently does; ``check`` and the planner say so.
     """
+    values = merged.values
     for entry, spec in merged.order.items():
         names = [entry]
-        for field in ("before", "after"):
-            value = spec.get(field) if isinstance(spec, Mapping) else None
-            if isinstance(value, str):
-                names.append(value)
-            elif isinstance(value, list | tuple):
-                names += [v for v in value if isinstance(v, str)]
+        if isinstance(spec, Mapping):
+            for field in ("before", "after"):
+                value = spec.get(field)
+                if isinstance(value, str):
+                    names.append(value)
+                elif isinstance(value, list) or isinstance(value, tuple):  # noqa: SIM101 - no union made per call
+                    names += [v for v in value if isinstance(v, str)]
         for name in names:
-            if not name.startswith("$") and name not in merged.values and not exists(name):
+            if name not in values and not name.startswith("$") and not exists(name):
                 yield entry, name

@@ -37,7 +37,7 @@ def check_reads(tool: Tool, plan: Plan, report: Report) -> None:
     if tool.prompt is not None and is_template(tool.prompt):
         sources.append(("the prompt", tool.prompt, tool.prompt_line, 1))
     for key, value in tool.metadata.items():
-        if not str(key).startswith("$"):
+        if not str(key).startswith("$") and has_templates(value):
             sources.extend((f"metadata key {key!r}", text, tool.lines.get(key), 0) for text in _strings(value))
     if not sources:
         return
@@ -87,7 +87,7 @@ def _declared(params: Any, tool: Tool) -> list[str] | None:
 def check_templates(metadata: Mapping[str, Any], path: Path | None, lines: Mapping[str, int], report: Report) -> None:
     """Report a template syntax error in any metadata value (annotations are never templates)."""
     for key, value in metadata.items():
-        if str(key).startswith("$"):
+        if str(key).startswith("$") or not has_templates(value):
             continue  # annotations are never interpolated (R-CAS-3)
         for source in _strings(value):
             for err in syntax_errors(source):

@@ -55,9 +55,16 @@ class NearNames:
             for variant in _deletions(name):
                 self.by_variant.setdefault(variant, set()).add(name)
         self.compared = 0  # candidates given to one_edit_apart: what tests count instead of time
+        self._near: dict[str, list[str]] = {}  # each key's answer: a catalog's tools share their keys
 
     def near(self, key: str) -> list[str]:
-        """The names one edit from ``key`` (never ``key`` itself), sorted."""
+        """The names one edit from ``key`` (never ``key`` itself), sorted (the same list for the same key)."""
+        known = self._near.get(key)
+        if known is None:
+            known = self._near[key] = self._find(key)
+        return known
+
+    def _find(self, key: str) -> list[str]:
         candidates: set[str] = set()
         for variant in _deletions(key):
             candidates.update(self.by_variant.get(variant, ()))
