@@ -32,6 +32,7 @@ who hands the calls over, ``orchestrator.recorder``'s.
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import logging
 import os
@@ -76,10 +77,10 @@ RUNLOG = sqlitefile.Kind(APPLICATION_ID, _SCHEMA, "run log", "Manager(runlog=...
 _COLUMNS = "id, started, seconds, ref, tool, caller, status, error, model, tokens"
 # A row (redaction.row) says a missing tool, caller, error type or model with "" and missing tokens with -1:
 # NULLIF stores NULL. Bound as None, each costs sqlite3's adapter lookup (a third of binding a row).
-_INSERT = (
-    f"INSERT INTO runs ({_COLUMNS}, body) VALUES "
-    "(?, ?, ?, ?, NULLIF(?, ''), NULLIF(?, ''), ?, NULLIF(?, ''), NULLIF(?, ''), NULLIF(?, -1), ?)"
-)
+_VALUES = "(?, ?, ?, ?, NULLIF(?, ''), NULLIF(?, ''), ?, NULLIF(?, ''), NULLIF(?, ''), NULLIF(?, -1), ?)"
+# Rows per INSERT: one statement for many rows costs SQLite a third less per row than a statement per row
+# (executemany), and 64 rows' 704 parameters stay within the 999 of the oldest SQLite builds.
+ROWS_PER_INSERT = 64
 # The last seq minus the first, each found on the key's b-tree without a walk (one min() or max() a query).
 _SPAN = "SELECT (SELECT max(seq) FROM runs) - (SELECT min(seq) FROM runs)"
 _SELECT = _COLUMNS + ", json_extract(body, '$.cost')"  # a run's cost lives in its body: older files have no column
@@ -263,7 +264,9 @@ class RunLog:
                 db = self._connect(create=True)
             db.execute("BEGIN IMMEDIATE")
             try:
-                db.executemany(_INSERT, rows)
+                for start in range(0, len(rows), ROWS_PER_INSERT):
+                    part = rows[start : start + ROWS_PER_INSERT]
+                    db.execute(_insert(len(part)), [value for one in part for value in one])
                 self._prune(db)
                 db.execute("COMMIT")
             except BaseException:
@@ -381,6 +384,12 @@ class RunLog:
         where, parameters = _filters(tool, since, status)
         for found in self._read(f"SELECT {_SELECT}, body FROM runs{where} ORDER BY seq", parameters):
             yield _whole(found)
+
+
+@functools.lru_cache(maxsize=ROWS_PER_INSERT)
+def _insert(count: int) -> str:
+    """The INSERT statement of ``count`` rows (SQLite prepares each text once: sqlite3 caches its statements)."""
+    return f"INSERT INTO runs ({_COLUMNS}, body) VALUES " + ", ".join([_VALUES] * count)
 
 
 def _filters(tool: str | None, since: float | None, status: str | None) -> tuple[str, list[Any]]:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from orchestrator import ConfigurationError, Manager, ToolNotFoundError
-from orchestrator.runlog import KEEP_RUNS, Call, RunLog, default_runlog
+from orchestrator.runlog import KEEP_RUNS, ROWS_PER_INSERT, Call, RunLog, default_runlog
 
 pytestmark = pytest.mark.anyio
 
@@ -361,3 +361,21 @@ async def test_a_secret_in_a_level_path_is_cut_from_the_row_and_the_plan_text_of
     assert paths[1::2] == [str(tmp_path / "open" / "tools" / "hello.md")] * 2
     assert len({run["meta_hash"] for run in runs if run is not None}) == 1  # the same metadata: the same hash
     assert b"hush-48213977" not in file_bytes(log)
+
+
+def test_a_batch_longer_than_one_insert_is_written_whole_and_in_order(tmp_path):
+    # the writer inserts up to ROWS_PER_INSERT rows per statement: a longer batch takes several, in order
+    log = RunLog(tmp_path / "runs.db")
+    count = 2 * ROWS_PER_INSERT + 3
+    now = time.time()
+    try:
+        for number in range(count):  # added at once: the writer takes them in one batch (up to 256)
+            call = Call(id=f"run-{number:04d}", ref="greet", args={"n": number}, started=now, seconds=0.1)
+            call.caller = "cli" if number % 2 else None
+            log.add(call)
+        log.flush()
+        kept = list(reversed(log.runs(None)))
+    finally:
+        log.close()
+    assert [run.id for run in kept] == [f"run-{number:04d}" for number in range(count)]
+    assert [run.caller for run in kept] == ["cli" if number % 2 else None for number in range(count)]
