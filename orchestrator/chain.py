@@ -133,27 +133,31 @@ async def advance(ctx: Context) -> Any:
         return ctx.locals.get("result")
     level = ctx.running
     outer = frames.get()
-    if level and (outer is None or outer[0] is not ctx or outer[1] != level):  # else called from its own entry
-        refuse_overlap(ctx, level, outer)
     if outer is None:
-        stacked = inner = 0
+        if level:  # a task outside the chain
+            refuse_overlap(ctx, level, outer)
+        frame: Frame = (ctx, level + 1, None, 0, 0)
     else:
-        stacked, inner, owner = outer[3], outer[4], outer[0]
-        if owner is not None:  # called from inside an entry of ``owner`` (ctx's own, for the next level)
-            if owner.entry:
-                inner += 1
-            else:
-                stacked += 1
+        owner = outer[0]
+        if level and (owner is not ctx or outer[1] != level):  # else called from its own entry
+            refuse_overlap(ctx, level, outer)
+        if owner is None:  # the mark of an independent invocation
+            frame = (ctx, level + 1, outer, outer[3], outer[4])
+        elif owner.entry:  # called from inside an entry of ``owner`` (ctx's own, for the next level)
+            frame = (ctx, level + 1, outer, outer[3], outer[4] + 1)
+        else:
+            frame = (ctx, level + 1, outer, outer[3] + 1, outer[4])
     ctx.running = level + 1
-    token = frames.set((ctx, level + 1, outer, stacked, inner))
+    token = frames.set(frame)
     try:
         while not ctx.finished:
-            if ctx.pos >= len(ctx.chain):
+            chain, pos = ctx.chain, ctx.pos
+            if pos >= len(chain):
                 if not ctx.body_ran:  # the bottom: the body runs here (R-CHAIN-8)
                     await run_body(ctx)
                 break
-            entry = ctx.chain[ctx.pos]
-            ctx.pos += 1
+            entry = chain[pos]
+            ctx.pos = pos + 1
             if entry.when is not None and not entry.when(ctx, entry.args):
                 continue  # the entry's tool has no work for this target: no invocation (R-CHAIN-12)
             fn = entry.fn
@@ -162,11 +166,15 @@ async def advance(ctx: Context) -> Any:
                 if _awaitable(value):
                     value = await value
             else:  # the entry's pipeline (compiled ahead with this chain, else looked up) binds its context
-                ahead = ctx.resolved
-                found = ahead.pipelines.get(entry.name) if ahead is not None and ahead.paths == ctx.paths else None
-                pipeline = found or ctx.owner.catalog.pipeline(entry.name, ctx.paths, ctx.shared.checked)
+                ahead, paths = ctx.resolved, ctx.paths
+                if ahead is not None and (ahead.paths is paths or ahead.paths == paths):
+                    pipeline = ahead.pipelines.get(entry.name) or ctx.owner.catalog.pipeline(
+                        entry.name, paths, ctx.shared.checked
+                    )
+                else:
+                    pipeline = ctx.owner.catalog.pipeline(entry.name, paths, ctx.shared.checked)
                 # The entry's level of max_stack: the frame's count, one more inside the entry (see frames).
-                child = pipeline.bind(entry.args, None, ctx, ctx, inner if ctx.entry else stacked)
+                child = pipeline.bind(entry.args, None, ctx, ctx, frame[4] if ctx.entry else frame[3])
                 if child is SKIPPED:
                     continue
                 events = child.owner.events  # its lists, not its __bool__: a Python call per entry
@@ -190,6 +198,8 @@ async def advance(ctx: Context) -> Any:
                     raise unawaited(value, ctx, entry) if entry.fn is not None else unawaited(value, child, None)
                 ctx.locals["result"] = value
                 ctx.finished = True
+                if level:  # a nested next(): nothing left to tell (the finally below still runs)
+                    return value
             break
     finally:
         ctx.running = level

@@ -405,13 +405,14 @@ def bind(
     merged = plan.static
     if merged is None:  # templated metadata: rendered for this call
         return pipeline.bind_call(args, None, target, target, None, None)
-    target.shared.history.append((tool.name, args, time.time()))
+    shared = target.shared
+    shared.history.append((tool.name, args, _now()))
     runs = pipeline.runs  # a leaf (no entry with work) shares the empty tuple: inject() builds a new list
     ctx: Context = _new(EntryContext)
     ctx.owner = manager
     ctx.tool = tool
     ctx.args = args
-    ctx.shared = target.shared
+    ctx.shared = shared
     ctx._run = None
     ctx.parent = target
     ctx._target = target
@@ -451,7 +452,7 @@ def _fresh(pipeline: Pipeline, args: Any, where: Place, merged: Merged) -> Conte
     The context ``Context(...)`` builds, with every slot set directly (as ``bind`` does for an entry).
     """
     tool, plan, parent = pipeline.tool, pipeline.plan, where.parent
-    where.shared.history.append((tool.name, args, time.time()))
+    where.shared.history.append((tool.name, args, _now()))
     ctx: Context = _new(Context)
     ctx.owner = where.owner
     ctx.tool = tool
@@ -485,6 +486,7 @@ def _fresh(pipeline: Pipeline, args: Any, where: Place, merged: Merged) -> Conte
 
 
 _new = object.__new__
+_now = time.time
 
 
 class BoundManager:
