@@ -244,6 +244,26 @@ class Caches:
         with self.lock:
             return self._watch(paths, checked, now)
 
+    def look_all(self, paths: list[str]) -> list[Signature]:
+        """``watch(paths)``, then each path's signature: what an index's rows are checked against.
+
+        A new registry (none of ``paths`` looked at yet, none frozen, room for
+        all) stats and remembers them in one pass; otherwise each goes through
+        ``watch`` as any path does.
+        """
+        with self.lock:
+            seen = self._seen
+            if not self.frozen and len(seen) + len(paths) <= self.seen_bound and seen.keys().isdisjoint(paths):
+                if not self.freshness.settle(seen, self.generation, searchpath.signature):
+                    self.changed()  # as watch: a remembered path (not one of these) changed
+                look = searchpath.signature
+                found = [look(path) for path in paths]
+                seen.update(zip(paths, found, strict=True))
+                self.freshness.stamp_all(paths)
+                return found
+            self._watch(paths, None, False)
+            return [seen.get(path, UNSEEN) for path in paths]
+
     def current(self, deps: frozenset[str], checked: set[str] | None, generation: int) -> bool:
         """True when a cached value read at ``generation``, computed from ``deps``, may be served.
 
@@ -378,6 +398,20 @@ class Caches:
             if len(cache) >= self.derived_bound and key not in cache:
                 drop_oldest_half(cache)
             cache[key] = value
+        return True
+
+    def store_many(self, name: str, items: Iterable[tuple[Any, Any]], generation: int) -> bool:
+        """``store`` of each (key, value) of ``items``, under one hold of the lock; nothing, and False, when the
+        generation moved since ``generation`` (an index serving a listing's rows at once)."""
+        cache = self.cache(name)
+        with self.lock:
+            if generation != self.generation:
+                return False
+            bound = self.derived_bound
+            for key, value in items:
+                if len(cache) >= bound and key not in cache:
+                    drop_oldest_half(cache)
+                cache[key] = value
         return True
 
     # -- loading ----------------------------------------------------------

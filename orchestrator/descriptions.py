@@ -44,13 +44,19 @@ def list_tools(manager: Manager, hidden: bool) -> list[ToolInfo]:
     found = []
     checked: set[str] = set()  # one listing, one look at each file and folder
     listing = Listing()
+    paths = manager.paths
+    described = manager.registry.cache("described")
     with paused():  # what a listing builds is kept in the caches: collections would find nothing to free
-        for ref, path, _sp in manager.registry.discover(manager.paths, parse=True):
-            try:
-                info = describe(manager, ref, manager.paths, checked, listing)
-            except OrchestratorError as exc:
-                found.append(ToolInfo(ref, ref, "unknown", None, False, None, path, exc))
-                continue
+        for ref, path, _sp in manager.registry.discover(paths, parse=True):
+            hit = described.get((ref, paths))
+            if hit is not None and hit[2] is checked:  # memo's first test: a row this listing already verified
+                info = hit[0]  # (a kept index serves every row at once: orchestrator.index)
+            else:
+                try:
+                    info = describe(manager, ref, paths, checked, listing)
+                except OrchestratorError as exc:
+                    found.append(ToolInfo(ref, ref, "unknown", None, False, None, path, exc))
+                    continue
             if hidden or not info.hidden:
                 found.append(info)
     return found

@@ -340,20 +340,25 @@ def real_paths(paths: Iterable[Path | None]) -> list[str | None]:
     """
     folders: dict[str, tuple[str, dict[str, bool]]] = {}
     found: list[str | None] = []
+    posix = os.sep == "/" and os.altsep is None
     for path in paths:
         if path is None:
             found.append(None)
             continue
         text = os.fspath(path)
-        folder, name = os.path.split(text)
+        folder, _, name = text.rpartition("/")
+        if not (posix and folder and folder[-1] != "/"):  # else what os.path.split gives, without its cost
+            folder, name = os.path.split(text)
         known = folders.get(folder)
         if known is None:
-            known = folders[folder] = (os.path.realpath(folder), _symlinks(folder))
+            real = os.path.realpath(folder)
+            # The folder's resolved path, ready to take a name (os.path.join's result: a root ends in a separator).
+            known = folders[folder] = (real if real.endswith(os.sep) else real + os.sep, _symlinks(folder))
         link = known[1].get(name)
         if name in ("", ".", "..") or (os.path.islink(text) if link is None else link):
             found.append(os.path.realpath(text))
             continue
-        found.append(os.path.join(known[0], name))
+        found.append(known[0] + name)
     return found
 
 

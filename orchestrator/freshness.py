@@ -252,6 +252,14 @@ class Freshness:
             self._stamps.clear()  # only an optimisation: a missing stamp costs one more stat
         self._stamps[path] = self.epoch
 
+    def stamp_all(self, paths: list[str]) -> None:
+        """``stamp`` of each of ``paths`` (a listing's index looked at all of them at once)."""
+        if len(self._stamps) + len(paths) > self.bound:
+            for path in paths:
+                self.stamp(path)
+            return
+        self._stamps.update(dict.fromkeys(paths, self.epoch))
+
     # -- what a lookup calls ------------------------------------------------
 
     def quiet(self, paths: frozenset[str], generation: int) -> bool:

@@ -57,11 +57,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .cachefolder import cache_folder, enabled, package_code, package_version, plain, prune, read_json, replace_file
-from .folders import Names
-from .frozen import freeze
-from .searchpath import UNSEEN, Signature
+from .indexcodec import MISS, Decoder, Encoder
+from .searchpath import Signature
 from .searchpath import signature as _signature
-from .tool import ToolInfo
 
 if TYPE_CHECKING:
     from .registry import Registry  # the registry opens the index and hands itself in
@@ -84,141 +82,37 @@ PERSISTED = frozenset({"names", "described"})
 """The registry's derived caches the index keeps."""
 
 _INT = {int}
-_TEXTS = frozenset({str, type(None)})  # what ``_text`` accepts
 
-MISS: Any = UNSEEN  # what a lookup returns for nothing kept, and the signature of a path never looked at
+
+FORMATS_GROUP = "toolcascade.formats"
+"""The entry point group format plugins are installed under (``orchestrator.formats.ENTRY_POINTS``)."""
 
 
 def _plugins() -> list[list[Any]]:
-    """The installed format adapters, with the signature of each one's module file."""
+    """The installed format adapters: each entry point, and the signature of every plugin's module file.
+
+    The built-in formats (``orchestrator.formats.*``) are the package's own
+    code, whose files the key holds already (``package_code``): they are
+    named, not imported, so a repeated listing imports no format at all. Only
+    when another distribution installs a format is every one loaded, as before.
+    """
+    from .cachefolder import kept_entry_points
+
+    kept = kept_entry_points(FORMATS_GROUP)
+    if kept is None:
+        from .formats import entry_points
+
+        kept = [(point.name, point.value) for point in entry_points(FORMATS_GROUP)]
+    found: list[list[Any]] = [[name, value] for name, value in sorted(kept)]
+    if all(value.startswith(f"{__package__}.formats.") for _name, value in kept):
+        return found
     from .formats import registered
 
-    found = []
     for name, fmt in sorted(registered().items()):
         module = sys.modules.get(type(fmt).__module__)
         file = getattr(module, "__file__", None)
         found.append([name, type(fmt).__module__, type(fmt).__qualname__, _signature(file) if file else None])
     return found
-
-
-def _text(value: Any) -> bool:
-    return value is None or type(value) is str
-
-
-class Encoder:
-    """Cached values as JSON data; equal ``params`` are written once (a catalog's tools share a few shapes)."""
-
-    def __init__(self) -> None:
-        self.values: list[list[Any]] = []  # [params, frozen]
-        self._numbers: dict[tuple[str, bool], int] = {}
-
-    def number(self, params: Any, frozen: bool) -> int:
-        """The number ``params`` is written under (equal values share one; key order kept: it shows in listings)."""
-        shape = (json.dumps(params, ensure_ascii=False), frozen)
-        found = self._numbers.get(shape)
-        if found is None:
-            found = self._numbers[shape] = len(self.values)
-            self.values.append([params, frozen])
-        return found
-
-    def encode(self, name: str, value: Any) -> Any:
-        """``value`` of the derived cache ``name`` as JSON data, or MISS when it cannot be carried exactly."""
-        if name == "described":
-            info = value
-            if type(info) is not ToolInfo or info.error is not None:
-                return MISS
-            texts = (info.description, info.role, info.format)
-            if not (type(info.ref) is str and type(info.name) is str and type(info.kind) is str):
-                return MISS
-            if type(info.hidden) is not bool or not all(_text(v) for v in texts):
-                return MISS
-            frozen = plain(info.params, True)
-            if not (frozen or plain(info.params)):
-                return MISS
-            number = self.number(info.params, frozen)
-            path = None if info.path is None else str(info.path)
-            return [info.ref, info.name, info.kind, info.description, info.hidden, number, path, *texts[1:]]
-        if name == "names":
-            refs = [[last, str(path), fmt] for last, (path, fmt) in value.refs.items()]
-            clashes = [[ref, str(a), str(b), kind] for ref, a, b, kind in value.clashes]
-            if not all(_text(fmt) for _l, _p, fmt in refs) or type(value.files) is not int:
-                return MISS
-            return {"refs": refs, "clashes": clashes, "files": value.files}
-        return MISS
-
-
-class Decoder:
-    """What an ``Encoder`` wrote, checked; each shared value and path is made once."""
-
-    def __init__(self, values: Any) -> None:
-        if type(values) is not list:
-            raise ValueError("malformed values")
-        self.values = values
-        self._made: dict[int, Any] = {}
-        self._paths: dict[str, Path] = {}
-
-    def path(self, text: Any) -> Path:
-        """``text`` as a Path (one per text): its folder's joined with its name (Python 3.11: 60% of parsing it whole).
-
-        Raises:
-            ValueError: not a string.
-        """
-        if type(text) is not str:
-            raise ValueError("malformed path")
-        found = self._paths.get(text)
-        if found is None:
-            folder, name = os.path.split(text)
-            found = self._paths[text] = self.path(folder) / name if folder and name else Path(text)
-        return found
-
-    def value(self, number: Any) -> Any:
-        """The ``params`` value numbered ``number``; frozen ones are shared, plain ones copied per use.
-
-        Raises:
-            ValueError: no such value, or not one ``plain`` accepts.
-        """
-        if type(number) is not int or not 0 <= number < len(self.values):
-            raise ValueError("malformed value number")
-        made = self._made.get(number, MISS)
-        if made is MISS:
-            row = self.values[number]
-            if type(row) is not list or len(row) != 2 or type(row[1]) is not bool or not plain(row[0]):
-                raise ValueError("malformed value")
-            made = self._made[number] = (freeze(row[0]), True) if row[1] else (row[0], False)
-        return made[0] if made[1] else json.loads(json.dumps(made[0]))
-
-    def decode(self, name: str, data: Any) -> Any:
-        """The cached value ``Encoder.encode`` made ``data`` from.
-
-        Raises:
-            ValueError: ``data`` is not what ``encode`` writes.
-        """
-        if name == "described":
-            if type(data) is not list or len(data) != 9:
-                raise ValueError("a described row is a list of 9")
-            ref, tool, kind, description, hidden, number, path, role, fmt = data
-            if not (type(ref) is str and type(tool) is str and type(kind) is str and type(hidden) is bool):
-                raise ValueError("malformed described row")
-            if not (type(description) in _TEXTS and type(role) in _TEXTS and type(fmt) in _TEXTS):
-                raise ValueError("malformed described row")  # tested inline: a generator per row cost 10 ms
-            where = None if path is None else self.path(path)
-            return ToolInfo(ref, tool, kind, description, hidden, self.value(number), where, None, role, fmt)
-        if name == "names":
-            refs = {}
-            for last, path, fmt in data["refs"]:
-                if type(last) is not str or not _text(fmt):
-                    raise ValueError("malformed names row")
-                refs[last] = (self.path(path), fmt)
-            clashes = []
-            for ref, a, b, kind in data["clashes"]:
-                if type(ref) is not str or type(kind) is not str:
-                    raise ValueError("malformed clash")
-                clashes.append((ref, self.path(a), self.path(b), kind))
-            files = data["files"]
-            if type(files) is not int:
-                raise ValueError("malformed file count")
-            return Names(refs, tuple(clashes), files)
-        raise ValueError(f"no index for {name!r}")
 
 
 class Index:
@@ -235,6 +129,7 @@ class Index:
         # Per listing: which rows matched the disk (each path stat-ed at most once), made by its first lookup.
         self._valid: dict[int, bool] = {}
         self._checked = False
+        self._rows_served = False  # this listing's first row lookup decoded every row (``_serve_rows``)
         # (cache name, key) served from the file or computed during a listing: their paths are complete.
         self.kept: dict[tuple[str, Any], str] = {}
         # The files whose declared names each folder's scan read, by folder path.
@@ -322,6 +217,7 @@ class Index:
         self.load()
         self._valid.clear()
         self._checked = False
+        self._rows_served = False
 
     def _check_rows(self, registry: Registry) -> None:
         """Look at every row's path once (one ``watch`` over them all) and note which rows are unchanged.
@@ -333,9 +229,7 @@ class Index:
         the file says: no recursion to exhaust).
         """
         self._checked = True
-        registry.watch(self.texts, None)
-        seen = registry.seen
-        same = [seen(path) == sig for path, sig in self.rows]
+        same = [now == sig for now, (_path, sig) in zip(registry.look_all(self.texts), self.rows, strict=True)]
         members = self.members
         self._valid = {row: ok and all(same[m] for m in members.get(row, ())) for row, ok in enumerate(same)}
 
@@ -343,33 +237,68 @@ class Index:
         """The value of ``(name, key)`` when the file holds it and its paths are unchanged, else MISS.
 
         A value served is stored in the registry's derived cache with its
-        paths, and they join ``checked``, as a computed value's would.
+        paths, and they join ``checked``, as a computed value's would. The
+        first lookup of a row (``described``) serves every row at once: a listing asks for all of them.
         """
         generation = registry.generation  # a change noticed meanwhile (any thread) keeps the value out of the cache
         code = self.code(registry, name, key)
         if code is None:
             return MISS
-        row = self.entries.get(name, {}).get(code)
-        if row is None:
-            return MISS
         if not self._checked:
             self._check_rows(registry)
+        if name == "described":
+            if not self._rows_served:
+                self._rows_served = True
+                self._serve_rows(registry, checked, generation)
+            entry = registry.derived.get(name, {}).get(key)
+            if entry is None or entry[2] is not checked or (name, key) not in self.kept:
+                return MISS  # not kept, changed, or served to another pass: computed as before
+            return entry[0]
+        found = self._entry(name, self.entries.get(name, {}).get(code))
+        if found is None:
+            return MISS
+        if checked is not None:
+            checked.update(found[1])
+        if registry.store(name, key, [*found, checked], generation):
+            self.kept[(name, key)] = code
+        return found[0]
+
+    def _entry(self, name: str, row: Any) -> tuple[Any, frozenset[str]] | None:
+        """A row of the file decoded, with its paths; None when absent, malformed or a path changed."""
+        if row is None:
+            return None
         try:
             data, ids = row
             ids = self._ids(ids, len(self.rows))
             if not all(map(self._valid.__getitem__, ids)):
                 self.stale = True
-                return MISS
+                return None
             value = self.decoder.decode(name, data)
         except (ValueError, TypeError, KeyError):
             self.stale = True
-            return MISS
-        deps = frozenset(map(self.texts.__getitem__, ids))
+            return None
+        return value, frozenset(map(self.texts.__getitem__, ids))
+
+    def _serve_rows(self, registry: Registry, checked: set[str] | None, generation: int) -> None:
+        """Every ``described`` row whose paths are unchanged into the registry's cache, in one pass.
+
+        What ``lookup`` does for one row, for all: each value is stored with
+        its paths and ``checked`` (which they join), under one hold of the
+        lock, and only while no change was seen since ``generation``.
+        """
+        served: list[tuple[Any, list[Any]]] = []
+        every: set[str] = set()
+        for code, row in self.entries.get("described", {}).items():
+            found = self._entry("described", row)
+            if found is None or found[0].ref != code:
+                continue
+            every.update(found[1])
+            served.append(((code, registry.paths), [*found, checked]))
+        if not registry.store_many("described", served, generation):
+            return
         if checked is not None:
-            checked.update(deps)
-        if registry.store(name, key, [value, deps, checked], generation):
-            self.kept[(name, key)] = code
-        return value
+            checked.update(every)
+        self.kept.update((("described", key), key[0]) for key, _entry in served)
 
     def computed(self, registry: Registry, name: str, key: Any) -> None:
         """A value of a kept cache was computed during a listing: write it with the next save."""

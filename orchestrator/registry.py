@@ -455,8 +455,9 @@ class Registry(Folders):
         listed: set[tuple[SearchPath, str]] = set()  # by text: a str's hash is kept, a Path's is not
         for sp, rel in folders:
             names = self.names(sp, rel, parse=parse)
+            prefix = "/".join(rel) + "/" if rel else ""
             for last, (path, _fmt) in names.refs.items():
-                ref = "/".join((*rel, last))
+                ref = prefix + last
                 file = (sp, os.fspath(path))
                 if file in listed or ref in seen:
                     continue
