@@ -37,7 +37,7 @@ from .partials import problems as partial_problems
 from .problems import Report, name_line, where_key
 from .registry import SearchPath, Snapshot
 from .schema import schema_problems, validator_for
-from .templates import check_reads, check_templates, syntax_errors
+from .templates import check_reads, check_templates, syntax_errors, templated_keys
 from .tool import Tool
 from .typos import NearNames, check_directives, did_you_mean, near_misses, suggest, unknown_keys
 from .verdicts import walk
@@ -135,7 +135,8 @@ def _check_tool(
     unknown_keys(tool.frontmatter, KNOWN_KEYS, tool.path, tool.lines, report)
     if tool.format is not None:
         _check_adapted(manager, tool, names, report, run)
-    check_templates(tool.metadata, tool.path, tool.lines, report)
+    templated = templated_keys(tool.metadata)  # walked once, for both template checks
+    check_templates(tool.metadata, tool.path, tool.lines, report, templated)
     if tool.prompt is not None and is_template(tool.prompt):
         for err in syntax_errors(tool.prompt):
             line = tool.prompt_line + (err.lineno or 1) - 1
@@ -153,7 +154,7 @@ def _check_tool(
         report.error(exc, tool.path, tool.line_of("$order"))
         return
     _check_schemas(tool, plan, merged, report, malformed)
-    check_reads(tool, plan, report)
+    check_reads(tool, plan, report, templated)
     _check_agent_tools(manager, tool, plan, names, report, run)
     _check_model(tool, plan, report)
     check_directives(manager, tool, near, report, run)

@@ -244,8 +244,8 @@ def uses(tool: Tool, paths: tuple[SearchPath, ...]) -> list[Use]:
     if isinstance(tool.prompt, str) and "{%" in tool.prompt:  # partials are named by statements only
         sources.append(("prompt", tool.prompt, tool.prompt_line))
     for key, value in tool.metadata.items():
-        if str(key).startswith("$"):
-            continue  # annotations are never rendered
+        if str(key).startswith("$") or not _has_statement(value):
+            continue  # annotations are never rendered; a value without a statement includes nothing
         for text in _strings(value):
             if "{%" in text:
                 sources.append((str(key), text, tool.line_of(str(key))))
@@ -318,6 +318,19 @@ def _follow(
 def _parser() -> jinja2.Environment:
     """A plain environment: parsing (what ``uses`` does) needs the syntax only, not the sandbox."""
     return jinja2.Environment(keep_trailing_newline=True)
+
+
+def _has_statement(value: Any) -> bool:
+    """Whether any string inside ``value`` holds ``{%``: a walk without generators (``check`` asks of every value)."""
+    if isinstance(value, str):
+        return "{%" in value
+    if isinstance(value, dict):
+        value = value.values()
+    elif not isinstance(value, list):
+        if value is None or isinstance(value, int | float) or not isinstance(value, Mapping | tuple):
+            return False
+        value = value.values() if isinstance(value, Mapping) else value
+    return any(map(_has_statement, value))
 
 
 def _strings(value: Any) -> Iterator[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,21 +24,22 @@ VARIABLES = ("args", "meta", "tool", "locals", "cwd", "env")
 _FREE_SCHEMA = ("$ref", "allOf", "anyOf", "oneOf", "patternProperties", "if", "dependentSchemas")
 
 
-def check_reads(tool: Tool, plan: Plan, report: Report) -> None:
+def check_reads(tool: Tool, plan: Plan, report: Report, templated: Iterable[str] | None = None) -> None:
     """Template reads no render can satisfy: a name that is no variable, a key ``params`` and the metadata lack.
 
     The prompt and the tool's own metadata templates are read (an authority's
     serve tools with other params). ``args.KEY`` is checked when the merged
     ``params`` is an object schema listing ``properties``; ``meta.KEY``
     against every key the cascade sets. A read guarded with ``is defined``
-    or ``| default`` is never reported.
+    or ``| default`` is never reported. ``templated``: the metadata keys
+    whose values hold a template, when the caller found them already
+    (``templated_keys``).
     """
     sources: list[tuple[str, str, int | None, int]] = []
     if tool.prompt is not None and is_template(tool.prompt):
         sources.append(("the prompt", tool.prompt, tool.prompt_line, 1))
-    for key, value in tool.metadata.items():
-        if not str(key).startswith("$") and has_templates(value):
-            sources.extend((f"metadata key {key!r}", text, tool.lines.get(key), 0) for text in _strings(value))
+    for key in templated_keys(tool.metadata) if templated is None else templated:
+        sources.extend((f"metadata key {key!r}", text, tool.lines.get(key), 0) for text in _strings(tool.metadata[key]))
     if not sources:
         return
     values = plan.raw.values
@@ -84,12 +85,21 @@ def _declared(params: Any, tool: Tool) -> list[str] | None:
     return [str(key) for key in schema["properties"]]
 
 
-def check_templates(metadata: Mapping[str, Any], path: Path | None, lines: Mapping[str, int], report: Report) -> None:
-    """Report a template syntax error in any metadata value (annotations are never templates)."""
-    for key, value in metadata.items():
-        if str(key).startswith("$") or not has_templates(value):
-            continue  # annotations are never interpolated (R-CAS-3)
-        for source in _strings(value):
+def templated_keys(metadata: Mapping[str, Any]) -> list[str]:
+    """The metadata keys whose values hold a template (annotations are never templates, R-CAS-3)."""
+    return [key for key, value in metadata.items() if not str(key).startswith("$") and has_templates(value)]
+
+
+def check_templates(
+    metadata: Mapping[str, Any],
+    path: Path | None,
+    lines: Mapping[str, int],
+    report: Report,
+    templated: Iterable[str] | None = None,
+) -> None:
+    """Report a template syntax error in any metadata value; ``templated`` as ``check_reads`` takes it."""
+    for key in templated_keys(metadata) if templated is None else templated:
+        for source in _strings(metadata[key]):
             for err in syntax_errors(source):
                 report.add(path, lines.get(key), f"template syntax error in metadata key {key!r}: {err.message or err}")
 
