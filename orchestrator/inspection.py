@@ -34,6 +34,7 @@ from .interpolate import has_templates, is_template
 from .loader import KNOWN_KEYS, read_text, split_frontmatter
 from .ordering import build_chain
 from .partials import problems as partial_problems
+from .planner import order_names
 from .problems import Report, name_line, where_key
 from .registry import SearchPath, Snapshot
 from .schema import schema_problems, validator_for
@@ -410,16 +411,13 @@ def _check_names(
             f"(the constraint is ignored){suggest(name, known.all())}",
         )
     phases = set(plan.phases)
-    for entry, spec in plan.raw.order.items():
-        for field_ in ("before", "after"):
-            value = spec.get(field_)
-            for name in [value] if isinstance(value, str) else value or ():
-                if isinstance(name, str) and name.startswith("$") and name not in phases:
-                    report.warn(
-                        *_where(tool, plan, "$order"),
-                        f"$order of {entry!r} names the phase {name!r}, which is not one of this tool's phases "
-                        f"({', '.join(plan.phases)}){suggest(name, phases)}",
-                    )
+    for entry, name in order_names(plan.raw.order)[1]:
+        if name not in phases:
+            report.warn(
+                *_where(tool, plan, "$order"),
+                f"$order of {entry!r} names the phase {name!r}, which is not one of this tool's phases "
+                f"({', '.join(plan.phases)}){suggest(name, phases)}",
+            )
     for level in plan.levels:
         if level.kind == "authority":
             continue  # an authority declares keys for every tool it governs, set or not

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import operator
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
@@ -34,6 +35,8 @@ log = logging.getLogger("orchestrator")
 NO_KEYS: frozenset[str] = frozenset()
 Shape = tuple[str, tuple[str, str] | None, bool, frozenset[str] | None]
 """A merged key as ``toolkeys`` sees it for any tool: (name, target, attachable, the named tool's SCC)."""
+OrderNames = tuple[tuple[str, str], ...]
+"""(entry, name) pairs from a ``$order``: the entry, and each name its ``before``/``after`` gives."""
 
 NESTING = 8
 """How many levels of middleware-of-middleware a static chain resolves ahead; deeper entries resolve when entered."""
@@ -462,15 +465,44 @@ def order_strays(merged: Merged, exists: Callable[[str], bool]) -> Iterator[tupl
     (``after: [shuot]``) silently does; ``check`` and the planner say so.
     """
     values = merged.values
-    for entry, spec in merged.order.items():
+    for entry, name in order_names(merged.order)[0]:
+        if name not in values and not exists(name):
+            yield entry, name
+
+
+# (entry, name) pairs by ``$order`` shape: its entries and their specs' identities -> (the specs, kept alive so no
+# identity is reused, and the pairs). A catalog's tools share one authority's specs. At most _ORDER_NAMES_SIZE.
+_ORDER_NAMES: dict[tuple[Any, ...], tuple[tuple[Any, ...], tuple[OrderNames, OrderNames]]] = {}
+_ORDER_NAMES_SIZE = 1024
+
+
+def order_names(order: Mapping[str, Any]) -> tuple[OrderNames, OrderNames]:
+    """The names a merged ``$order`` uses, as (entry, name): (entries and the keys or tools their constraints
+    name; the phases (``$...``) their constraints name), worked out once per shape of ``$order``.
+    """
+    specs = tuple(order.values())
+    key = (*order, *map(id, specs))
+    hit = _ORDER_NAMES.get(key)
+    if hit is not None and all(map(operator.is_, hit[0], specs)):
+        return hit[1]
+    plain: list[tuple[str, str]] = []
+    phases: list[tuple[str, str]] = []
+    for entry, spec in order.items():
         names = [entry]
         if isinstance(spec, Mapping):
             for field in ("before", "after"):
                 value = spec.get(field)
                 if isinstance(value, str):
                     names.append(value)
-                elif isinstance(value, list) or isinstance(value, tuple):  # noqa: SIM101 - no union made per call
+                elif isinstance(value, list | tuple):
                     names += [v for v in value if isinstance(v, str)]
-        for name in names:
-            if name not in values and not name.startswith("$") and not exists(name):
-                yield entry, name
+        for index, name in enumerate(names):
+            if not name.startswith("$"):
+                plain.append((entry, name))
+            elif index:
+                phases.append((entry, name))
+    found = (tuple(plain), tuple(phases))
+    if len(_ORDER_NAMES) >= _ORDER_NAMES_SIZE:
+        _ORDER_NAMES.clear()
+    _ORDER_NAMES[key] = (specs, found)
+    return found
