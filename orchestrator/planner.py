@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orchestrator")
 NO_KEYS: frozenset[str] = frozenset()
-Shape = tuple[str, tuple[str, str] | None, bool, frozenset[str] | None]
-"""A merged key as ``toolkeys`` sees it for any tool: (name, target, attachable, the named tool's SCC)."""
+Shape = tuple[str, bool, "Verdict | None", bool, frozenset[str] | None]
+"""A merged key as ``toolkeys`` sees it for any tool: (name, static, its usual verdict, whether a cycle decides,
+the named tool's SCC)."""
 OrderNames = tuple[tuple[str, str], ...]
 """(entry, name) pairs from a ``$order``: the entry, and each name its ``before``/``after`` gives."""
 
@@ -213,65 +214,67 @@ class Planner:
             from .pipeline import Verdict  # the running layer's (a pipeline binds calls); only on a miss
 
             verdicts: list[Verdict] = []
-            declared_only = merged.attach == "middleware"
-            for name, found, attachable, cycle in self._keys_shape(merged, paths, deps):
-                if name in merged.static:
-                    verdicts.append(Verdict(name, False, "listed in $static"))
+            for name, static, common, asks, cycle in self._keys_shape(merged, paths, deps):
+                if static:
+                    verdicts.append(common)  # type: ignore[arg-type]  # a static key's is never None
                 elif name == tool.name:
                     verdicts.append(Verdict(name, False, "self-reference"))
-                elif name in merged.dynamic:
-                    if found is None:
-                        raise ConfigurationError(
-                            "listed in $dynamic but names no tool", tool=tool.name, key=name, path=tool.path
-                        )
-                    verdicts.append(Verdict(name, True, "listed in $dynamic"))
-                elif found is None:
-                    verdicts.append(Verdict(name, False, "names no tool"))
-                elif declared_only and not attachable:
-                    verdicts.append(Verdict(name, False, _undeclared(name, found[1], merged.attach_level)))
-                elif tool.uri in cycle if cycle is not None else self._in_cycle(tool, name, paths, deps):
+                elif common is None:
+                    raise ConfigurationError(
+                        "listed in $dynamic but names no tool", tool=tool.name, key=name, path=tool.path
+                    )
+                elif asks and (tool.uri in cycle if cycle is not None else self._in_cycle(tool, name, paths, deps)):
                     verdicts.append(
                         Verdict(name, False, f"auto-static: {name} is in a dependency cycle with {tool.name}")
                     )
                 else:
-                    verdicts.append(Verdict(name, True, f"names a tool ({found[1]})"))
+                    verdicts.append(common)
             return tuple(verdicts)
 
         return self.registry.memo("toolkeys", key, compute, checked)
 
     def _keys_shape(self, merged: Merged, paths: tuple[SearchPath, ...], checked: set[str]) -> tuple[Shape, ...]:
-        """What ``toolkeys`` needs to know of each merged key apart from the tool: shared by tools with the same keys.
+        """What ``toolkeys`` finds of each merged key apart from the tool: shared by tools with the same keys.
 
-        Per key: the tool it names (``target``), whether that tool may run
-        under ``$attach: middleware``, and its SCC, which holds a tool exactly
-        when the two are in a cycle (None when it could not be computed here:
-        ``toolkeys`` then asks ``_in_cycle``, which raises as before). Only
-        what a verdict can reach is looked up, as ``toolkeys`` did per tool:
-        10,000 tools under one authority name the same middleware keys.
+        Per key: whether it is listed in ``$static``; its verdict for a tool
+        that neither is the tool it names nor is in a cycle with it (None: a
+        ``$dynamic`` key naming no tool, which ``toolkeys`` raises for the
+        tool); whether the cycle decides; and the named tool's SCC, which
+        holds a tool exactly when the two are in a cycle (None when it could
+        not be computed here: ``toolkeys`` then asks ``_in_cycle``, which
+        raises as before). Only what a verdict can reach is looked up, as
+        ``toolkeys`` did per tool: 10,000 tools under one authority name the
+        same middleware keys.
         """
-        key = (paths, tuple(merged.values), merged.static, merged.dynamic, merged.attach)
+        key = (paths, tuple(merged.values), merged.static, merged.dynamic, merged.attach, merged.attach_level)
 
         def compute(deps: set[str]) -> tuple[Shape, ...]:
+            from .pipeline import Verdict  # the running layer's (a pipeline binds calls); only on a miss
+
             shape: list[Shape] = []
             declared_only = merged.attach == "middleware"
             for name in merged.values:
                 if name in merged.static:
-                    shape.append((name, None, False, None))
+                    shape.append((name, True, Verdict(name, False, "listed in $static"), False, None))
                     continue
                 found = self.target(name, paths, deps)
-                if found is None or name in merged.dynamic:
-                    shape.append((name, found, False, None))
-                    continue
-                attachable = self.attachable(name, paths, deps) if declared_only else True
-                cycle: frozenset[str] | None = None
-                if attachable:
+                if name in merged.dynamic:
+                    common = Verdict(name, True, "listed in $dynamic") if found is not None else None
+                    shape.append((name, False, common, False, None))
+                elif found is None:
+                    shape.append((name, False, Verdict(name, False, "names no tool"), False, None))
+                elif declared_only and not self.attachable(name, paths, deps):
+                    why = _undeclared(name, found[1], merged.attach_level)
+                    shape.append((name, False, Verdict(name, False, why), False, None))
+                else:
+                    cycle: frozenset[str] | None
                     try:
                         cycle = self.component(self.registry.find(name, paths, deps), paths, deps)
                     except (ToolNotFoundError, ToolDefinitionError):
                         cycle = NO_KEYS  # a node without edges: in no cycle (as ``_in_cycle``)
                     except OrchestratorError:
                         cycle = None  # raised again, for the tool that asks (``_in_cycle``)
-                shape.append((name, found, attachable, cycle))
+                    shape.append((name, False, Verdict(name, True, f"names a tool ({found[1]})"), True, cycle))
             return tuple(shape)
 
         return self.registry.memo("keyshapes", key, compute, checked)
