@@ -105,10 +105,13 @@ class Recorder:
     ) -> None:
         """Record a finished top-level call (``ctx`` is None when it failed before its context was made).
 
-        Only what the call leaves behind is taken here (its context, its
-        model turns); the record is completed on the log's writer thread
-        (``fill``), off the event loop. Never raises: a failure to record is
-        a warning.
+        Only what the call leaves behind is taken here (its metadata, usage,
+        tool and search paths, its model turns), not the context itself:
+        the context is freed here as it is without a run log, not on the
+        writer thread (whose freeing of objects this thread made cost both
+        threads more than taking those few). The record is completed on the
+        log's writer thread (``fill``), off the event loop. Never raises: a
+        failure to record is a warning.
         """
         try:
             seconds = time.perf_counter() - begun[1]
@@ -119,7 +122,12 @@ class Recorder:
                 run = ctx.shared.id
                 call = Call(run, name, args, begun[0], seconds, result, error)
                 call.events = self._turns.pop(run, ())
-                call.context = ctx
+                call.meta = ctx.meta
+                usage = ctx.shared.usage
+                if usage:
+                    call.usage = dict(usage)
+                call.env = bool(ctx.trust.get("env"))
+                call.context = (ctx.tool, ctx.paths)
                 call.fill = self._filling
             call.caller = caller.name if caller is not None else None
             call.lookup = self._lookup
@@ -128,30 +136,25 @@ class Recorder:
             log.warning("run log %s: cannot record a run: %s", self.runlog.path, exc)
 
     def fill(self, call: Call, looked: dict[Any, Any]) -> bool:
-        """Complete a call's record from its context, on the log's writer thread; False: the call is not kept.
+        """Complete a call's record from what ``finish`` took, on the log's writer thread; False: not kept.
 
-        The call is over: nothing changes its context any more. Its tool's
-        metadata may keep it out of the log (``runlog: false``, set by
-        itself or by its folder's ``AUTHORITY.md``). ``looked`` lives for
-        one batch of rows: a tool's plan levels are looked up once per batch
-        (its files checked once per batch, as a run checks them once).
+        Its tool's metadata may keep it out of the log (``runlog: false``,
+        set by itself or by its folder's ``AUTHORITY.md``). ``looked`` lives
+        for one batch of rows: a tool's plan levels are looked up once per
+        batch (its files checked once per batch, as a run checks them once).
         """
-        ctx = call.context
-        call.context = None  # the record no longer holds the run's context
-        if ctx is None:
+        tool, paths = call.context
+        call.context = None
+        meta = call.meta
+        if meta is None:
             return True
-        meta = call.meta = ctx.meta
         if meta.get(SWITCH) is False:
             return False
-        call.tool = ctx.tool.name
+        call.tool = tool.name
         call.params, call.returns = meta.get("params"), meta.get("returns")
-        usage = ctx.shared.usage
-        call.usage = dict(usage) if usage else None
-        call.env = bool(ctx.trust.get("env"))
         model = meta.get("model")
         if model is not None and isinstance(model, Mapping) and isinstance(model.get("api-key-env"), str):
             call.secrets.append(os.environ.get(model["api-key-env"]))
-        tool, paths = ctx.tool, ctx.paths
         key = (id(tool), id(paths))  # both are kept in ``looked`` with their levels: their ids are no other's
         found = looked.get(key)
         if found is None:

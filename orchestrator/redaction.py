@@ -39,6 +39,7 @@ REDACTED = "[redacted]"
 _SCHEMAS: dict[int, tuple[Any, Any]] = {}  # id(params or returns) -> (it, its JSON Schema), for the writer threads
 # id(a plan's levels) -> (the levels, the metadata last hashed with them, the row text of both): see _plan_text
 _PLANS: dict[int, tuple[Sequence[Any], dict[str, Any] | None, str]] = {}
+_QUIET = '"error": null, "usage": null, "cost": null, "prices": null, "turns": [], '  # see _body_text
 _SECRET_NAMES: dict[str, bool] = {}  # environment variable name -> whether it looks secret (SECRET_NAME)
 _UNCHANGING = frozenset({FrozenDict, FrozenList, str, int, float, bool, type(None)})  # read-only metadata values
 MAX_TEXT = 200_000  # characters of one arg, result or model answer kept; the rest is cut
@@ -72,7 +73,7 @@ def row(call: Call, environment: Environment) -> tuple[Any, ...]:
         notes = getattr(call.error, "__notes__", ())
         error = {"type": type(call.error).__name__, "message": " ".join([str(call.error), *notes])}
     sent: dict[tuple[str, int], list[Any]] = {}  # each agent's last request's messages
-    turns = [_turn(event, call.lookup, secrets, sent) for event in call.events]
+    turns = [_turn(event, call.lookup, secrets, sent) for event in call.events] if call.events else []
     usage = dict(call.usage) if call.usage else None
     body = {
         "args": args,
@@ -235,12 +236,15 @@ def _body_text(body: dict[str, Any], plan: str) -> str:
     The same text ``_encode`` writes for the body, made a part at a time:
     a part that is null, a string or an empty list is written without the
     encoder, whose every call costs more than the plain strings of a small
-    row.
+    row; a run without an error, usage or turns (so no cost) has its nulls
+    as one string.
     """
+    head = f'{{"args": {_part(body["args"])}, "result": {_part(body["result"])}, '
+    if body["error"] is None and body["usage"] is None and not body["turns"]:
+        return f"{head}{_QUIET}{plan}}}"
     return (
-        f'{{"args": {_part(body["args"])}, "result": {_part(body["result"])}, "error": {_part(body["error"])}, '
-        f'"usage": {_part(body["usage"])}, "cost": {_part(body["cost"])}, "prices": {_part(body["prices"])}, '
-        f'"turns": {_part(body["turns"])}, {plan}}}'
+        f'{head}"error": {_part(body["error"])}, "usage": {_part(body["usage"])}, "cost": {_part(body["cost"])}, '
+        f'"prices": {_part(body["prices"])}, "turns": {_part(body["turns"])}, {plan}}}'
     )
 
 

@@ -121,10 +121,11 @@ class Call:
     its merged metadata (hashed), ``levels`` its plan's cascade levels,
     ``events`` the run's model turns, ``env`` whether its templates saw the
     environment, ``lookup`` how to find a called tool's ``params``. A call
-    handed over with its ``context`` is completed by ``fill`` on the writer
-    thread (``Recorder.fill``: False when the call is not to be kept), given
-    a dict that lives for one batch of rows (what it looked up once for the
-    batch).
+    handed over with a ``context`` (what the recorder took from the call's
+    context, never the context itself) is completed by ``fill`` on the
+    writer thread (``Recorder.fill``: False when the call is not to be
+    kept), given a dict that lives for one batch of rows (what it looked up
+    once for the batch).
     """
 
     id: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import sqlite3
 import time
@@ -379,3 +380,30 @@ def test_a_batch_longer_than_one_insert_is_written_whole_and_in_order(tmp_path):
         log.close()
     assert [run.id for run in kept] == [f"run-{number:04d}" for number in range(count)]
     assert [run.caller for run in kept] == ["cli" if number % 2 else None for number in range(count)]
+
+
+# A tool that leaves an object in its context's locals and returns a weak reference to it.
+MARKED = """
+import weakref
+
+class Marker:
+    pass
+
+def main(ctx):
+    marker = Marker()
+    ctx.locals["marker"] = marker
+    return weakref.ref(marker)
+"""
+
+
+async def test_a_recorded_call_leaves_its_context_to_be_freed_when_it_returns(write, tools, tmp_path):
+    # the recorder takes what the row needs from the context: the context is freed when the call returns, as
+    # without a run log, not held until the writer thread writes the row (in a batch, 50 ms later)
+    write("tools/marked.py", MARKED)
+    with Manager([tools], runlog=tmp_path / "runs.db") as manager:
+        marker = await manager.invoke("marked")
+        gc.collect()
+        assert marker() is None  # the row is not written yet, and the context is gone
+        assert manager.runlog is not None
+        (info,) = manager.runlog.runs()
+    assert (info.tool, info.status) == ("marked", "ok")
