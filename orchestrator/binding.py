@@ -161,6 +161,21 @@ def bound(
     return pipeline.bind(args, options, where.parent, None, 0, where, guard)
 
 
+def unit(manager: Manager, ref: str | Tool, args: Any, options: Mapping[str, Any] = NO_OPTIONS) -> Context:
+    """``Manager.prepare``: a top-level context for ``ref``, ready for ``run``: steps 2-8 of R-INV-2, without running it.
+
+    ``args`` and ``options`` are what ``options.extract_options`` returns
+    (``context``, ``middleware``, ``overrides``; ``timeout`` is the
+    caller's to apply). An executor uses it to run a unit: it may set the
+    context's ``depth`` (counted from the caller's) and its ``chain``
+    before ``run``.
+
+    Raises:
+        OrchestratorError: the errors an invocation raises before its chain runs.
+    """
+    return bound(manager, ref, args, None, options)
+
+
 def bind_call(
     pipeline: Pipeline,
     args: Any,

@@ -1,6 +1,6 @@
 """Invocation: an independent call (top-level, or ``ctx.manager.invoke``) from its options to its result.
 
-``invoke`` extracts the ``$`` options, checks the depth and stack limits,
+``call`` (``Manager.invoke``) starts one: ``invoke`` extracts the ``$`` options, checks the depth and stack limits,
 binds the context (``orchestrator.binding``) and runs it under the call's
 timeout; at the top level a call held for a decision is suspended for
 ``resume``, and a finished call goes to the manager's run log when it has
@@ -26,7 +26,7 @@ from .binding import NO_KEYS, bound
 from .callers import Caller, check_untrusted
 from .context import too_deep
 from .errors import ApprovalRequired, InvocationError, InvocationTimeout, name_tool
-from .lifecycle import refused
+from .lifecycle import closed, refused
 from .options import extract_options
 from .tool import Tool
 
@@ -115,19 +115,53 @@ def resume_sync(
     return run_sync("resume", partial(manager.resume, token, decision, ref=ref), backend)
 
 
-async def invoke(
+def call(
     manager: Manager,
     ref: str | Tool,
-    args: Any,
+    args: Any = None,
     *,
-    parent: Context | None,
     context: Mapping[str, Any] | None = None,
     middleware: Any = None,
     overrides: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     caller: Caller | None = None,
+    parent: Context | None = None,
+) -> Coroutine[Any, Any, Any]:
+    """``Manager.invoke``: invoke ``ref`` with ``args`` through the full pipeline; await it for the result.
+
+    ``caller`` marks a call made for someone untrusted (an MCP client, a
+    model): the ``$`` options in ``args`` then follow ``orchestrator.callers``;
+    the explicit options are the program's own. ``parent`` is the context
+    the call is made from (``ctx.manager.invoke`` passes its own): the
+    call joins that run, its depth and its search paths.
+
+    A plain function returning the coroutine (``await manager.invoke(...)``),
+    so an invocation in flight holds one coroutine frame less.
+
+    Raises:
+        OrchestratorError: any of the typed errors of SPEC section 7.
+        Interrupted: a call needed a decision no approver could give; ``resume`` continues.
+        InvocationError: the manager is closed (also the errors of SPEC section 7).
+    """
+    # A closed manager starts no run (the coroutine raises when awaited); a run going keeps its nested calls.
+    if manager.lifetime.closed and parent is None:  # the record, not the property: one call less per invoke
+        return closed("invoke", str(ref.name if isinstance(ref, Tool) else ref))
+    return invoke(manager, ref, args, parent, context, middleware, overrides, timeout, caller)
+
+
+async def invoke(
+    manager: Manager,
+    ref: str | Tool,
+    args: Any,
+    parent: Context | None,
+    context: Mapping[str, Any] | None,
+    middleware: Any,
+    overrides: Mapping[str, Any] | None,
+    timeout: float | None,
+    caller: Caller | None,
 ) -> Any:
-    """An independent invocation (top-level, or ``ctx.manager.invoke``): options, limits, the pipeline.
+    """``call``'s coroutine, the options given in its order: an independent invocation (top-level, or
+    ``ctx.manager.invoke``): options, limits, the pipeline.
 
     Raises:
         OrchestratorError: any typed error; at the top level ``Interrupted`` for a held call.

@@ -116,6 +116,16 @@ def recorder(manager: Manager, runlog: Any) -> Recorder | None:
 # -- the Manager's lifecycle methods (``Manager.close`` ... are these functions) -------------------------------
 
 
+def is_closed(manager: Manager) -> bool:
+    """``Manager.closed``: true once ``close()`` ran; the manager invokes nothing more."""
+    return manager.lifetime.closed
+
+
+def sessions(manager: Manager) -> Any:
+    """``Manager.sessions``: the session store, opened on first use from the ``sessions`` given to the constructor."""
+    return manager.lifetime.store()
+
+
 def resource(manager: Manager, key: Hashable, make: Callable[[], T]) -> T:
     """What this manager keeps under ``key``: made by ``make()`` on first use, once, from any thread.
 

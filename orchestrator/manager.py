@@ -13,7 +13,7 @@ what they promise and pass the call on; those bound from a module
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,12 +26,10 @@ from .catalog import Catalog
 from .events import Event, Events, Listener
 from .lifecycle import Lifetime
 from .limits import DEFAULT_LIMITS, Limits
-from .options import NO_OPTIONS
 from .registry import SearchPath
 from .tool import Tool, ToolInfo
 
 if TYPE_CHECKING:
-    from .callers import Caller
     from .context import Context
     from .explain import Explanation
     from .recorder import Recorder
@@ -102,15 +100,8 @@ class Manager:
         self.lifetime = Lifetime(sessions)  # what resource() keeps, the session store, whether the manager is closed
         invocation.fit_recursion(max_stack)
 
-    @property
-    def closed(self) -> bool:
-        """True once ``close()`` ran: the manager invokes nothing more."""
-        return self.lifetime.closed
-
-    @property
-    def sessions(self) -> Any:
-        """The session store (opened on first use from the ``sessions`` given to the constructor)."""
-        return self.lifetime.store()
+    closed = property(lifecycle.is_closed)  # True once close() ran: the manager invokes nothing more
+    sessions = property(lifecycle.sessions)  # the session store, opened on first use
 
     # -- tools and authorities -----------------------------------------------
 
@@ -181,50 +172,8 @@ class Manager:
 
     # -- invocation ------------------------------------------------------------
 
-    def invoke(
-        self,
-        ref: str | Tool,
-        args: Any = None,
-        *,
-        context: Mapping[str, Any] | None = None,
-        middleware: Any = None,
-        overrides: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
-        caller: Caller | None = None,
-        parent: Context | None = None,
-    ) -> Coroutine[Any, Any, Any]:
-        """Invoke ``ref`` with ``args`` through the full pipeline; await it for the result.
-
-        ``caller`` marks a call made for someone untrusted (an MCP client, a
-        model): the ``$`` options in ``args`` then follow ``orchestrator.callers``;
-        the explicit options are the program's own. ``parent`` is the context
-        the call is made from (``ctx.manager.invoke`` passes its own): the
-        call joins that run, its depth and its search paths.
-
-        A plain method returning the coroutine (``await manager.invoke(...)``),
-        so an invocation in flight holds one coroutine frame less.
-
-        Raises:
-            OrchestratorError: any of the typed errors of SPEC section 7.
-            Interrupted: a call needed a decision no approver could give; ``resume`` continues.
-            InvocationError: the manager is closed (also the errors of SPEC section 7).
-        """
-        # A closed manager starts no run (the coroutine raises when awaited); a run going keeps its nested calls.
-        if self.lifetime.closed and parent is None:  # the record, not the property: one call less per invoke
-            return lifecycle.closed("invoke", str(ref.name if isinstance(ref, Tool) else ref))
-        return self._invoke(
-            ref,
-            args,
-            parent=parent,
-            context=context,
-            middleware=middleware,
-            overrides=overrides,
-            timeout=timeout,
-            caller=caller,
-        )
-
     # The invocation steps (orchestrator.invocation: bodies and docstrings) as methods.
-    _invoke = invocation.invoke
+    invoke = invocation.call  # invoke(ref, args=None, *, context, middleware, overrides, timeout, caller, parent)
     run = invocation.run  # await run(ctx, caller=None): run a bound context's chain (prepare, then run)
     resume = invocation.resume  # await resume(token, decision="approve", *, ref=None): continue an Interrupted run
     invoke_sync = invocation.invoke_sync  # invoke_sync(ref, args=None, *, backend="asyncio", **options): own loop
@@ -264,22 +213,9 @@ class Manager:
         """
         return descriptions.describe(self, ref, paths or self.paths, checked)
 
-    def prepare(self, ref: str | Tool, args: Any, options: Mapping[str, Any] = NO_OPTIONS) -> Context:
-        """A top-level context for ``ref``, ready for ``run``: steps 2-8 of R-INV-2, without running it.
-
-        ``args`` and ``options`` are what ``options.extract_options`` returns
-        (``context``, ``middleware``, ``overrides``; ``timeout`` is the
-        caller's to apply). An executor uses it to run a unit: it may set the
-        context's ``depth`` (counted from the caller's) and its ``chain``
-        before ``run``.
-
-        Raises:
-            OrchestratorError: the errors an invocation raises before its chain runs.
-        """
-        return binding.bound(self, ref, args, None, options)
-
-    # The binding steps (orchestrator.binding: bodies and docstrings) as methods, for an entry named outside the
-    # chain (the runner binds its own entries' pipelines).
+    # The binding steps (orchestrator.binding: bodies and docstrings) as methods: a unit's context for an executor,
+    # and an entry named outside the chain (the runner binds its own entries' pipelines).
+    prepare = binding.unit  # prepare(ref, args, options=NO_OPTIONS): a top-level context, ready for run
     enter = binding.enter  # enter(ctx, entry, height): the context of ctx's chain entry, or chain.SKIPPED (a cycle)
     invoke_entry = binding.invoke_entry  # await invoke_entry(ctx, entry): run it as an entry (ctx.manager.invoke_entry)
 
