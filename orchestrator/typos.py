@@ -50,10 +50,12 @@ class NearNames:
     """
 
     def __init__(self, names: Iterable[str]) -> None:
-        self.by_variant: dict[str, set[str]] = {}
-        for name in names:
-            for variant in _deletions(name):
-                self.by_variant.setdefault(variant, set()).add(name)
+        # Indexed by length on demand: a name one edit from a key is at most one character longer or shorter, so
+        # the metadata keys a check asks about (``tags``, ``owner``) never index a catalog's long refs.
+        self._by_length: dict[int, list[str]] = {}
+        for name in set(names):
+            self._by_length.setdefault(len(name), []).append(name)
+        self.by_variant: dict[str, list[str]] = {}  # each indexed name under itself and its deletions
         self.compared = 0  # candidates given to one_edit_apart: what tests count instead of time
         self._near: dict[str, list[str]] = {}  # each key's answer: a catalog's tools share their keys
 
@@ -65,11 +67,24 @@ class NearNames:
         return known
 
     def _find(self, key: str) -> list[str]:
+        for length in (len(key) - 1, len(key), len(key) + 1):
+            self._index(self._by_length.pop(length, ()))
         candidates: set[str] = set()
         for variant in _deletions(key):
             candidates.update(self.by_variant.get(variant, ()))
         self.compared += len(candidates)
         return sorted(name for name in candidates if one_edit_apart(key, name))
+
+    def _index(self, names: Iterable[str]) -> None:
+        """File ``names`` (each once, all of one length) under themselves and their one-character deletions."""
+        found = self.by_variant
+        for name in names:
+            for variant in _deletions(name):
+                bucket = found.get(variant)
+                if bucket is None:
+                    found[variant] = [name]
+                else:
+                    bucket.append(name)  # a name's variants are distinct: a list holds it once
 
 
 def _deletions(text: str) -> set[str]:
