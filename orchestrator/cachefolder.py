@@ -128,10 +128,21 @@ def plain(value: Any, frozen: bool = False, depth: int = 0) -> bool:
         return value == value and value not in (float("inf"), float("-inf"))
     if depth >= PLAIN_DEPTH:
         return False
+    # Loops, with the leaves tested inline: a listing's index checks every tool's params (10,000 trees).
     if kind is (FrozenList if frozen else list):
-        return all(plain(item, frozen, depth + 1) for item in value)
+        for item in value:
+            leaf = type(item)
+            if not (item is None or leaf is str or leaf is int or leaf is bool) and not plain(item, frozen, depth + 1):
+                return False
+        return True
     if kind is (FrozenDict if frozen else dict):
-        return all(type(k) is str and plain(v, frozen, depth + 1) for k, v in value.items())
+        for key, item in value.items():
+            if type(key) is not str:
+                return False
+            leaf = type(item)
+            if not (item is None or leaf is str or leaf is int or leaf is bool) and not plain(item, frozen, depth + 1):
+                return False
+        return True
     return False
 
 

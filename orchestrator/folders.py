@@ -25,7 +25,7 @@ from .caches import Caches, drop_oldest_half
 from .errors import FolderLimitError, ToolDefinitionError, ToolNotFoundError
 from .limits import DEFAULT_LIMITS, Limits
 from .loader import load_tool, read_name, read_python_name
-from .searchpath import RESERVED, SearchPath, builtin_tools, check_ref, is_dir
+from .searchpath import RESERVED, UNSEEN, SearchPath, builtin_tools, check_ref, is_dir
 from .tool import Tool
 
 SUGGESTIONS = 3  # refs one "did you mean" names at most
@@ -194,8 +194,8 @@ class Folders(Caches):
         name is read (a python file is parsed, never run).
         """
         key = str(path)
-        now = searchpath.signature(key)
         held = self._declared.get(key)
+        now = searchpath.signature(key) if held is not None or parse is None else UNSEEN
         if held is not None and held[0] == now:
             return held[1]
         if parse is not None:
@@ -204,6 +204,10 @@ class Folders(Caches):
             except ToolDefinitionError:
                 declared = None
             name = declared if isinstance(declared, str) else None
+            if now is UNSEEN:  # the signature the load just looked at (one stat, not two)
+                now = self.seen(key)
+                if now is UNSEEN:
+                    now = searchpath.signature(key)
         else:
             name = read_python_name(path, self.limits) if ext == ".py" else read_name(path, self.limits)
         self._put(self._declared, key, (now, name))

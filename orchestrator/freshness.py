@@ -6,7 +6,8 @@ at all of them (``os.stat``) on every run costs time linear in the reachable
 tool graph, so a ``Freshness`` decides which ones need a look:
 
 - **Notifications.** Once a cached value is reused ``START_AFTER`` (1 s)
-  or more after the registry's first lookup (a long-lived program), one
+  or more after the registry's first lookup (a long-lived program; never
+  while a listing runs, one long operation that would look like one), one
   watcher thread per registry follows the search-path roots recursively
   through ``watchfiles`` (inotify, FSEvents, ReadDirectoryChangesW). A path
   below a watched root is never stat-ed again: a notification names the
@@ -214,6 +215,9 @@ class Freshness:
         self._born = float("inf")  # when the first lookup came
         self._forks = _forks[0]
         self.bound = 16_384
+        # Listings in progress (Registry.discover): no watcher starts during one. A listing is one long
+        # operation, not a long-lived program's reuse; a one-shot ``list`` then starts no thread at all.
+        self.listings = 0
 
     # -- queries -----------------------------------------------------------
 
@@ -330,9 +334,15 @@ class Freshness:
         epoch = self.epoch
         if self._verified.get(paths) == epoch:
             return True
-        if self.notify and self._watcher is None and self.roots and monotonic() - self._born >= START_AFTER:
+        if (
+            self.notify
+            and self._watcher is None
+            and self.roots
+            and not self.listings
+            and monotonic() - self._born >= START_AFTER
+        ):
             # Values still reused START_AFTER after the first lookup: a long-lived program, where following
-            # edits pays off. A one-shot command (toolcascade run) is usually over by then and starts no thread.
+            # edits pays off. A one-shot command (toolcascade run, list) is usually over by then and starts no thread.
             self.start()
         todo = self._uncovered.get(paths)
         if todo is None:

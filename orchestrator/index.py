@@ -359,9 +359,19 @@ class Index:
         folders = {**self._loaded_members(), **self.scanned}
         frozen = registry.freshness.is_frozen
 
+        done: dict[str, int] = {}  # each path's row once it passed (-1: frozen, vouched for by the key)
+
         def deps_of(paths: Iterable[str]) -> list[int] | None:
             found = []
             for path in paths:
+                at = done.get(path)
+                if at is not None:
+                    if at >= 0:
+                        found.append(at)
+                    continue
+                if frozen(path):
+                    done[path] = -1
+                    continue
                 if path in refused:
                     return None
                 at = row_of(path, sig_of(path))
@@ -378,6 +388,7 @@ class Index:
                             return None
                         inner.append(got)
                     members[str(at)] = inner
+                done[path] = at
                 found.append(at)
             return found
 
@@ -391,7 +402,7 @@ class Index:
             value = encoder.encode(name, entry[0])
             if value is MISS:
                 continue
-            deps = deps_of(sorted(p for p in entry[1] if not frozen(p)))  # frozen: vouched for by the key
+            deps = deps_of(sorted(entry[1]))
             if deps is not None:
                 entries[name][code] = [value, deps]
         # What the file held and this listing did not ask for (``check`` lists names, not rows) is kept.

@@ -402,11 +402,15 @@ class Registry(Folders):
         """
         index = self._listing_index(paths, parse)
         self.real_folders = {}  # one listing, one resolve of each folder its lookups reach
+        with self.lock:
+            self.freshness.listings += 1  # no watcher starts while it runs (Freshness.verify)
         try:
             yield from self._discover(paths, parse)
             if index is not None:
                 index.save(self)  # the caller described every ref it was given: write what it computed
         finally:
+            with self.lock:
+                self.freshness.listings -= 1
             self.real_folders = None
             if index is not None:
                 self.indexing = None

@@ -316,6 +316,24 @@ async def test_a_failing_watcher_falls_back_to_the_interval(
     assert await manager.invoke("t") == "new text"
 
 
+async def test_no_watcher_starts_while_a_listing_runs(write: Write, tools: Path, clock: Clock, managed: Any) -> None:
+    """A listing is one long operation: reuses during it start no thread (a one-shot ``list`` starts none)."""
+    write("tools/t.md", "---\n---\nold\n")
+    write("tools/u.md", "---\n---\nother\n")
+    manager = managed([tools])
+    await twice(manager, "t", "old")
+    clock.advance(START_AFTER)
+    freshness = manager.registry.freshness
+    listing = manager.registry.discover(manager.paths, parse=True)
+    next(listing)
+    assert await manager.invoke("t") == "old"  # a reuse START_AFTER after the first lookup, during the listing
+    assert freshness._watcher is None
+    assert len(list(listing)) >= 1  # the listing ends
+    clock.advance()
+    await started(manager, "t", "old")  # after it, a reuse starts the watcher as before
+    assert freshness._watcher is not None or not freshness.notify
+
+
 # -- W6: the steady cost does not grow with the reachable graph -----------------------
 
 
