@@ -442,11 +442,10 @@ class Registry(Folders):
     def _discover(
         self, paths: tuple[SearchPath, ...], parse: bool
     ) -> Iterator[tuple[str, Path | None, SearchPath | None]]:
-        found: list[tuple[str, Path | None, SearchPath | None]] = []
         seen: set[str] = set()
         for name in sorted(self.functions):
             seen.add(name)
-            found.append((name, None, None))
+            yield name, None, None
         folders: list[tuple[SearchPath, tuple[str, ...]]] = []
         files = 0
         for sp in paths:
@@ -457,9 +456,12 @@ class Registry(Folders):
             files += counted
         self.grow(files)  # before anything is parsed: a listing's parses all stay cached
         listed: set[tuple[SearchPath, str]] = set()  # by text: a str's hash is kept, a Path's is not
+        # Each folder's refs as soon as it is read: its files are described while their looks are fresh
+        # (a look within the stat interval is not repeated), not after every other folder was read.
         for sp, rel in folders:
             names = self.names(sp, rel, parse=parse)
             prefix = "/".join(rel) + "/" if rel else ""
+            found: list[tuple[str, Path | None, SearchPath | None]] = []
             for last, (path, _fmt) in names.refs.items():
                 ref = prefix + last
                 file = (sp, os.fspath(path))
@@ -468,7 +470,7 @@ class Registry(Folders):
                 seen.add(ref)
                 listed.add(file)
                 found.append((ref, path, sp))
-        yield from found
+            yield from found
 
     def clashes(self, paths: tuple[SearchPath, ...]) -> Iterator[tuple[SearchPath, str, Path, Path, str]]:
         """Names two files of one search path claim, and declared names that shadow another file's stem.
