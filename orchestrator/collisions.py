@@ -15,6 +15,7 @@ from .problems import Report, name_line, where_key
 from .registry import Snapshot
 from .schema import check as check_schema
 from .schema import fill_defaults
+from .templates import holds_template
 from .tool import Tool
 
 if TYPE_CHECKING:
@@ -29,8 +30,12 @@ def check_middleware_args(
     verdicts: Iterable[tuple[str, bool, str]],
     report: Report,
     run: Snapshot,
+    templated: Iterable[str] | None = None,
 ) -> None:
-    """A middleware key's value is that middleware's args: check it against the middleware's params, statically."""
+    """A middleware key's value is that middleware's args: check it against the middleware's params, statically.
+
+    ``templated``: the tool's own metadata keys holding a template, when known (``templates.templated_keys``).
+    """
     values, known = plan.raw.values, run.values
     for key, middleware, _why in verdicts:
         if not middleware:
@@ -40,7 +45,7 @@ def check_middleware_args(
         if passed is not None and passed[0] is value and passed[1] is None:
             continue  # these very args passed (or hold a template): as _check_args answers, without the call
         try:
-            _check_args(manager, key, value, run)
+            _check_args(manager, key, value, run, tool, templated)
         except ValidationError as exc:
             path, line = where_key(tool, plan, key)
             failures = "; ".join(f"{pointer or '/'}: {message}" for pointer, message in exc.errors)
@@ -153,7 +158,9 @@ def check_replaced(manager: Manager, replacing: Iterable[tuple[str, Path]], repo
         )
 
 
-def _check_args(manager: Manager, key: str, value: Any, run: Snapshot) -> None:
+def _check_args(
+    manager: Manager, key: str, value: Any, run: Snapshot, tool: Tool, templated: Iterable[str] | None
+) -> None:
     """Check ``value`` against the params of the middleware ``key``: once per value object, not once per tool.
 
     Templated args are only known at run time: nothing is checked.
@@ -172,7 +179,7 @@ def _check_args(manager: Manager, key: str, value: Any, run: Snapshot) -> None:
         if known[1] is not None:
             raise known[1].with_traceback(None)
         return
-    if has_templates(value):
+    if holds_template(tool, templated, key, value):
         run.values[memo] = (value, None)
         return
     params = _params_of(manager, key, run)

@@ -38,7 +38,7 @@ from .planner import order_names
 from .problems import Report, name_line, where_key
 from .registry import SearchPath, Snapshot
 from .schema import schema_problems, validator_for
-from .templates import check_reads, check_templates, syntax_errors, templated_keys
+from .templates import check_reads, check_templates, holds_template, syntax_errors, templated_keys
 from .tool import Tool
 from .typos import NearNames, check_directives, did_you_mean, near_misses, suggest, unknown_keys
 from .verdicts import walk
@@ -154,13 +154,13 @@ def _check_tool(
     except Exception as exc:
         report.error(exc, tool.path, tool.line_of("$order"))
         return
-    _check_schemas(tool, plan, merged, report, malformed)
+    _check_schemas(tool, plan, merged, report, malformed, templated)
     check_reads(tool, plan, report, templated)
     _check_agent_tools(manager, tool, plan, names, report, run)
     _check_model(tool, plan, report)
     check_directives(manager, tool, near, report, run)
     _check_names(manager, tool, plan, names, report, run)
-    check_middleware_args(manager, tool, plan, verdicts, report, run)
+    check_middleware_args(manager, tool, plan, verdicts, report, run, templated)
     check_collisions(manager, tool, plan, verdicts, report, run)
     for folder in _added_folders(tool, plan, looked):
         reached.setdefault(folder, ())
@@ -377,10 +377,12 @@ def _check_shorthands(tool: Tool, report: Report) -> set[str]:
     return keys
 
 
-def _check_schemas(tool: Tool, plan: Plan, merged: Merged, report: Report, malformed: set[str]) -> None:
+def _check_schemas(
+    tool: Tool, plan: Plan, merged: Merged, report: Report, malformed: set[str], templated: list[str]
+) -> None:
     for key in SCHEMA_KEYS:
         schema = merged.values.get(key)
-        if schema is None or key in malformed or has_templates(schema):
+        if schema is None or key in malformed or holds_template(tool, templated, key, schema):
             continue  # a templated schema is only known once args are
         try:
             validator_for(schema, tool.name, key)

@@ -43,7 +43,8 @@ def check_reads(tool: Tool, plan: Plan, report: Report, templated: Iterable[str]
     if not sources:
         return
     values = plan.raw.values
-    declared = _declared(values.get("params"), tool)
+    params = values.get("params")
+    declared = _declared(params, tool, holds_template(tool, templated, "params", params))
     variables: dict[str, Any] = dict.fromkeys(VARIABLES, ())
     variables |= {"args": declared or (), "meta": values}
     for where, source, first, per_line in sources:
@@ -70,9 +71,12 @@ def check_reads(tool: Tool, plan: Plan, report: Report, templated: Iterable[str]
             report.add(tool.path, line, f"{what}: every render of it fails; {hint}")
 
 
-def _declared(params: Any, tool: Tool) -> list[str] | None:
-    """The arg names ``params`` (JSON Schema or shorthand) lists, or None when it lets other args through."""
-    if has_templates(params):
+def _declared(params: Any, tool: Tool, templated: bool) -> list[str] | None:
+    """The arg names ``params`` (JSON Schema or shorthand) lists, or None when it lets other args through.
+
+    ``templated``: whether ``params`` holds a template (then only args know it).
+    """
+    if templated:
         return None
     try:
         schema = json_schema(params, "params", tool)
@@ -88,6 +92,15 @@ def _declared(params: Any, tool: Tool) -> list[str] | None:
 def templated_keys(metadata: Mapping[str, Any]) -> list[str]:
     """The metadata keys whose values hold a template (annotations are never templates, R-CAS-3)."""
     return [key for key, value in metadata.items() if not str(key).startswith("$") and has_templates(value)]
+
+
+def holds_template(tool: Tool, templated: Iterable[str] | None, key: str, value: Any) -> bool:
+    """``has_templates(value)``, answered from ``templated`` (``templated_keys`` of the tool's metadata) when
+    ``value`` is the tool's own value of ``key``: a ``params`` schema is walked once per check, not four times.
+    """
+    if templated is not None and value is not None and value is tool.metadata.get(key):
+        return key in templated
+    return has_templates(value)
 
 
 def check_templates(
