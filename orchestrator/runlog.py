@@ -78,8 +78,10 @@ _COLUMNS = "id, started, seconds, ref, tool, caller, status, error, model, token
 # A row (redaction.row) says a missing tool, caller, error type or model with "" and missing tokens with -1:
 # NULLIF stores NULL. Bound as None, each costs sqlite3's adapter lookup (a third of binding a row).
 _VALUES = "(?, ?, ?, ?, NULLIF(?, ''), NULLIF(?, ''), ?, NULLIF(?, ''), NULLIF(?, ''), NULLIF(?, -1), ?)"
-# Rows per INSERT: one statement for many rows costs SQLite a third less per row than a statement per row
-# (executemany), and 64 rows' 704 parameters stay within the 999 of the oldest SQLite builds.
+# Rows per INSERT, at most: one statement for many rows costs SQLite a third less per row than a statement per
+# row (executemany), and 64 rows' 704 parameters stay within the 999 of the oldest SQLite builds. A batch is
+# written in statements of 64, 32, ... 2 or 1 rows (its length in binary): seven statements in all, each
+# prepared once per connection, not one for every length a batch may have (a 50-row one costs a millisecond).
 ROWS_PER_INSERT = 64
 # The last seq minus the first, each found on the key's b-tree without a walk (one min() or max() a query).
 _SPAN = "SELECT (SELECT max(seq) FROM runs) - (SELECT min(seq) FROM runs)"
@@ -265,9 +267,12 @@ class RunLog:
                 db = self._connect(create=True)
             db.execute("BEGIN IMMEDIATE")
             try:
-                for start in range(0, len(rows), ROWS_PER_INSERT):
-                    part = rows[start : start + ROWS_PER_INSERT]
-                    db.execute(_insert(len(part)), [value for one in part for value in one])
+                start = 0
+                while start < len(rows):
+                    size = min(ROWS_PER_INSERT, 1 << ((len(rows) - start).bit_length() - 1))
+                    part = rows[start : start + size]
+                    db.execute(_insert(size), [value for one in part for value in one])
+                    start += size
                 self._prune(db)
                 db.execute("COMMIT")
             except BaseException:
@@ -387,9 +392,9 @@ class RunLog:
             yield _whole(found)
 
 
-@functools.lru_cache(maxsize=ROWS_PER_INSERT)
+@functools.lru_cache(maxsize=ROWS_PER_INSERT.bit_length())
 def _insert(count: int) -> str:
-    """The INSERT statement of ``count`` rows (SQLite prepares each text once: sqlite3 caches its statements)."""
+    """The INSERT statement of ``count`` rows (a power of two: sqlite3 caches each prepared statement)."""
     return f"INSERT INTO runs ({_COLUMNS}, body) VALUES " + ", ".join([_VALUES] * count)
 
 

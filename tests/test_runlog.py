@@ -364,22 +364,26 @@ async def test_a_secret_in_a_level_path_is_cut_from_the_row_and_the_plan_text_of
     assert b"hush-48213977" not in file_bytes(log)
 
 
-def test_a_batch_longer_than_one_insert_is_written_whole_and_in_order(tmp_path):
-    # the writer inserts up to ROWS_PER_INSERT rows per statement: a longer batch takes several, in order
+def test_batches_of_any_length_are_written_whole_and_in_order(tmp_path):
+    # the writer inserts a batch in statements of 64, 32, ... or 1 rows (its length in binary), in order
     log = RunLog(tmp_path / "runs.db")
-    count = 2 * ROWS_PER_INSERT + 3
+    lengths = (2 * ROWS_PER_INSERT + 3, 7, 1, 50)
     now = time.time()
+    names: list[str] = []
     try:
-        for number in range(count):  # added at once: the writer takes them in one batch (up to 256)
-            call = Call(id=f"run-{number:04d}", ref="greet", args={"n": number}, started=now, seconds=0.1)
-            call.caller = "cli" if number % 2 else None
-            log.add(call)
-        log.flush()
+        for length in lengths:
+            for _ in range(length):  # added at once: the writer takes them in one batch (up to 256)
+                number = len(names)
+                names.append(f"run-{number:04d}")
+                call = Call(id=names[-1], ref="greet", args={"n": number}, started=now, seconds=0.1)
+                call.caller = "cli" if number % 2 else None
+                log.add(call)
+            log.flush()
         kept = list(reversed(log.runs(None)))
     finally:
         log.close()
-    assert [run.id for run in kept] == [f"run-{number:04d}" for number in range(count)]
-    assert [run.caller for run in kept] == ["cli" if number % 2 else None for number in range(count)]
+    assert [run.id for run in kept] == names
+    assert [run.caller for run in kept] == ["cli" if number % 2 else None for number in range(len(names))]
 
 
 # A tool that leaves an object in its context's locals and returns a weak reference to it.
