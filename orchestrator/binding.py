@@ -240,7 +240,7 @@ def _call(
         resolved=pipeline.children if static else None,
     )
     if static:  # nothing depends on args: the context is built once around the compiled chain
-        where.shared.history.append((pipeline.tool.name, args, time.time()))
+        where.shared.history.extend((pipeline.tool.name, args, time.time()))  # a record: three items (Shared)
         return ctx
     return _configure(ctx, pipeline, options, guard or NO_GUARD, explaining)
 
@@ -294,7 +294,7 @@ def _configure(
     seed, over = options["context"], options["overrides"]
     if seed:
         _seed_locals(ctx, seed)
-    ctx.shared.history.append((ctx.tool.name, ctx.args, time.time()))
+    ctx.shared.history.extend((ctx.tool.name, ctx.args, time.time()))
     extra = extra_specs(ctx.locals.get("middleware"), "context locals.middleware") if seed else []
     if options["middleware"] is not None:
         extra += extra_specs(options["middleware"], "middleware")

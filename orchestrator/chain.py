@@ -148,7 +148,7 @@ async def advance(ctx: Context) -> Any:
         else:
             frame = (ctx, level + 1, outer, outer[3] + 1, outer[4])
     ctx.running = level + 1
-    token = frames.set(frame)
+    frames.set(frame)
     try:
         while not ctx.finished:
             chain, pos = ctx.chain, ctx.pos
@@ -203,7 +203,7 @@ async def advance(ctx: Context) -> Any:
             break
     finally:
         ctx.running = level
-        frames.reset(token)
+        frames.set(outer)  # not reset(token): no token stays alive per level for the collector to walk
     if not level and (not ctx.body_ran or ctx.pos < len(ctx.chain)) and ctx.pos:
         stopped(ctx)  # the outermost next() of this chain returns: an entry ended it early
     return ctx.locals.get("result")

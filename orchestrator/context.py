@@ -40,6 +40,10 @@ carried: ContextVar[list[dict[str, Any]] | None] = ContextVar("toolcascade_carri
 class Shared:
     """What every invocation under one top-level ``Manager.invoke`` shares: the run's id, history and stores.
 
+    ``history`` is flat: three items (tool name, args, timestamp) per
+    invocation, in order, so that recording one builds no object the cyclic
+    collector tracks (a chain 1,000 entries deep keeps fewer objects for it
+    to walk); ``ctx.run.history`` shows each record as a mapping.
     ``usage`` and ``state`` are made on first use: most runs never touch them.
     ``tracer`` is the OpenTelemetry tracer of the program's provider when the
     run started, or None: a provider set during a run traces from the next.
@@ -50,7 +54,7 @@ class Shared:
     def __init__(
         self,
         id: str,
-        history: list[Frame] | None = None,
+        history: list[Any] | None = None,
         checked: set[str] | None = None,
         usage: dict[str, Any] | None = None,
         state: dict[str, Any] | None = None,
@@ -83,25 +87,21 @@ class Shared:
         return self._state
 
 
-Frame = tuple[str, Any, float]
-"""One invocation of a run as the runner records it: (tool, args, timestamp); ``History`` shows it as a mapping."""
-
-
 class History(Sequence[dict[str, Any]]):
     """``ctx.run.history``: one ``{tool, args, timestamp}`` frame per invocation of the run, in order.
 
-    A read-only view: the runner records a plain tuple per invocation and the
+    A read-only view of ``Shared.history`` (three items per invocation): the
     mapping is built when a frame is read, so a run that never looks pays
     for no dictionaries.
     """
 
     __slots__ = ("_frames",)
 
-    def __init__(self, frames: list[Frame]) -> None:
+    def __init__(self, frames: list[Any]) -> None:
         self._frames = frames
 
     def __len__(self) -> int:
-        return len(self._frames)
+        return len(self._frames) // 3
 
     @overload
     def __getitem__(self, index: int) -> dict[str, Any]: ...
@@ -111,15 +111,16 @@ class History(Sequence[dict[str, Any]]):
 
     def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(index, slice):
-            return [_frame(f) for f in self._frames[index]]
-        return _frame(self._frames[index])
+            return [self[i] for i in range(*index.indices(len(self)))]
+        count = len(self)
+        if not -count <= index < count:
+            raise IndexError("history index out of range")
+        at = 3 * (index % count)
+        flat = self._frames
+        return {"tool": flat[at], "args": flat[at + 1], "timestamp": flat[at + 2]}
 
     def __repr__(self) -> str:
         return f"History({list(self)!r})"
-
-
-def _frame(frame: Frame) -> dict[str, Any]:
-    return {"tool": frame[0], "args": frame[1], "timestamp": frame[2]}
 
 
 class Run:
@@ -406,7 +407,7 @@ def bind(
     if merged is None:  # templated metadata: rendered for this call
         return pipeline.bind_call(args, None, target, target, None, None)
     shared = target.shared
-    shared.history.append((tool.name, args, _now()))
+    shared.history.extend((tool.name, args, _now()))  # a record: three items (Shared)
     runs = pipeline.runs  # a leaf (no entry with work) shares the empty tuple: inject() builds a new list
     ctx: Context = _new(EntryContext)
     ctx.owner = manager
@@ -452,7 +453,7 @@ def _fresh(pipeline: Pipeline, args: Any, where: Place, merged: Merged) -> Conte
     The context ``Context(...)`` builds, with every slot set directly (as ``bind`` does for an entry).
     """
     tool, plan, parent = pipeline.tool, pipeline.plan, where.parent
-    where.shared.history.append((tool.name, args, _now()))
+    where.shared.history.extend((tool.name, args, _now()))
     ctx: Context = _new(Context)
     ctx.owner = where.owner
     ctx.tool = tool
