@@ -245,23 +245,25 @@ class Caches:
             return self._watch(paths, checked, now)
 
     def look_all(self, paths: list[str]) -> list[Signature]:
-        """``watch(paths)``, then each path's signature: what an index's rows are checked against.
+        """``watch(paths)``, then each path's signature (``UNSEEN`` for a frozen one): what an index's rows are
+        checked against.
 
-        A new registry (none of ``paths`` looked at yet, none frozen, room for
-        all) stats and remembers them in one pass; otherwise each goes through
-        ``watch`` as any path does.
+        The paths a new registry never looked at (all of them, on a listing's
+        first lookup) are stat-ed and remembered in one pass when there is room
+        for them; otherwise each goes through ``watch`` as any path does.
         """
         with self.lock:
             seen = self._seen
-            if not self.frozen and len(seen) + len(paths) <= self.seen_bound and seen.keys().isdisjoint(paths):
+            frozen = self.freshness.is_frozen
+            new = [path for path in paths if not frozen(path)]
+            if len(seen) + len(new) <= self.seen_bound and seen.keys().isdisjoint(new):
                 if not self.freshness.settle(seen, self.generation, searchpath.signature):
                     self.changed()  # as watch: a remembered path (not one of these) changed
                 look = searchpath.signature
-                found = [look(path) for path in paths]
-                seen.update(zip(paths, found, strict=True))
-                self.freshness.stamp_all(paths)
-                return found
-            self._watch(paths, None, False)
+                seen.update(zip(new, [look(path) for path in new], strict=True))
+                self.freshness.stamp_all(new)
+            else:
+                self._watch(paths, None, False)
             return [seen.get(path, UNSEEN) for path in paths]
 
     def current(self, deps: frozenset[str], checked: set[str] | None, generation: int) -> bool:

@@ -91,7 +91,9 @@ class Decoder:
             raise ValueError("malformed path")
         found = self._paths.get(text)
         if found is None:
-            folder, name = os.path.split(text)
+            folder, _, name = text.rpartition("/")
+            if not (folder and folder[-1] != "/" and os.sep == "/" and os.altsep is None):
+                folder, name = os.path.split(text)  # else what it gives, without its cost
             found = self._paths[text] = self.path(folder) / name if folder and name else Path(text)
         return found
 

@@ -143,3 +143,16 @@ def test_a_listing_index_looks_at_each_path_once(tools: Path, cache: Path, monke
     files = [p for p in looked if p.endswith(".md") and "/tools/" in p and "AUTHORITY" not in p]
     assert sorted(set(files)) == sorted(files), "each tool file is looked at once"
     assert len(set(files)) == 8
+
+
+def test_a_repeated_listing_with_frozen_builtins_lists_what_it_lists_without_the_index(
+    tools: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The built-ins of an installed package are never looked at: the index's one pass over its paths skips them."""
+    rows(Manager([tools], watch_builtins=False))  # writes the index
+    manager = Manager([tools], watch_builtins=False)
+    served = [(i.ref, i.description, i.hidden) for i in manager.list_tools(hidden=True)]
+    assert not any(p.startswith(manager.registry.frozen) for p in manager.registry.declared_signatures())
+    monkeypatch.setenv("TOOLCASCADE_INDEX", "off")
+    assert served == [(i.ref, i.description, i.hidden) for i in Manager([tools]).list_tools(hidden=True)]
+    assert any(ref == "a/t0" for ref, *_ in served) and len(served) > 8
