@@ -332,66 +332,8 @@ class Index:
         self.stale = False
 
     def _payload(self, registry: Registry) -> dict[str, Any]:
-        racy = time.time_ns() - RACY_NS
-        ids: dict[str, int] = {}
-        rows: list[list[Any]] = []
-        members: dict[str, list[int]] = {}
-        refused: set[str] = set()
-
-        declared = registry.declared_signatures()
-
-        def sig_of(path: str) -> Signature | Any:
-            seen = registry.seen(path)
-            read = declared.get(path, seen)
-            if seen is not MISS and read != seen:
-                return MISS  # the file changed between reading its name and loading it: vouch for neither
-            return read
-
-        def row_of(path: str, sig: Any) -> int | None:
-            if sig is MISS or (sig is not None and sig[0] >= racy):
-                return None
-            at = ids.get(path)
-            if at is None:
-                at = ids[path] = len(rows)
-                rows.append([path, None if sig is None else list(sig)])
-            return at
-
-        folders = {**self._loaded_members(), **self.scanned}
-        frozen = registry.freshness.is_frozen
-
-        done: dict[str, int] = {}  # each path's row once it passed (-1: frozen, vouched for by the key)
-
-        def deps_of(paths: Iterable[str]) -> list[int] | None:
-            found = []
-            for path in paths:
-                at = done.get(path)
-                if at is not None:
-                    if at >= 0:
-                        found.append(at)
-                    continue
-                if frozen(path):
-                    done[path] = -1
-                    continue
-                if path in refused:
-                    return None
-                at = row_of(path, sig_of(path))
-                if at is None:
-                    refused.add(path)
-                    return None
-                files = folders.get(path)
-                if files and str(at) not in members:
-                    inner = []
-                    for file in files:
-                        got = row_of(file, sig_of(file))
-                        if got is None:
-                            refused.add(path)
-                            return None
-                        inner.append(got)
-                    members[str(at)] = inner
-                done[path] = at
-                found.append(at)
-            return found
-
+        table = _Table(registry, {**self._loaded_members(), **self.scanned})
+        ids, rows, members, deps_of = table.ids, table.rows, table.members, table.deps_of
         encoder = Encoder()
         entries: dict[str, dict[str, Any]] = {name: {} for name in PERSISTED}
         for (name, key), code in list(self.kept.items()):
@@ -524,3 +466,67 @@ class _Carry:
         elif self.rows[at][1] != want:
             return None
         return at
+
+
+class _Table:
+    """The path table a write builds: each path's row (its signature when read), once, and each folder's members."""
+
+    def __init__(self, registry: Registry, folders: dict[str, tuple[str, ...]]) -> None:
+        self.registry = registry
+        self.folders = folders  # folder -> the files whose declared names its entry read
+        self.racy = time.time_ns() - RACY_NS
+        self.declared = registry.declared_signatures()
+        self.frozen = registry.freshness.is_frozen
+        self.ids: dict[str, int] = {}
+        self.rows: list[list[Any]] = []
+        self.members: dict[str, list[int]] = {}
+        self.refused: set[str] = set()
+        self.done: dict[str, int] = {}  # each path's row once it passed (-1: frozen, vouched for by the key)
+
+    def sig_of(self, path: str) -> Signature | Any:
+        seen = self.registry.seen(path)
+        read = self.declared.get(path, seen)
+        if seen is not MISS and read != seen:
+            return MISS  # the file changed between reading its name and loading it: vouch for neither
+        return read
+
+    def row_of(self, path: str) -> int | None:
+        """The row of ``path``, or None: never looked at, changed while read, or racy."""
+        sig = self.sig_of(path)
+        if sig is MISS or (sig is not None and sig[0] >= self.racy):
+            return None
+        at = self.ids.get(path)
+        if at is None:
+            at = self.ids[path] = len(self.rows)
+            self.rows.append([path, None if sig is None else list(sig)])
+        return at
+
+    def deps_of(self, paths: Iterable[str]) -> list[int] | None:
+        """The rows of ``paths`` (a folder's with its members), or None when one cannot be vouched for."""
+        found = []
+        done, members = self.done, self.members
+        for path in paths:
+            at = done.get(path)
+            if at is not None:
+                if at >= 0:
+                    found.append(at)
+                continue
+            if self.frozen(path):
+                done[path] = -1
+                continue
+            if path in self.refused:
+                return None
+            at = self.row_of(path)
+            if at is None:
+                self.refused.add(path)
+                return None
+            files = self.folders.get(path)
+            if files and str(at) not in members:
+                inner = [self.row_of(file) for file in files]
+                if None in inner:
+                    self.refused.add(path)
+                    return None
+                members[str(at)] = inner  # type: ignore[assignment]
+            done[path] = at
+            found.append(at)
+        return found
