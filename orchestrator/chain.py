@@ -134,19 +134,15 @@ async def advance(ctx: Context) -> Any:
     level = ctx.running
     outer = frames.get()
     if outer is None:
-        if level:  # a task outside the chain
-            refuse_overlap(ctx, level, outer)
         frame: Frame = (ctx, level + 1, None, 0, 0)
+    elif (owner := outer[0]) is None:  # the mark of an independent invocation
+        frame = (ctx, level + 1, outer, outer[3], outer[4])
+    elif owner.entry:  # called from inside an entry of ``owner`` (ctx's own, for the next level)
+        frame = (ctx, level + 1, outer, outer[3], outer[4] + 1)
     else:
-        owner = outer[0]
-        if level and (owner is not ctx or outer[1] != level):  # else called from its own entry
-            refuse_overlap(ctx, level, outer)
-        if owner is None:  # the mark of an independent invocation
-            frame = (ctx, level + 1, outer, outer[3], outer[4])
-        elif owner.entry:  # called from inside an entry of ``owner`` (ctx's own, for the next level)
-            frame = (ctx, level + 1, outer, outer[3], outer[4] + 1)
-        else:
-            frame = (ctx, level + 1, outer, outer[3] + 1, outer[4])
+        frame = (ctx, level + 1, outer, outer[3] + 1, outer[4])
+    if level and (outer is None or owner is not ctx or outer[1] != level):  # not a nested next() from its own entry
+        refuse_overlap(ctx, level, outer)
     ctx.running = level + 1
     frames.set(frame)
     try:
@@ -160,8 +156,7 @@ async def advance(ctx: Context) -> Any:
             ctx.pos = pos + 1
             if entry.when is not None and not entry.when(ctx, entry.args):
                 continue  # the entry's tool has no work for this target: no invocation (R-CHAIN-12)
-            fn = entry.fn
-            if fn is not None:
+            if (fn := entry.fn) is not None:
                 value = fn(ctx, entry.args) if _is_async(fn) else await _in_thread(ctx, fn, ctx, entry.args)
                 if _awaitable(value):
                     value = await value
@@ -173,16 +168,14 @@ async def advance(ctx: Context) -> Any:
                     )
                 else:
                     pipeline = ctx.owner.catalog.pipeline(entry.name, paths, ctx.shared.checked)
-                # The entry's level of max_stack: the frame's count, one more inside the entry (see frames).
-                child = pipeline.bind(entry.args, None, ctx, ctx, frame[4] if ctx.entry else frame[3])
+                child = pipeline.bind(entry.args, None, ctx, ctx, frame[4] if ctx.entry else frame[3])  # see frames
                 if child is SKIPPED:
                     continue
                 events = child.owner.events  # its lists, not its __bool__: a Python call per entry
                 if child.chain or events.listeners or events.streams or child.shared.tracer is not None:
                     value = await child.owner.run(child)  # its chain, observed or traced
                 else:  # a leaf: its body is all its pipeline runs, awaited here (one coroutine per entry)
-                    main = pipeline.main
-                    if main is not None:  # body(child) of an async main, inlined
+                    if (main := pipeline.main) is not None:  # body(child) of an async main, inlined
                         child.body_ran = True
                         value = await main(child)
                     else:

@@ -406,14 +406,13 @@ def bind(
     merged = plan.static
     if merged is None:  # templated metadata: rendered for this call
         return pipeline.bind_call(args, None, target, target, None, None)
-    shared = target.shared
-    shared.history.extend((tool.name, args, _now()))  # a record: three items (Shared)
+    target.shared.history.extend((tool.name, args, _now()))  # a record: three items (Shared)
     runs = pipeline.runs  # a leaf (no entry with work) shares the empty tuple: inject() builds a new list
     ctx: Context = _new(EntryContext)
     ctx.owner = manager
     ctx.tool = tool
     ctx.args = args
-    ctx.shared = shared
+    ctx.shared = target.shared
     ctx._run = None
     ctx.parent = target
     ctx._target = target
