@@ -244,20 +244,22 @@ def test_a_verdict_with_malformed_rows_is_ignored(catalog: Path, cache: Path, lo
 
 def test_a_file_edited_while_the_check_runs_keeps_nothing(catalog: Path, cache: Path, tmp_path, monkeypatch) -> None:
     real = orchestrator.folders.load_tool
-    edited: list[Path] = []
+    first_read: dict[Path, Any] = {}
 
     def load_and_edit(path: Path, *args: Any, **kwargs: Any) -> Any:
+        if first_read and path in first_read:  # read again: the text the check began with
+            return first_read[path]
         tool = real(path, *args, **kwargs)
-        if not edited:  # the first tool read is broken right after: the check reported the old text
+        if not first_read:  # the first tool read is broken right after: the check reports the old text
             broken = "frontmatter = 5\n" if path.suffix == ".py" else "---\ncolour: red\n---\nHi.\n"
             edit(path, broken, seconds=10)
-            edited.append(path)
+            first_read[path] = tool
         return tool
 
     monkeypatch.setattr(orchestrator.folders, "load_tool", load_and_edit)
     first = checked(catalog, tmp_path)
     monkeypatch.setattr(orchestrator.folders, "load_tool", real)
-    [path] = edited
+    [path] = first_read
     found = checked(catalog, tmp_path)
     assert found == truth(catalog, tmp_path, monkeypatch)
     assert [p for p in found if path.name in str(p)] != [p for p in first if path.name in str(p)]
