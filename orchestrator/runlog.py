@@ -229,8 +229,10 @@ class RunLog:
         try:
             while True:
                 batch = [self._queue.get()]
-                if isinstance(batch[0], Call):
-                    time.sleep(GATHER_SECONDS)  # let a burst of calls gather: one transaction, few thread switches
+                if isinstance(batch[0], Call) and self._queue.qsize() < BATCH - 1:
+                    # Let a burst of calls gather: one transaction, few thread switches. Not when a batch is
+                    # already waiting: a backlog (a fast batch, a flush at the end) is written without pauses.
+                    time.sleep(GATHER_SECONDS)
                 while len(batch) < BATCH:
                     try:
                         batch.append(self._queue.get_nowait())

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import orchestrator.runlog
 from orchestrator import ConfigurationError, Manager, ToolNotFoundError
 from orchestrator.runlog import KEEP_RUNS, ROWS_PER_INSERT, Call, RunLog, default_runlog
 
@@ -384,6 +385,26 @@ def test_batches_of_any_length_are_written_whole_and_in_order(tmp_path):
         log.close()
     assert [run.id for run in kept] == names
     assert [run.caller for run in kept] == ["cli" if number % 2 else None for number in range(len(names))]
+
+
+def test_a_backlog_is_written_without_pausing_to_gather(tmp_path, monkeypatch):
+    # the writer pauses to let a burst gather, but not while a whole batch already waits: a batch command that
+    # outran it would otherwise wait out one pause per 256 runs when it flushes at its end
+    monkeypatch.setattr(orchestrator.runlog, "GATHER_SECONDS", 2.0)
+    log = RunLog(tmp_path / "runs.db")
+    now = time.time()
+    count = 6 * orchestrator.runlog.BATCH
+    try:
+        for number in range(count):
+            log.add(Call(id=f"run-{number:05d}", ref="greet", args={"n": number}, started=now, seconds=0.1))
+        started = time.monotonic()
+        log.flush()
+        waited = time.monotonic() - started
+        kept = log.runs(None)
+    finally:
+        log.close()
+    assert len(kept) == count
+    assert waited < 8.0  # at most the first pause (2 s) and the writes; pausing per batch takes 12 s or more
 
 
 # A tool that leaves an object in its context's locals and returns a weak reference to it.
