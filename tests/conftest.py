@@ -46,6 +46,18 @@ def _index_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             os.environ[name] = value
 
 
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's own cache folder, with the on-disk index and kept check verdicts on (for the cache tests).
+
+    It takes the place of pytest's own ``cache`` fixture, which no test here uses.
+    """
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("TOOLCASCADE_CACHE", str(folder))
+    monkeypatch.delenv("TOOLCASCADE_INDEX", raising=False)
+    return folder
+
+
 NOT_RUN = pytest.StashKey[list[str]]()
 
 

@@ -52,15 +52,6 @@ def touch_back(path: Path, seconds: float) -> None:
 
 
 @pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """This test's own cache folder, with the index on."""
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("TOOLCASCADE_CACHE", str(folder))
-    monkeypatch.delenv("TOOLCASCADE_INDEX", raising=False)
-    return folder
-
-
-@pytest.fixture
 def loads(monkeypatch: pytest.MonkeyPatch) -> Iterator[Loads]:
     counter = Loads()
     for name in ("load_tool", "read_name", "read_python_name"):

@@ -41,15 +41,6 @@ print(json.dumps({"rows": rows, "formats": formats}))
 
 
 @pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """This test's own cache folder, with the index on."""
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("TOOLCASCADE_CACHE", str(folder))
-    monkeypatch.delenv("TOOLCASCADE_INDEX", raising=False)
-    return folder
-
-
-@pytest.fixture
 def tools(tmp_path: Path) -> Path:
     """Two folders of markdown tools, aged."""
     root = tmp_path / "tools"

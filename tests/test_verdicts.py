@@ -38,15 +38,6 @@ PY = 'frontmatter = {"description": "A python tool."}\n\n\nasync def main(ctx):\
 
 
 @pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """This test's own cache folder, with the cache on."""
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("TOOLCASCADE_CACHE", str(folder))
-    monkeypatch.delenv("TOOLCASCADE_INDEX", raising=False)
-    return folder
-
-
-@pytest.fixture
 def loads(monkeypatch: pytest.MonkeyPatch) -> Iterator[Loads]:
     counter = Loads()
     monkeypatch.setattr(orchestrator.folders, "load_tool", counter.wrap(orchestrator.folders.load_tool))
