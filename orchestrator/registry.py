@@ -470,7 +470,68 @@ class Registry(Folders):
                 seen.add(ref)
                 listed.add(file)
                 found.append((ref, path, sp))
+            if parse and found:
+                self.keep_found(paths, sp, rel, found)
             yield from found
+
+    def keep_found(
+        self,
+        paths: tuple[SearchPath, ...],
+        sp: SearchPath,
+        prefix: tuple[str, ...],
+        refs: Iterable[tuple[str, Path | None, SearchPath | None]],
+    ) -> None:
+        """Keep each of ``refs`` (our own files a listing just parsed in folder ``prefix`` of ``sp``) as ``find``
+        and ``locate`` would keep it, so the listing's describe step (and ``check``'s lookups) are cache hits.
+
+        The entries are those a lookup would store: the folders the ref is
+        resolved in (this folder in ``sp`` and in every search path before it,
+        whose names must not hold it) and the file. A ref whose lookup would
+        do anything else (a file of another format, a symlink leaving the
+        search path, a name the file no longer declares, a load error) is left
+        to ``find``. Nothing is kept when the caches were dropped meanwhile.
+        """
+        generation = self.generation
+        deps: set[str] = set()
+        before: list[dict[str, tuple[Path, str | None]]] = []
+        own: dict[str, tuple[Path, str | None]] = {}
+        for other in paths:
+            offered = self.names(other, prefix, deps).refs
+            if other == sp:
+                own = offered
+                break
+            before.append(offered)
+        else:
+            return
+        located = frozenset(deps)
+        files, seen = self._files, self._seen
+        refs_kept: list[tuple[Any, Any]] = []
+        tools_kept: list[tuple[Any, Any]] = []
+        for ref, path, _sp in refs:
+            last = ref.rpartition("/")[2]
+            hit = own.get(last)
+            if path is None or hit is None or hit[0] is not path or hit[1] is not None:
+                continue
+            if any(last in offered for offered in before):
+                continue
+            name = os.fspath(path)
+            entry = files.get((name, "tool"))
+            if entry is None or entry[0] != seen.get(name, UNSEEN) or not isinstance(entry[1], Tool):
+                continue
+            tool = entry[1]
+            if tool.name != last and stem(path, None) != last:
+                continue
+            try:
+                if not self._inside(path, sp.root):
+                    continue
+            except (OSError, ValueError, RuntimeError):
+                continue
+            if tool.root != sp.root or tool.trusted != sp.trusted:
+                tool = self._as_found(path, tool, sp)
+            refs_kept.append(((ref, paths), [(hit[0], sp), located, None]))
+            tools_kept.append(((ref, paths), [tool, located | {name}, None]))
+        if self.store_many("refs", refs_kept, generation):
+            self.store_many("tools", tools_kept, generation)
 
     def clashes(self, paths: tuple[SearchPath, ...]) -> Iterator[tuple[SearchPath, str, Path, Path, str]]:
         """Names two files of one search path claim, and declared names that shadow another file's stem.
