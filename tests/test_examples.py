@@ -67,3 +67,31 @@ def test_make_demo_runs_the_quickstart_then_shows_greet_then_the_agent(tmp_path)
     assert out.index("chain (run order)") < out.index(agent)
     assert "HELLO, ADA!!!\n\n--- examples/quickstart: toolcascade show greet" in out  # the CLI run, before show
     assert out.index(agent) < out.index("bin/activate")  # last: how to get toolcascade on PATH
+
+
+@pytest.mark.anyio
+async def test_the_readme_conversation_snippet_run_twice_says_the_session_held_the_first_runs_turns(tmp_path):
+    # issue 25, point 10: the README says that running its conversation snippet again on the same lesson.db runs
+    # out of script and says why. The second run must not pause for a held send-note call nobody asked for.
+    import shutil
+
+    from orchestrator.errors import Interrupted, ModelError
+
+    folder = shutil.copytree(ROOT / "examples" / "conversation", tmp_path / "conversation")
+    lesson = {"session": "readme"}
+
+    async def snippet() -> list[str]:
+        manager = Manager(paths=[folder / "tools"], sessions=folder / "lesson.db")
+        try:
+            first = await manager.invoke("tutor", {"line": "What does ephemeral mean?"}, context=lesson)
+            second = await manager.invoke("tutor", {"line": "Use it in a sentence."}, context=lesson)
+        finally:
+            manager.close()
+        return [first, second]
+
+    assert await snippet() == ["Ephemeral means lasting a very short time.", "Fame on the internet is often ephemeral."]
+    with pytest.raises(ModelError) as again:
+        await snippet()
+    assert not isinstance(again.value, Interrupted)
+    assert "session 'readme' already held 6 messages from earlier runs" in str(again.value)
+    assert "sessions delete readme" in str(again.value)

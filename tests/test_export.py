@@ -218,7 +218,8 @@ def test_export_refuses_python_tools_and_unknown_names(write, tmp_path):
     missing = cli_run("export", "nope", "--format", "prompty", "--path", str(tmp_path / "tools"))
     assert missing.exit_code == 1 and missing.stderr.startswith("error: ToolNotFoundError: no tool 'nope'")
     bad = cli_run("export", "code", "--format", "json", "--path", str(tmp_path / "tools"))
-    assert bad.exit_code == 2 and "'json' is not one of" in bad.stderr
+    # a usage error naming the option and our formats; the sentence around them is click's, never asserted
+    assert bad.exit_code == 2 and "--format" in bad.stderr and "prompty" in bad.stderr and "json" in bad.stderr
 
 
 def test_export_an_input_named_like_our_variables_is_not_reported(write, tmp_path):
