@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from .errors import ToolDefinitionError
+from .frozen import FrozenDict, FrozenList
 from .limits import DEFAULT_LIMITS, Limits
 from .mistakes import explain
 
@@ -29,13 +30,37 @@ except ImportError:  # pragma: no cover - PyYAML built without libyaml
 
 
 class _Loader(SafeLoader):  # type: ignore[misc,valid-type]
-    """The safe loader, remembering the node it constructs so a Python error can name its line."""
+    """The safe loader, remembering the node it constructs so a Python error can name its line.
+
+    A plain scalar's tag depends on its text alone (the safe resolver has no
+    path resolvers), so the tags of short ones are remembered (``_TAGS``):
+    libyaml asks for one per scalar, and the resolver's regular expressions
+    were a fifth of reading a frontmatter.
+    """
 
     node: yaml.Node | None = None
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         self.node = node
         return super().construct_object(node, deep)
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is _SCALAR and implicit[0] and type(value) is str:
+            tag = _TAGS.get(value)
+            if tag is None:
+                tag = super().resolve(kind, value, implicit)
+                if len(value) <= _TAGGED_LENGTH:
+                    if len(_TAGS) >= _TAGGED:
+                        _TAGS.clear()  # only a shortcut: a tag is worked out again
+                    _TAGS[value] = tag
+            return tag
+        return super().resolve(kind, value, implicit)
+
+
+_SCALAR = yaml.ScalarNode
+_TAGS: dict[str, str] = {}  # a plain scalar's text -> the tag the safe resolver gives it
+_TAGGED = 8_192  # texts remembered at most ...
+_TAGGED_LENGTH = 64  # ... each at most this long
 
 
 _STR = "tag:yaml.org,2002:str"
@@ -44,7 +69,13 @@ _KEY_TAGS = frozenset({_STR, "tag:yaml.org,2002:merge", "tag:yaml.org,2002:value
 
 
 def parse_yaml(
-    text: str, path: Path, first_line: int = 1, limits: Limits = DEFAULT_LIMITS, what: str = "frontmatter"
+    text: str,
+    path: Path,
+    first_line: int = 1,
+    limits: Limits = DEFAULT_LIMITS,
+    what: str = "frontmatter",
+    *,
+    frozen: bool = False,
 ) -> tuple[Any, yaml.Node | None]:
     """Safely parse one YAML document someone else wrote: its value and its root node (None when empty).
 
@@ -52,14 +83,16 @@ def parse_yaml(
     constructed, so ``limits.yaml_nodes`` and ``limits.yaml_bytes`` bound the
     work an alias bomb can cause, and a recursive alias is refused. Aliases
     come back as copies: the value is a tree. ``what`` names the document in
-    messages (``frontmatter``, ``model script``).
+    messages (``frontmatter``, ``model script``). ``frozen``: the caller freezes
+    the value anyway (a Tool's metadata), so its mappings and lists may come
+    back read-only already (``orchestrator.frozen``), built so once.
 
     Raises:
         ToolDefinitionError: invalid YAML, a value Python cannot hold (``2001-13-45``), a document
             over a limit, too deep or with a recursive alias, or a mapping key that is not a string.
     """
     if _plain(text, limits):
-        fast = _parse_plain(text)
+        fast = _parse_plain(text, frozen)
         if fast is not None:
             return fast
     loader = _Loader(text)
@@ -323,7 +356,7 @@ def _plain(text: str, limits: Limits) -> bool:
     return depth + deepest <= limits.yaml_depth
 
 
-def _parse_plain(text: str) -> tuple[Any, yaml.Node | None] | None:
+def _parse_plain(text: str, frozen: bool = False) -> tuple[Any, yaml.Node | None] | None:
     """A document ``_plain`` passed, composed and constructed by libyaml; None when ``_Composer`` must decide.
 
     Returns None for anything the measured path treats specially (a YAML
@@ -336,7 +369,7 @@ def _parse_plain(text: str) -> tuple[Any, yaml.Node | None] | None:
         if node is None:
             return None, None
         try:
-            return _build(node, loader), node
+            return _build(node, loader, frozen), node
         except _Other:
             data = loader.construct_document(node)
     except (yaml.YAMLError, ValueError, OverflowError, TypeError, RecursionError):
@@ -360,14 +393,14 @@ class _Other(Exception):
     """A node ``_build`` leaves to the safe constructor: a date, a merge key, a set, a key that is not a string."""
 
 
-def _build(node: yaml.Node, loader: _Loader) -> Any:
+def _build(node: yaml.Node, loader: _Loader, frozen: bool = False) -> Any:
     """The value of a composed ``_plain`` document made of maps, sequences and plain scalars, as the safe constructor makes it.
 
     The constructor's generic machinery (a generator per collection, a memo
     per node) was most of the cost of reading a frontmatter; this builds the
     same dicts, lists and scalars directly, with the constructor's own
     scalar rules (``0x1F``, ``1_000``, ``.inf``, ``yes``). Depth is bounded
-    by ``_plain``.
+    by ``_plain``. ``frozen``: mappings and lists are ``FrozenDict`` and ``FrozenList``.
 
     Raises:
         _Other: a tag other than str, int, float, bool, null, map or seq, or a mapping key that is not a string.
@@ -380,10 +413,11 @@ def _build(node: yaml.Node, loader: _Loader) -> Any:
         for key, value in node.value:
             if key.tag != _STR:
                 raise _Other
-            out[key.value] = _build(value, loader)
-        return out
+            out[key.value] = _build(value, loader, frozen)
+        return FrozenDict(out) if frozen else out
     if tag == _SEQ:
-        return [_build(item, loader) for item in node.value]
+        items = [_build(item, loader, frozen) for item in node.value]
+        return FrozenList(items) if frozen else items
     if tag == _INT:
         return loader.construct_yaml_int(node)
     if tag == _FLOAT:

@@ -55,11 +55,12 @@ def check_name(name: object, path: Path | None = None) -> str:
 
 
 def split_frontmatter(
-    text: str, path: Path, limits: Limits = DEFAULT_LIMITS, *, empty_ok: bool = False
+    text: str, path: Path, limits: Limits = DEFAULT_LIMITS, *, empty_ok: bool = False, frozen: bool = False
 ) -> tuple[dict[str, Any], dict[str, int], str, int]:
     """Split a markdown file into (frontmatter, key lines, body, body line).
 
     Key lines map each top-level key, and each ``metadata`` key, to its line.
+    ``frozen``: the frontmatter's values may come back read-only (``load_yaml``).
 
     Raises:
         ToolDefinitionError: empty file, unclosed or malformed frontmatter, or one over ``limits``.
@@ -72,7 +73,7 @@ def split_frontmatter(
     block, first_line, body, body_line = cut_frontmatter(text, path)
     if block is None:
         return {}, {}, body, body_line
-    data, lines = load_yaml(block, path, first_line, limits)
+    data, lines = load_yaml(block, path, first_line, limits, frozen=frozen)
     return data, lines, body, body_line
 
 
@@ -100,11 +101,12 @@ def cut_frontmatter(text: str, path: Path) -> tuple[str | None, int, str, int]:
 
 
 def load_yaml(
-    block: str, path: Path, first_line: int = 1, limits: Limits = DEFAULT_LIMITS
+    block: str, path: Path, first_line: int = 1, limits: Limits = DEFAULT_LIMITS, *, frozen: bool = False
 ) -> tuple[dict[str, Any], dict[str, int]]:
     """Safely load a YAML mapping (a frontmatter) within ``limits``; return it with the file line of each key.
 
-    ``first_line`` is the file line on which ``block`` starts.
+    ``first_line`` is the file line on which ``block`` starts. ``frozen``: its
+    values may come back read-only (a Tool freezes them anyway; ``parse_yaml``).
 
     Raises:
         ToolDefinitionError: what ``parse_yaml`` refuses, or a document that is not a mapping.
@@ -120,7 +122,7 @@ def load_yaml(
 
     from .documents import parse_yaml
 
-    data, node = parse_yaml(block, path, first_line, limits)
+    data, node = parse_yaml(block, path, first_line, limits, frozen=frozen and not own)  # kept ones: plain JSON
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -277,7 +279,7 @@ def load_markdown(path: Path, root: Path | None = None, trusted: bool = True, li
         ToolDefinitionError: unreadable file or malformed frontmatter.
     """
     text = read_text(path, limits)
-    data, lines, body, body_line = split_frontmatter(text, path, limits)
+    data, lines, body, body_line = split_frontmatter(text, path, limits, frozen=True)
     return tool_from_frontmatter(
         data, path=path, kind="markdown", root=root, trusted=trusted, lines=lines, prompt=body, prompt_line=body_line
     )

@@ -298,3 +298,62 @@ def test_the_fast_yaml_path_builds_what_the_safe_loader_builds(document):
     if isinstance(want, dict):
         assert list(got) == list(want)  # key order, as written
         assert [type(v) for v in got.values()] == [type(v) for v in want.values()]
+
+
+SCALARS = """\
+plain: text
+yes-word: yes
+off-word: Off
+tilde: ~
+empty:
+hex: 0x1F
+octal: 0o17
+under: 1_000
+float: 6.5e3
+inf: -.inf
+nan-text: .nan-ish
+date: 2001-12-14
+quoted: "yes"
+list: [1, "2", true, null, 3.0]
+nested: {a: [x, {b: no}]}
+"""
+
+
+def test_every_scalar_has_the_value_the_safe_loader_gives_it_however_often_it_is_read(tmp_path: Path) -> None:
+    import yaml
+
+    from orchestrator.documents import parse_yaml
+
+    want = yaml.safe_load(SCALARS)
+    for _ in range(3):  # a scalar's tag is remembered after its first read: the later reads must agree
+        for frozen in (False, True):
+            data, _node = parse_yaml(SCALARS, tmp_path / "t.md", frozen=frozen)
+            assert data == want
+            shown = {key: type(value) for key, value in data.items() if key not in ("list", "nested")}
+            assert shown == {key: type(value) for key, value in want.items() if key not in ("list", "nested")}
+            assert [type(item) for item in data["list"]] == [type(item) for item in want["list"]]
+
+
+def test_a_markdown_tool_is_read_into_frozen_values_once(write, tools):
+    from orchestrator.frozen import FrozenDict, FrozenList
+
+    write(
+        "tools/deep.md",
+        """
+        ---
+        description: Deep.
+        metadata:
+          params: {type: object, properties: {a: {type: array, items: [1, {b: 2}]}}}
+          tags: [x, y]
+        ---
+        Body.
+        """,
+    )
+    tool = Manager([tools]).find_tool("deep")
+    params = tool.metadata["params"]
+    assert type(tool.metadata) is FrozenDict and type(params) is FrozenDict
+    assert type(tool.metadata["tags"]) is FrozenList and type(params["properties"]["a"]["items"][1]) is FrozenDict
+    assert tool.frontmatter["metadata"] is tool.metadata
+    with pytest.raises(TypeError):
+        params["properties"]["a"]["items"][1]["b"] = 3
+    assert params == {"type": "object", "properties": {"a": {"type": "array", "items": [1, {"b": 2}]}}}
