@@ -5,6 +5,7 @@ holds, and the process's end past a thread stuck in a sync tool.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shlex
 import sys
@@ -47,6 +48,30 @@ def as_written(message: str) -> str:
     for kind in ("tools", "authorities"):
         message = message.replace(f"{builtin_folder(kind).resolve()}{os.sep}", f"built-in {kind}/")
     return message.replace(f"{here}{os.sep}", "") if here != os.sep else message
+
+
+class _AsWritten(logging.Handler):
+    """The engine's warnings on stderr, one line each, naming files as ``check`` does (:func:`as_written`)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            click.echo(as_written(record.getMessage()), err=True)
+        except Exception:  # a handler never raises into the code that logged
+            self.handleError(record)
+
+
+def warnings_as_written() -> logging.Handler:
+    """Print the ``orchestrator`` logger's warnings on stderr as :func:`as_written` names files; the handler.
+
+    Installed once per process (a second call returns the first handler). Without it Python's last-resort
+    handler prints them with absolute paths, where ``check`` and ``error:`` lines print relative ones.
+    """
+    logger = logging.getLogger("orchestrator")
+    handler = next((h for h in logger.handlers if isinstance(h, _AsWritten)), None)
+    if handler is None:
+        handler = _AsWritten(logging.WARNING)
+        logger.addHandler(handler)
+    return handler
 
 
 @contextmanager

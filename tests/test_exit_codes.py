@@ -240,3 +240,21 @@ def test_ctrl_c_in_chat_exits_130(write, tmp_path):
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_engine_warnings_on_stderr_name_files_as_check_does(tmp_path, monkeypatch, capsys):
+    # issue 25, point 10: what the CLI prints names files under the current folder relative to it, warnings too
+    import logging
+
+    from orchestrator.exits import warnings_as_written
+
+    monkeypatch.chdir(tmp_path)
+    handler = warnings_as_written()
+    try:
+        assert warnings_as_written() is handler  # once per process, however many commands install it
+        engine = logging.getLogger("orchestrator.planner")
+        engine.warning("%s:3: $order of 'ghost' names 'ghost'", tmp_path / "tools" / "AUTHORITY.md")
+        engine.info("not shown: below WARNING")
+        assert capsys.readouterr().err == "tools/AUTHORITY.md:3: $order of 'ghost' names 'ghost'\n"
+    finally:
+        logging.getLogger("orchestrator").removeHandler(handler)
