@@ -63,7 +63,7 @@ KEEP_RUNS = 10_000
 # PRAGMA application_id of a toolcascade run log ("tcrl"): any other SQLite file is refused, never altered.
 APPLICATION_ID = 0x7463726C
 MAX_PENDING = 10_000  # calls waiting for the writer; past it a call is dropped (with one warning)
-BATCH = 256  # calls per write transaction
+BATCH = 256  # calls per write, at most
 GATHER_SECONDS = 0.05  # how long the writer waits after a call for more to write with it
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -79,12 +79,11 @@ _COLUMNS = "id, started, seconds, ref, tool, caller, status, error, model, token
 # NULLIF stores NULL. Bound as None, each costs sqlite3's adapter lookup (a third of binding a row).
 _VALUES = "(?, ?, ?, ?, NULLIF(?, ''), NULLIF(?, ''), ?, NULLIF(?, ''), NULLIF(?, ''), NULLIF(?, -1), ?)"
 # Rows per INSERT, at most: one statement for many rows costs SQLite a third less per row than a statement per
-# row (executemany), and 64 rows' 704 parameters stay within the 999 of the oldest SQLite builds. A batch is
-# written in statements of 64, 32, ... 2 or 1 rows (its length in binary): seven statements in all, each
-# prepared once per connection, not one for every length a batch may have (a 50-row one costs a millisecond).
-ROWS_PER_INSERT = 64
-# The last seq minus the first, each found on the key's b-tree without a walk (one min() or max() a query).
-_SPAN = "SELECT (SELECT max(seq) FROM runs) - (SELECT min(seq) FROM runs)"
+# row (executemany). A batch is written in statements of 256, 128, ... 2 or 1 rows (its length in binary), each
+# prepared once per connection, not one for every length a batch may have (a 50-row one costs a millisecond);
+# 64 at most where SQLite takes at most 999 parameters a statement (builds older than 3.32).
+ROWS_PER_INSERT = 256
+_PARAMETERS = 11  # per row
 _SELECT = _COLUMNS + ", json_extract(body, '$.cost')"  # a run's cost lives in its body: older files have no column
 
 
@@ -181,6 +180,10 @@ class RunLog:
         self._lock = threading.Lock()
         self._broken = False  # the file was refused: nothing more is written to it
         self._dropped = 0
+        # The writer thread's, for its connection: rows per INSERT, and the lowest seq the file may hold (None:
+        # unknown): at most the first seq, so the last seq written minus it says when to prune (see _prune).
+        self._rows_per_insert = ROWS_PER_INSERT
+        self._first: int | None = None
 
     def __repr__(self) -> str:
         return f"RunLog({str(self.path)!r})"
@@ -225,22 +228,42 @@ class RunLog:
             atexit.unregister(self.close)
 
     def _work(self) -> None:
+        """The writer thread: takes calls off the queue and writes them, a power of two at a time while they stream.
+
+        Each write costs the writer the GIL once per SQLite statement (and
+        again after each pause), and every time it waits for the GIL while
+        the event loop holds it, both threads pay for waking it. So while
+        calls stream in, it writes the largest power of two of those it
+        holds (256 at most) in one statement, on its own (no BEGIN nor
+        COMMIT), and carries the rest over to its next write, one pause
+        later. A flush, a close, or a pause after which no new call came
+        writes every call it holds (a kill loses at most those: the last
+        batch, and what came in its pause).
+        """
         db: sqlite3.Connection | None = None
+        carried: list[Call] = []
         try:
             while True:
-                batch = [self._queue.get()]
-                if isinstance(batch[0], Call) and self._queue.qsize() < BATCH - 1:
-                    # Let a burst of calls gather: one transaction, few thread switches. Not when a batch is
+                try:
+                    first = self._queue.get(timeout=GATHER_SECONDS) if carried else self._queue.get()
+                except queue.Empty:
+                    first = _ALL  # nothing more came: the calls carried over are written now
+                batch = [first]
+                if isinstance(first, Call) and len(carried) + self._queue.qsize() < BATCH - 1:
+                    # Let a burst of calls gather: few statements, few thread switches. Not when a batch is
                     # already waiting: a backlog (a fast batch, a flush at the end) is written without pauses.
                     time.sleep(GATHER_SECONDS)
-                while len(batch) < BATCH:
+                while len(carried) + len(batch) < BATCH:
                     try:
                         batch.append(self._queue.get_nowait())
                     except queue.Empty:
                         break
-                calls = [item for item in batch if isinstance(item, Call)]
-                if calls and not self._broken:
-                    db = self._write(db, calls)
+                calls = carried + [item for item in batch if isinstance(item, Call)]
+                whole = len(calls) < len(carried) + len(batch)  # a flush, a close or _ALL: every call is written
+                count = len(calls) if whole else 1 << (len(calls).bit_length() - 1)
+                carried = calls[count:]
+                if count and not self._broken:
+                    db = self._write(db, calls[:count])
                 for item in batch:
                     if isinstance(item, threading.Event):
                         item.set()
@@ -251,7 +274,8 @@ class RunLog:
                 db.close()
 
     def _write(self, db: sqlite3.Connection | None, calls: list[Call]) -> sqlite3.Connection | None:
-        """Write ``calls`` in one transaction and prune; the connection to keep (None after a failure)."""
+        """Write ``calls`` (one statement on its own, or several in one transaction) and prune; the connection
+        to keep (None after a failure)."""
         rows = []
         environment = secret_environment()
         looked: dict[Any, Any] = {}  # what the calls' fill looked up, for this batch
@@ -267,19 +291,10 @@ class RunLog:
         try:
             if db is None:
                 db = self._connect(create=True)
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                start = 0
-                while start < len(rows):
-                    size = min(ROWS_PER_INSERT, 1 << ((len(rows) - start).bit_length() - 1))
-                    part = rows[start : start + size]
-                    db.execute(_insert(size), [value for one in part for value in one])
-                    start += size
-                self._prune(db)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+                self._rows_per_insert = _rows_per_insert(db)
+                self._first = db.execute("SELECT min(seq) FROM runs").fetchone()[0]
+            last = self._insert(db, rows)
+            self._prune(db, last)
         except ConfigurationError as exc:
             self._broken = True
             log.warning("run log %s: %s; nothing is recorded", self.path, exc)
@@ -291,22 +306,48 @@ class RunLog:
             return None
         return db
 
-    def _prune(self, db: sqlite3.Connection) -> None:
-        """Drop the runs older than ``keep_days``, then all but the newest ``keep_runs``.
+    def _insert(self, db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> int:
+        """Insert ``rows`` in statements of a power of two rows each, in one transaction; the last row's seq."""
+        most = self._rows_per_insert
+        if len(rows) <= most and len(rows) & (len(rows) - 1) == 0:  # one statement: its own transaction
+            return db.execute(_insert(len(rows)), [value for one in rows for value in one]).lastrowid or 0
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            start = 0
+            while start < len(rows):
+                size = min(most, 1 << ((len(rows) - start).bit_length() - 1))
+                part = rows[start : start + size]
+                last = db.execute(_insert(size), [value for one in part for value in one]).lastrowid or 0
+                start += size
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return last
+
+    def _prune(self, db: sqlite3.Connection, last: int) -> None:
+        """Drop the runs older than ``keep_days``, then all but the newest ``keep_runs``; ``last``: the last seq.
 
         A log whose first and last ``seq`` are at most ``keep_runs`` apart
         holds at most ``keep_runs`` rows: then nothing is counted (counting
-        walks the rows: a batch's write would cost as much as the log is long).
+        walks the rows: a write would cost as much as the log is long). The
+        first seq is the writer's to know (``_first``: read when it connects
+        and after it deletes; another process's rows only raise it), so a
+        write that leaves nothing to prune costs no query.
         """
+        stale = self._first is None  # the file held no run when the writer connected
         if self.keep_days is not None:
-            db.execute("DELETE FROM runs WHERE started < ?", (time.time() - self.keep_days * 86_400,))
-        if self.keep_runs is not None:
-            span = db.execute(_SPAN).fetchone()[0]
-            if span is not None and span >= self.keep_runs:  # maybe more rows than kept: find the newest one past
-                found = db.execute("SELECT seq FROM runs ORDER BY seq DESC LIMIT 1 OFFSET ?", (self.keep_runs,))
-                past = found.fetchone()
-                if past is not None:
-                    db.execute("DELETE FROM runs WHERE seq <= ?", past)
+            cutoff = time.time() - self.keep_days * 86_400
+            stale |= db.execute("DELETE FROM runs WHERE started < ?", (cutoff,)).rowcount > 0
+        if stale:
+            self._first = db.execute("SELECT min(seq) FROM runs").fetchone()[0]
+        if self.keep_runs is not None and self._first is not None and last - self._first >= self.keep_runs:
+            # maybe more rows than kept: find the newest one past them
+            found = db.execute("SELECT seq FROM runs ORDER BY seq DESC LIMIT 1 OFFSET ?", (self.keep_runs,))
+            past = found.fetchone()
+            if past is not None:
+                db.execute("DELETE FROM runs WHERE seq <= ?", past)
+            self._first = db.execute("SELECT min(seq) FROM runs").fetchone()[0]
 
     # -- the file --------------------------------------------------------------
 
@@ -398,6 +439,15 @@ class RunLog:
 def _insert(count: int) -> str:
     """The INSERT statement of ``count`` rows (a power of two: sqlite3 caches each prepared statement)."""
     return f"INSERT INTO runs ({_COLUMNS}, body) VALUES " + ", ".join([_VALUES] * count)
+
+
+def _rows_per_insert(db: sqlite3.Connection) -> int:
+    """The most rows (a power of two) one INSERT of ``db`` may bind: ``ROWS_PER_INSERT``, or fewer on an old SQLite."""
+    rows = min(ROWS_PER_INSERT, db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // _PARAMETERS)
+    return 1 << (max(rows, 1).bit_length() - 1)
+
+
+_ALL = object()  # the writer's own marker: write every call it holds
 
 
 def _filters(tool: str | None, since: float | None, status: str | None) -> tuple[str, list[Any]]:

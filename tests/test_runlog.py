@@ -407,6 +407,44 @@ def test_a_backlog_is_written_without_pausing_to_gather(tmp_path, monkeypatch):
     assert waited < 8.0  # at most the first pause (2 s) and the writes; pausing per batch takes 12 s or more
 
 
+def test_runs_carried_over_are_written_without_a_flush_when_no_more_come(tmp_path):
+    # while runs stream in, the writer writes a power of two of them at once and carries the rest over: when no
+    # more come, those are written a pause later, with no flush nor close asking for them
+    log = RunLog(tmp_path / "runs.db")
+    now = time.time()
+    try:
+        for number in range(7):  # added at once: taken in one batch, 4 written, 3 carried over
+            log.add(Call(id=f"run-{number}", ref="greet", args={"n": number}, started=now, seconds=0.1))
+        deadline = time.monotonic() + 20.0
+        found: list[str] = []
+        while len(found) < 7 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            if (tmp_path / "runs.db").exists():
+                db = sqlite3.connect(tmp_path / "runs.db")
+                try:
+                    found = [seen for (seen,) in db.execute("SELECT id FROM runs ORDER BY seq")]
+                except sqlite3.OperationalError:  # the table is being made
+                    found = []
+                finally:
+                    db.close()
+        assert found == [f"run-{number}" for number in range(7)]
+    finally:
+        log.close()
+
+
+def test_a_log_reopened_keeps_pruning_to_keep_runs(tmp_path):
+    # each writer reads where the file's runs begin when it connects: a second log on the same file prunes too
+    now = time.time()
+    for first in (0, 10):
+        log = RunLog(tmp_path / "runs.db", keep_runs=5)
+        for number in range(first, first + 10):
+            log.add(Call(id=f"run-{number:02d}", ref="greet", args={"n": number}, started=now, seconds=0.1))
+            if number % 3 == 0:
+                log.flush()
+        log.close()
+    assert [run.id for run in RunLog(tmp_path / "runs.db").runs(None)] == [f"run-{n:02d}" for n in range(19, 14, -1)]
+
+
 # A tool that leaves an object in its context's locals and returns a weak reference to it.
 MARKED = """
 import weakref
