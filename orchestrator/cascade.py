@@ -8,7 +8,7 @@ invocation only levels that hold templates are rendered and merged again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,9 +132,24 @@ def make_level(
         ConfigurationError: a malformed annotation.
     """
     lines = lines or {}
-    where: dict[str, Any] = {"level": name, "path": path}
     metadata = freeze(metadata)  # level data is shared by every invocation through the cached plan
     annotations = {k: v for k, v in metadata.items() if k.startswith("$")}
+    if annotations:
+        private = _checked(annotations, lines, {"level": name, "path": path})
+        hidden = private if hide_private else ()
+        data = {k: v for k, v in metadata.items() if not k.startswith("$") and k not in hidden}
+    else:  # most tools' own metadata: nothing to check, nothing hidden
+        data = dict(metadata)
+    templates = frozenset(key for key, value in data.items() if has_templates(value))
+    return Level(name, kind, data, annotations, bool(templates), path, lines, templates)
+
+
+def _checked(annotations: Mapping[str, Any], lines: Mapping[str, int], where: dict[str, Any]) -> set[str]:
+    """The names ``$private`` lists, once every annotation of a level is checked.
+
+    Raises:
+        ConfigurationError: an unknown or malformed annotation, at its line.
+    """
     for key in annotations:
         if key not in ANNOTATIONS:  # a typo would silently change nothing: say so
             close = _close(key, sorted(ANNOTATIONS))
@@ -178,9 +193,7 @@ def make_level(
                     line=lines.get("$order"),
                     **where,
                 )
-    data = {k: v for k, v in metadata.items() if not k.startswith("$") and not (hide_private and k in private)}
-    templates = frozenset(key for key, value in data.items() if has_templates(value))
-    return Level(name, kind, data, annotations, bool(templates), path, lines, templates)
+    return private
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,19 +420,6 @@ class Merger:
         )
 
 
-def static_keys(levels: Iterable[Level]) -> list[str]:
-    """Keys of levels 1-3 after ``$remove``, before overrides, minus ``$static`` (R-CAS-8)."""
-    keys: dict[str, None] = {}
-    static: set[str] = set()
-    for level in levels:
-        for key in names(level.annotations.get("$remove"), "$remove"):
-            keys.pop(key, None)
-        static.update(names(level.annotations.get("$static"), "$static"))
-        static.difference_update(names(level.annotations.get("$dynamic"), "$dynamic"))
-        keys.update(dict.fromkeys(level.data))
-    return [k for k in keys if k not in static]
-
-
 def _place(tool: str, level: Level, key: str) -> Callable[[], dict[str, Any]]:
     """Where a template sits, for error messages (built only when one fails)."""
     return lambda: {"tool": tool, "level": level.name, "key": key, "path": level.path, "line": level.lines.get(key)}
@@ -449,40 +449,6 @@ def merge_levels(
             }
         merger.add(level, data)
     return merger.result()
-
-
-# The merge of leading authority levels, shared by every tool under them: by the levels' identities,
-# (the levels, kept alive so no identity is reused, and their merge). At most _PREFIXES_SIZE entries.
-_PREFIXES: dict[tuple[int, ...], tuple[tuple[Level, ...], Merged]] = {}
-_PREFIXES_SIZE = 1024
-_SHARED_KINDS = frozenset({"authority", "managed"})
-
-
-def merge_plain(levels: Sequence[Level], tool: str) -> Merged:
-    """``merge_levels(levels, None, tool)``: templates left as written, the leading authority levels merged once.
-
-    Planning 10,000 tools under 100 folders merged the same two authorities
-    10,000 times. Their levels are shared (``_authority_level``), so their
-    merge is kept by the levels' identities and each tool's own levels are
-    merged onto it: the same values, order and provenance as one merge.
-
-    Raises:
-        ConfigurationError: a merge policy that does not fit.
-    """
-    shared = 0
-    while shared < len(levels) and levels[shared].kind in _SHARED_KINDS:
-        shared += 1
-    if shared < 2:
-        return merge_levels(levels, None, tool)
-    prefix = tuple(levels[:shared])
-    key = tuple(map(id, prefix))
-    hit = _PREFIXES.get(key)
-    if hit is None:
-        hit = (prefix, merge_levels(prefix, None, tool))
-        if len(_PREFIXES) >= _PREFIXES_SIZE:
-            _PREFIXES.clear()
-        _PREFIXES[key] = hit
-    return merge_levels(levels[shared:], None, tool, hit[1]) if shared < len(levels) else hit[1]
 
 
 def rerender(

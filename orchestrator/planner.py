@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .authorities import DEFAULT_PHASES, Authorities
-from .cascade import Merged, Plan, guard_managed, managed_keys, merge_levels, merge_plain, static_keys, tool_levels
+from .cascade import Merged, Plan, guard_managed, managed_keys, merge_levels, tool_levels
 from .conditions import Start, condition, idle_prefix, possible
 from .errors import ConfigurationError, OrchestratorError, ToolDefinitionError, ToolNotFoundError
 from .graph import reachable_components
 from .ordering import Entry, build_chain, with_args, with_when
+from .prefixes import merge_plain, static_keys
 from .registry import Registry, SearchPath, builtin_folder, is_file
 from .tool import Tool
 

@@ -12,10 +12,12 @@ import pytest
 from freshness_helpers import refresh
 
 from orchestrator import Manager
-from orchestrator.cascade import merge_levels, merge_plain
+from orchestrator.cascade import Level, Source, make_level, merge_levels
 from orchestrator.check import check
 from orchestrator.errors import ConfigurationError
 from orchestrator.interpolate import has_templates
+from orchestrator.names import names
+from orchestrator.prefixes import merge_plain
 from orchestrator.typos import NearNames
 
 FOLDER_AUTHORITY = """
@@ -191,3 +193,97 @@ def test_has_templates_finds_a_template_at_any_depth(value, templated):
     assert has_templates(freeze(value)) is templated
     if isinstance(value, dict):
         assert has_templates(MappingProxyType(value)) is templated  # a Mapping that is no dict
+
+
+AUTHORITY_WITH_POLICIES = """
+---
+metadata:
+  team: core
+  tags: [core]
+  limits: {a: 1, deep: {x: 1}}
+  list: [one]
+  $merge: {tags: union, list: append}
+  $remove: [directives]
+  $static: [owner]
+---
+"""
+
+
+@pytest.mark.parametrize(
+    "own",
+    [
+        "{owner: ann, version: '1.0'}",  # keys the authorities lack
+        "{tags: [a, core], list: [two]}",  # merged by the authority's policies
+        "{limits: {deep: {y: 2}, b: 2}}",  # a mapping onto the authorities': merged deeply
+        "{directives: {mode: 1}, team: own}",  # a key the authority removed, set again; one it set, replaced
+        "{}",  # nothing of its own
+        "{owner: bob, $remove: [team]}",  # annotations: merged as levels always are
+    ],
+)
+def test_a_tool_level_merged_onto_the_shared_authorities_equals_one_merge(write, tools, own):
+    write("tools/g/AUTHORITY.md", AUTHORITY_WITH_POLICIES)
+    write("tools/g/a.md", f"---\nmetadata: {own}\n---\nA\n")
+    write("tools/g/b.md", "---\nmetadata: {owner: bea, tags: [b]}\n---\nB\n")
+    manager = Manager([tools])
+    for ref in ("g/b", "g/a"):  # b first: a's merge reuses what b's left shared
+        plan = manager.planner.plan(manager.registry.find(ref, manager.paths), manager.paths)
+        whole = merge_levels(plan.levels, None, ref)
+        assert plan.raw == whole  # values, provenance, order, policies, removals: as one merge gives them
+        assert list(plan.raw.values) == list(whole.values) and list(plan.raw.removed) == list(whole.removed)
+        assert plan.keys == unshared_static_keys(plan.levels)
+    b = manager.planner.plan(manager.registry.find("g/b", manager.paths), manager.paths).raw
+    assert b.values["tags"] == ["core", "b"] and b.sources["owner"].levels == ("b",)
+
+
+def unshared_static_keys(levels: tuple[Level, ...]) -> tuple[str, ...]:
+    """R-CAS-8's key set, level by level with nothing shared: the keys left after ``$remove``, minus ``$static``."""
+    keys: dict[str, None] = {}
+    static: set[str] = set()
+    for level in levels:
+        for key in names(level.annotations.get("$remove"), "$remove"):
+            keys.pop(key, None)
+        static = (static | set(names(level.annotations.get("$static"), "$static"))) - set(
+            names(level.annotations.get("$dynamic"), "$dynamic")
+        )
+        keys.update(dict.fromkeys(level.data))
+    return tuple(key for key in keys if key not in static)
+
+
+def test_each_tool_gets_its_own_merged_values_and_provenance(write, tools):
+    write("tools/g/AUTHORITY.md", AUTHORITY_WITH_POLICIES)
+    write("tools/g/a.md", "---\nmetadata: {owner: ann, limits: {b: 2}, directives: {mode: 1}}\n---\nA\n")
+    write("tools/g/b.md", "---\nmetadata: {version: 2, list: [b]}\n---\nB\n")
+    manager = Manager([tools])
+    a, b = (manager.planner.plan(manager.registry.find(r, manager.paths), manager.paths).raw for r in ("g/a", "g/b"))
+    assert a.values["owner"] == "ann" and "owner" not in b.values
+    assert a.values["limits"] == {"a": 1, "deep": {"x": 1}, "b": 2} and b.values["limits"] == {"a": 1, "deep": {"x": 1}}
+    assert a.values["list"] == ["one"] and b.values["list"] == ["one", "b"]
+    assert a.sources["limits"].levels == ("g/AUTHORITY.md", "a") and a.sources["owner"].level == "a"
+    assert b.sources["list"] == Source("b", "tool", "append", ("g/AUTHORITY.md", "b"))
+    assert a.removed == {} and b.removed == {"directives": "g/AUTHORITY.md"}
+    with pytest.raises(TypeError):
+        a.values["limits"]["c"] = 3  # merged values are as read-only as one merge leaves them
+
+
+def test_a_policy_misfit_in_a_tool_level_names_its_own_file_and_line(write, tools):
+    write("tools/g/AUTHORITY.md", AUTHORITY_WITH_POLICIES)
+    for name in ("a", "b"):
+        write(f"tools/g/{name}.md", "---\nmetadata:\n  owner: x\n  list: not-a-list\n---\nx\n")
+    manager = Manager([tools])
+    for name in ("a", "b"):
+        tool = manager.registry.find(f"g/{name}", manager.paths)
+        with pytest.raises(ConfigurationError) as info:
+            manager.planner.plan(tool, manager.paths)
+        assert (info.value.key, info.value.line, info.value.path) == ("list", 4, str(tool.path))
+
+
+def test_a_level_without_annotations_is_split_as_one_with_them():
+    metadata = {"owner": "ann", "params": {"type": "object"}, "note": "{{ args.x }}"}
+    level = make_level("t", "tool", metadata, hide_private=True, lines={"owner": 2})
+    assert dict(level.data) == metadata and list(level.data) == list(metadata) and level.annotations == {}
+    assert level.templates == frozenset({"note"}) and level.templated and level.lines == {"owner": 2}
+    hidden = make_level("t", "tool", {**metadata, "$private": ["owner"]}, hide_private=True)
+    assert list(hidden.data) == ["params", "note"] and hidden.annotations == {"$private": ["owner"]}
+    with pytest.raises(ConfigurationError) as info:
+        make_level("t", "tool", {"$privat": ["owner"]}, hide_private=False, lines={"$privat": 3})
+    assert info.value.line == 3 and "$private" in str(info.value)
