@@ -278,3 +278,13 @@ def test_refusals_name_the_switch_only_for_a_caller_one_allows():
     with pytest.raises(SecurityError) as info:
         check_untrusted("t", {**asked, "context": None, "overrides": {"k": 1}}, Caller("a model", ("t",)))
     assert "--allow" not in info.value.detail  # nothing lets a model send them
+
+
+async def test_a_model_mapping_with_the_provider_inside_its_name_is_told_to_name_it_apart(write, manager):
+    # {name: openai:gpt-4o-mini} read as "unknown model provider None"
+    agent(write, "mapped", {"name": "openai:gpt-4o-mini", "options": {"temperature": 0}})
+    with pytest.raises(ConfigurationError) as info:
+        await manager.invoke("mapped")
+    assert info.value.tool == "mapped" and info.value.key == "model"
+    assert "provider: openai, name: gpt-4o-mini" in info.value.detail
+    assert "model: openai:gpt-4o-mini" in info.value.detail

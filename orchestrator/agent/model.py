@@ -194,6 +194,13 @@ def _parse(value: Any, tool: str | None, folder: Path | None, aliases: Any) -> d
     for field in FIELDS:
         spec.setdefault(field, None)
     provider = spec["provider"]
+    if provider is None and isinstance(spec["name"], str) and ":" in spec["name"]:
+        named, _, rest = spec["name"].partition(":")
+        raise ConfigurationError(
+            f"a model mapping names its provider apart from the model: provider: {named}, name: {rest} "
+            f"(or the whole model in one string: model: {spec['name']})",
+            **where,
+        )
     if not isinstance(provider, str) or (provider not in PROVIDERS and _plugin(provider) is None):
         raise ConfigurationError(_unknown_provider(provider, table if bare else None), **where)
     if provider != "scripted" and not spec["name"]:
