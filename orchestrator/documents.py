@@ -13,6 +13,7 @@ value is always a tree.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -330,6 +331,7 @@ class _Composer:
 
 # Characters a document needs for anchors, aliases or tags: without them nothing expands or is constructed oddly.
 _ODD = ("&", "*", "!")
+_INDENT = re.compile(r"^[ \t]+", re.MULTILINE)  # each line's indentation
 
 
 def _plain(text: str, limits: Limits) -> bool:
@@ -346,6 +348,12 @@ def _plain(text: str, limits: Limits) -> bool:
     if 2 * size + 2 > limits.yaml_nodes or 4 * size > limits.yaml_bytes or any(c in text for c in _ODD):
         return False
     depth = text.count("[") + text.count("{") + 2
+    # First a looser bound at C speed (the deepest indentation and every indicator in the text, as if on one
+    # line): most frontmatters pass it; the others are measured line by line.
+    indicators = text.count("-") + text.count("?") + text.count(":")
+    indented = max(map(len, _INDENT.findall(text)), default=0)
+    if depth + 2 * (indented + indicators) <= limits.yaml_depth:
+        return True
     deepest = 0
     for line in text.split("\n"):
         rest = line.lstrip(" \t")

@@ -357,3 +357,31 @@ def test_a_markdown_tool_is_read_into_frozen_values_once(write, tools):
     with pytest.raises(TypeError):
         params["properties"]["a"]["items"][1]["b"] = 3
     assert params == {"type": "object", "properties": {"a": {"type": "array", "items": [1, {"b": 2}]}}}
+
+
+def test_the_quick_depth_bound_decides_as_the_line_by_line_one():
+    """``_plain`` first tries a looser bound (all indicators as if on one line); it must never admit more."""
+    import dataclasses
+
+    from orchestrator.documents import _plain
+    from orchestrator.limits import DEFAULT_LIMITS
+
+    def exact(text: str, depth_limit: int) -> bool:
+        depth = text.count("[") + text.count("{") + 2
+        deepest = 0
+        for line in text.split("\n"):
+            rest = line.lstrip(" \t")
+            deepest = max(deepest, 2 * (len(line) - len(rest) + rest.count("-") + rest.count("?") + rest.count(":")))
+        return depth + deepest <= depth_limit
+
+    texts = [
+        *(t for t in PLAIN_DOCUMENTS if not any(c in t for c in "&*!")),
+        "a:\n  b:\n    c:\n      d:\n        e: 1\n",
+        "a: x-y-z\nb: 1:2:3\nc: [1, 2]\n" * 8,
+        "- a\n- b:\n    - c: {d: [e]}\n",
+        "\t- x\n  ? y\n  : z\n",
+    ]
+    for text in texts:
+        for depth_limit in (4, 8, 12, 20, 40, 100):
+            limits = dataclasses.replace(DEFAULT_LIMITS, yaml_depth=depth_limit)
+            assert _plain(text, limits) == exact(text, depth_limit), (text, depth_limit)
