@@ -182,9 +182,9 @@ def _check_args(
     if holds_template(tool, templated, key, value):
         run.values[memo] = (value, None)
         return
-    params = _params_of(manager, key, run)
+    params, templated_params = _params_of(manager, key, run)
     failure = None
-    if params is not None and not has_templates(params):
+    if params is not None and not templated_params:
         try:
             check_schema(params, fill_defaults(params, value), ValidationError, key)
         except ValidationError as exc:
@@ -194,8 +194,9 @@ def _check_args(
         raise failure
 
 
-def _params_of(manager: Manager, key: str, run: Snapshot) -> Any:
-    """The merged ``params`` of the middleware ``key`` names: described once per check, not once per tool using it.
+def _params_of(manager: Manager, key: str, run: Snapshot) -> tuple[Any, bool]:
+    """The merged ``params`` of the middleware ``key`` names, and whether they hold a template: described (and
+    walked) once per check, not once per tool using it.
 
     Raises:
         OrchestratorError: the middleware cannot be found, loaded or resolved (remembered, raised each time).
@@ -204,13 +205,14 @@ def _params_of(manager: Manager, key: str, run: Snapshot) -> Any:
     known = run.values.get(memo, _NONE)
     if known is _NONE:
         try:
-            known = manager.describe(key, checked=run).params
+            params = manager.describe(key, checked=run).params
+            known = (params, has_templates(params))
         except OrchestratorError as exc:
             known = exc
         run.values[memo] = known
     if isinstance(known, OrchestratorError):
         raise known.with_traceback(None)
-    return known
+    return known  # type: ignore[no-any-return]
 
 
 _NONE = object()

@@ -126,15 +126,23 @@ def near_misses(
     report: Report,
     run: Snapshot,
 ) -> None:
-    """Warn of metadata keys one edit from a tool name: they silently become data instead of middleware."""
+    """Warn of metadata keys one edit from a tool name: they silently become data instead of middleware.
+
+    What a key is (a tool, or the names one edit from it) is looked up once
+    per ``run``: a catalog's tools share their keys, and a run looks at each
+    folder once, so the answer is the same each time.
+    """
     static = metadata.get("$static")
     deliberate = {static} if isinstance(static, str) else set(static) if isinstance(static, list) else set()
+    known = run.values
     for key in metadata:
         if not isinstance(key, str) or key.startswith("$") or key in deliberate or len(key) < MIN_TYPO_LENGTH:
             continue
-        if manager.registry.exists(key, manager.paths, run):
-            continue
-        close = near.near(key)
+        close = known.get(("near-miss", near, key))
+        if close is None:
+            close = known[("near-miss", near, key)] = (
+                () if manager.registry.exists(key, manager.paths, run) else tuple(near.near(key))
+            )
         if close:
             report.warn(path, lines.get(key), f"metadata key {key!r} is not a tool; did you mean {close[0]!r}?")
 

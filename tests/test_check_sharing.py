@@ -287,3 +287,15 @@ def test_a_level_without_annotations_is_split_as_one_with_them():
     with pytest.raises(ConfigurationError) as info:
         make_level("t", "tool", {"$privat": ["owner"]}, hide_private=False, lines={"$privat": 3})
     assert info.value.line == 3 and "$private" in str(info.value)
+
+
+def test_a_near_miss_key_shared_by_tools_is_warned_of_in_each_file_at_its_line(write, tools, tmp_path):
+    write("tools/shout.md", "Shout.\n")
+    write("tools/g/AUTHORITY.md", "---\nmetadata:\n  shuot: {}\n---\n")
+    write("tools/a.md", "---\nmetadata:\n  owner: x\n  shuot: {}\n---\nA\n")
+    write("tools/b.md", "---\nmetadata:\n  shuot: {}\n  shout: {}\n---\nB\n")
+    write("tools/g/c.md", "---\nmetadata: {shuot: 1}\n---\nC\n")
+    problems = check(Manager([tools], cwd=tmp_path))
+    near = sorted((p.path, p.line) for p in problems if "'shuot' is not a tool; did you mean 'shout'" in p.message)
+    assert near == [("tools/a.md", 4), ("tools/b.md", 3), ("tools/g/AUTHORITY.md", 3), ("tools/g/c.md", 2)]
+    assert not [p for p in problems if "'shout' is not a tool" in p.message]  # a tool's name: no warning
