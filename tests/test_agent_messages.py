@@ -288,3 +288,14 @@ async def test_a_model_mapping_with_the_provider_inside_its_name_is_told_to_name
     assert info.value.tool == "mapped" and info.value.key == "model"
     assert "provider: openai, name: gpt-4o-mini" in info.value.detail
     assert "model: openai:gpt-4o-mini" in info.value.detail
+
+
+async def test_a_missing_api_key_names_the_agent_and_its_model_key(write, manager, monkeypatch):
+    # `model: sonnet` with no ANTHROPIC_API_KEY said which variable to set but not which tool asked
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    agent(write, "sonneteer", "sonnet")
+    with pytest.raises(ConfigurationError) as info:
+        await manager.invoke("sonneteer")
+    assert (info.value.tool, info.value.key) == ("sonneteer", "model")
+    assert "ANTHROPIC_API_KEY" in info.value.detail

@@ -114,7 +114,9 @@ def api_key(spec: Mapping[str, Any], default_env: str, base_url: str | None) -> 
         )
     if base_url:
         return "not-needed"
-    raise ConfigurationError(f"model {label(spec)}: no API key: set {default_env} (or base-url for a local server)")
+    raise ConfigurationError(
+        f"model {label(spec)}: no API key: set {default_env} (or base-url for a local server)", key="model"
+    )
 
 
 def request_options(spec: Mapping[str, Any], reserved: Mapping[str, str]) -> tuple[dict[str, Any], bool]:

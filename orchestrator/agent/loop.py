@@ -454,6 +454,8 @@ class Agent:
                 deltas.discard(f"{type(exc).__name__}: {exc}")
             if isinstance(exc, ModelError) and self.history and self.spec.get("provider") == "scripted":
                 raise self._replayed(exc) from exc
+            if (renamed := _naming(exc, ctx.tool.name)) is not None:
+                raise renamed from exc
             raise
         if not isinstance(response, Mapping):
             raise InvocationError(f"model-call returned {type(response).__name__}, not a response", tool=ctx.tool.name)
@@ -519,3 +521,10 @@ def _text(content: Any) -> str:
 async def run_agent(ctx: Context) -> Any:
     """The body ``agent-execute`` gives a markdown tool that has a model."""
     return await Agent(ctx).run()
+
+
+def _naming(exc: BaseException, agent: str) -> ConfigurationError | None:
+    """A model client's ConfigurationError (no API key, no SDK) that names no tool, again naming ``agent``."""
+    if type(exc) is not ConfigurationError or exc.tool is not None:
+        return None
+    return ConfigurationError(exc.detail, tool=agent, path=exc.path, line=exc.line, key=exc.key)
