@@ -158,10 +158,29 @@ class Environment:
 def secret_environment() -> Environment:
     """The environment's values (8 characters or more) to cut out of the runs written now.
 
-    Read for each batch of rows (the environment may change); whether a
-    name looks secret is found once per name, and the patterns once per
-    set of values.
+    Looked at for each batch of rows (the environment may change): where
+    ``os.environ`` keeps its variables as a dict of its own (as CPython
+    does), an equal copy of it says nothing changed since the last batch
+    and its answer is reused; else the environment is read again (a read
+    decodes every name and value in Python: 200k instructions, more than
+    a small batch's rows). Whether a name looks secret is found once per
+    name, and the patterns once per set of values.
     """
+    kept = getattr(os.environ, "_data", None)  # os._Environ's own mapping, changed by every putenv it makes
+    last = _LAST_ENVIRONMENT[0]
+    if type(kept) is dict and last is not None and last[0] == kept:
+        return last[1]
+    copy = dict(kept) if type(kept) is dict else None  # taken first: a change while reading is seen next time
+    found = _read_environment()
+    if copy is not None:
+        _LAST_ENVIRONMENT[0] = (copy, found)  # one tuple: another writer thread reads both or neither
+    return found
+
+
+_LAST_ENVIRONMENT: list[tuple[dict[Any, Any], Environment] | None] = [None]
+
+
+def _read_environment() -> Environment:
     names = _SECRET_NAMES
     secrets: list[str] = []
     values: list[str] = []

@@ -190,6 +190,20 @@ async def test_a_secret_set_after_the_first_rows_is_cut_from_later_rows(folder, 
     assert b"hush-5531902" not in file_bytes(log)
 
 
+def test_the_environment_is_read_again_only_when_it_changed(monkeypatch):
+    # each batch of rows looks at the environment; an unchanged one is not decoded again, a changed one is
+    from orchestrator.redaction import secret_environment
+
+    monkeypatch.setenv("GLANCE_SECRET", "first-73125590")
+    before = secret_environment()
+    assert secret_environment() is before and "first-73125590" in before.secrets
+    monkeypatch.setenv("GLANCE_SECRET", "second-4418207")
+    after = secret_environment()
+    assert "second-4418207" in after.secrets and "first-73125590" not in after.secrets
+    monkeypatch.delenv("GLANCE_SECRET")
+    assert "second-4418207" not in secret_environment().secrets
+
+
 async def test_what_a_run_lacks_is_null_in_the_file(folder, tmp_path):
     # a row binds "" and -1 for what it lacks (cheaper than None for sqlite3); the file holds NULL
     log = tmp_path / "runs.db"
