@@ -258,3 +258,20 @@ def test_engine_warnings_on_stderr_name_files_as_check_does(tmp_path, monkeypatc
         assert capsys.readouterr().err == "tools/AUTHORITY.md:3: $order of 'ghost' names 'ghost'\n"
     finally:
         logging.getLogger("orchestrator").removeHandler(handler)
+
+
+def test_the_codes_are_documented_in_the_help_and_the_readme():
+    # issue 25: "Document the codes": `toolcascade --help` and the README's table name each, with its meaning
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    said = " ".join(CliRunner().invoke(cli, ["--help"]).output.split())
+    for words in ("0 done", "1 an error", f"{SUSPENDED} a run paused for a decision", f"{INTERRUPTED} Ctrl-C"):
+        assert words in said
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("| exit status | meaning |") :].split("\n\n")[0].splitlines()[2:]
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in table}
+    assert rows["0"] == "done" and rows["1"].startswith("an error")
+    assert rows[str(SUSPENDED)].startswith("suspended") and "toolcascade resume" in rows[str(SUSPENDED)]
+    assert rows[str(INTERRUPTED)].startswith("interrupted with Ctrl-C")
