@@ -141,12 +141,13 @@ class Verdicts:
         registry = manager.registry
         racy = time.time_ns() - RACY_NS
         found = []
-        for path in sorted({*run, *looked, *self.before}):
+        before = self.before
+        for path in sorted({*run, *looked, *before}):
             now = signature(path)
-            read = registry.seen(path)
-            if read is UNSEEN:
-                read = self.before.get(path, now)
-            if read != now or (now is not None and now[0] >= racy):
+            # What the check began with and what the registry last saw: a file edited while the check ran and
+            # looked at again after its stat interval (a slow check) has the new signature in the registry only.
+            first, read = before.get(path, now), registry.seen(path)
+            if first != now or (read is not UNSEEN and read != now) or (now is not None and now[0] >= racy):
                 return None
             found.append([path, None if now is None else list(now)])
         return found
