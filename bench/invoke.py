@@ -60,10 +60,11 @@ def koa_call(count: int) -> baselines.Call:
 class Invoke:
     """W1-W3 against one tools folder; figures kept for the targets and for other workloads."""
 
-    def __init__(self, tools: Path, quick: bool) -> None:
+    def __init__(self, tools: Path, quick: bool, smoke: bool = False) -> None:
         self.tools = tools
         self.quick = quick
-        self.rounds = 5 if quick else 9
+        self.smoke = smoke
+        self.rounds = 3 if smoke else 5 if quick else 9
         self.manager = Manager([tools])
         self.w1: Sample | None = None
         self.per_entry: Sample | None = None
@@ -79,7 +80,9 @@ class Invoke:
         return len(seen)
 
     def n(self, full: int) -> int:
-        """Calls per batch: a tenth of ``full`` (at least 20) when quick."""
+        """Calls per batch: a fifth of ``full`` (at least 20) when quick, a hundredth (at least 5) for a smoke test."""
+        if self.smoke:
+            return max(5, full // 100)
         return max(20, full // 5) if self.quick else full
 
     async def tool(self, ref: str, args: Any = None, calls: int = 2_000) -> Sample:
@@ -457,12 +460,15 @@ class Invoke:
         return page, w1, floor
 
 
-async def tables(folder: Path, quick: bool, only: Collection[str] = ("W1", "W2", "W3")) -> tuple[list[Table], Invoke]:
+async def tables(
+    folder: Path, quick: bool, only: Collection[str] = ("W1", "W2", "W3"), smoke: bool = False
+) -> tuple[list[Table], Invoke]:
     """Run the selected W1-W3 with tools written under ``folder``; return the tables and the figures.
 
-    W2 and W3 need W1's figure, so W1 runs whenever either does.
+    W2 and W3 need W1's figure, so W1 runs whenever either does. ``smoke`` runs every row with a
+    hundredth of the calls: the tables' shape, not figures to read (the test suite's setting).
     """
-    bench = Invoke(write_invoke_tools(folder / "invoke", LONGEST), quick)
+    bench = Invoke(write_invoke_tools(folder / "invoke", LONGEST), quick, smoke)
     page = await bench.manager.invoke("page", {"name": "Ada"})
     if page != "Hello, Ada from Paris!\nToday: [today]\n\n[footer]":
         raise SystemExit(f"W3's page renders {page!r}: the workload no longer measures what it says")

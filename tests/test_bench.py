@@ -154,7 +154,7 @@ async def test_w3_times_the_page_beside_the_parts_it_cannot_do_without(tmp_path:
     """`make bench`'s W3 runs, and shows the page's invocations, renders and validation timed alone."""
     from bench.invoke import tables
 
-    found, _ = await tables(tmp_path, quick=True, only=("W1", "W3"))
+    found, _ = await tables(tmp_path, quick=True, only=("W1", "W3"), smoke=True)
     (w3,) = [table for table in found if table.title.startswith("W3")]
     rows = {row.case: row for row in w3.rows}
     page = rows["toolcascade: page.md (params, templated metadata, 2 directives)"]

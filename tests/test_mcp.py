@@ -458,9 +458,7 @@ def test_mcp_inspector_cli_lists_and_calls(served, tmp_path):
     assert {tool["name"] for tool in listed["tools"]} == {"greet", "team__shout", "info", "numbers", "boom", "slow"}
     called = inspect("--method", "tools/call", "--tool-name", "greet", "--tool-arg", "name=Ada")
     assert called["content"] == [{"type": "text", "text": "Hello, Ada!"}]
-    assert not called.get("isError")
-    wrapped = inspect("--method", "tools/call", "--tool-name", "team__shout", "--tool-arg", "value=hi")
-    assert wrapped["content"][0]["text"] == "HI!"
+    assert not called.get("isError")  # a nested tool's call through the Inspector: the streamable HTTP test below
 
 
 @pytest.mark.skipif(shutil.which("npx") is None, reason="npx is not installed")
