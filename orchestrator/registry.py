@@ -479,7 +479,7 @@ class Registry(Folders):
         paths: tuple[SearchPath, ...],
         sp: SearchPath,
         prefix: tuple[str, ...],
-        refs: Iterable[tuple[str, Path | None, SearchPath | None]],
+        refs: list[tuple[str, Path | None, SearchPath | None]],
     ) -> None:
         """Keep each of ``refs`` (our own files a listing just parsed in folder ``prefix`` of ``sp``) as ``find``
         and ``locate`` would keep it, so the listing's describe step (and ``check``'s lookups) are cache hits.
@@ -491,6 +491,10 @@ class Registry(Folders):
         search path, a name the file no longer declares, a load error) is left
         to ``find``. Nothing is kept when the caches were dropped meanwhile.
         """
+        files, seen = self._files, self._seen
+        ends = (refs[0][1], refs[-1][1])
+        if not any(path is not None and (os.fspath(path), "tool") in files for path in ends):
+            return  # nothing parsed here: the folder's names (and its rows) came from the on-disk index
         generation = self.generation
         deps: set[str] = set()
         before: list[dict[str, tuple[Path, str | None]]] = []
@@ -504,7 +508,6 @@ class Registry(Folders):
         else:
             return
         located = frozenset(deps)
-        files, seen = self._files, self._seen
         refs_kept: list[tuple[Any, Any]] = []
         tools_kept: list[tuple[Any, Any]] = []
         for ref, path, _sp in refs:
