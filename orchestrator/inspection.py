@@ -24,7 +24,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .agent.model import KEYLESS, parse_model, route_line, route_setter, untrusted_roots
 from .authorities import FOLDER_FILE, load_authority
 from .cascade import make_level
 from .collisions import check_collisions, check_middleware_args, check_replaced
@@ -216,6 +215,10 @@ def _check_reached(
     ``reached`` maps each folder to the untrusted search paths in front of it
     (a folder that a tool of an untrusted folder adds in turn).
     """
+    if not reached:
+        return
+    from .agent.model import KEYLESS, route_line, route_setter, untrusted_roots  # the agent package: only when asked
+
     queue = list(reached.items())
     seen: set[Path] = set()
     while queue:
@@ -338,6 +341,8 @@ def _check_model(tool: Tool, plan: Plan, report: Report) -> None:
     value = plan.raw.values.get("model")
     if tool.format is not None or not isinstance(value, str) or is_template(value):
         return
+    from .agent.model import parse_model  # the agent package (hundreds of ms to import): only for a tool with a model
+
     try:
         parse_model(value, tool=tool.name, aliases=plan.raw.values.get("model-aliases"))
     except OrchestratorError as exc:

@@ -8,6 +8,10 @@ Each test sets tools up whose answers differ although they share that work.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from freshness_helpers import refresh
 
@@ -299,3 +303,32 @@ def test_a_near_miss_key_shared_by_tools_is_warned_of_in_each_file_at_its_line(w
     near = sorted((p.path, p.line) for p in problems if "'shuot' is not a tool; did you mean 'shout'" in p.message)
     assert near == [("tools/a.md", 4), ("tools/b.md", 3), ("tools/g/AUTHORITY.md", 3), ("tools/g/c.md", 2)]
     assert not [p for p in problems if "'shout' is not a tool" in p.message]  # a tool's name: no warning
+
+
+AGENT_IMPORTED = """
+import sys
+from pathlib import Path
+
+from orchestrator import Manager
+from orchestrator.check import check
+
+found = check(Manager([Path(sys.argv[1])], cwd=Path(sys.argv[1])))
+print(sorted({p.message.partition(",")[0] for p in found}))
+print("orchestrator.agent" in sys.modules)
+"""
+
+
+def test_check_imports_the_agent_package_only_for_a_tool_that_names_a_model(write, tools, tmp_path):
+    write("tools/a.md", "---\nmetadata: {owner: x}\n---\nHi {{ args.who | default('you') }}.\n")
+    env = {**os.environ, "TOOLCASCADE_INDEX": "off"}
+
+    def run() -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", AGENT_IMPORTED, str(tools)], capture_output=True, text=True, env=env, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    assert run() == ["[]", "False"]  # nothing in it needs a model's rules: hundreds of ms of imports left out
+    write("tools/b.md", "---\nmetadata: {model: sonet}\n---\nHi.\n")
+    assert run() == ["[\"model 'sonet' names no model\"]", "True"]
