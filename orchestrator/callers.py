@@ -107,7 +107,7 @@ class Caller:
         """``: start the server with --allow-overrides ...`` for a refusal of ``what``, or nothing."""
         if not self.switch:
             return ""
-        keyword = f"{self.switch.strip('-').replace('-', '_')}{what}"
+        keyword = f"{self.switch.strip('-')}_{what}".replace("-", "_")
         return f": start the server with {self.switch}{what} ({keyword}=True from Python) to accept it"
 
 

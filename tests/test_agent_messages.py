@@ -271,6 +271,23 @@ async def test_overrides_refused_over_mcp_say_how_the_server_accepts_them(write,
     assert "--allow-overrides" in result.content[0].text
 
 
+async def test_the_python_keyword_a_refusal_names_is_build_servers_own(write, tools, manager):
+    # "(allowoverrides=True from Python)" named a keyword build_server does not take
+    import re
+
+    for args, key in (({"$overrides": {"k": 1}}, "overrides"), ({"$context": {"session": "s"}}, "sessions")):
+        with anyio.fail_after(20):
+            async with Client(build_server(manager)) as client:
+                refused = await client.call_tool("wordcount", {"text": "a b", **args})
+        assert refused.is_error
+        keyword = re.search(r"\((\w+)=True from Python\)", refused.content[0].text)
+        assert keyword is not None and keyword.group(1) == f"allow_{key}"
+        with anyio.fail_after(20):
+            async with Client(build_server(manager, **{keyword.group(1): True})) as client:
+                accepted = await client.call_tool("wordcount", {"text": "a b", **args})
+        assert not accepted.is_error, accepted.content[0].text
+
+
 def test_refusals_name_the_switch_only_for_a_caller_one_allows():
     asked = {"context": {"session": "s"}, "middleware": None, "overrides": None, "timeout": None}
     with pytest.raises(SecurityError, match="--allow-sessions"):
