@@ -357,7 +357,7 @@ def real_paths(paths: Iterable[Path | None]) -> list[str | None]:
         if known is None:
             real = os.path.realpath(folder)
             # The folder's resolved path, ready to take a name (os.path.join's result: a root ends in a separator).
-            known = folders[folder] = (real if real.endswith(os.sep) else real + os.sep, _symlinks(folder))
+            known = folders[folder] = (real if real.endswith(os.sep) else real + os.sep, symlinks(folder))
         link = known[1].get(name)
         if name in ("", ".", "..") or (os.path.islink(text) if link is None else link):
             found.append(os.path.realpath(text))
@@ -366,7 +366,7 @@ def real_paths(paths: Iterable[Path | None]) -> list[str | None]:
     return found
 
 
-def _symlinks(folder: str) -> dict[str, bool]:
+def symlinks(folder: str) -> dict[str, bool]:
     """Each entry of ``folder`` by name: whether it is a symlink; empty when it cannot be read."""
     try:
         with os.scandir(folder or ".") as entries:

@@ -54,7 +54,7 @@ from .caches import (
     Snapshot,
 )
 from .errors import OrchestratorError, ToolDefinitionError, ToolNotFoundError
-from .folders import SUGGESTIONS, Folders, Names, close_refs, stem, subfolders
+from .folders import SUGGESTIONS, Folders, Names, close_refs, stem, subfolders, symlinks
 from .limits import DEFAULT_LIMITS, Limits
 from .loader import check_name
 from .searchpath import (
@@ -194,11 +194,19 @@ class Registry(Folders):
         Raises:
             OSError, ValueError, RuntimeError: as ``Path.resolve`` (a symlink loop is RuntimeError before 3.13).
         """
-        folders = self.real_folders
         text = os.fspath(path)
-        if folders is None or os.path.islink(text):
+        if self.real_folders is None or os.path.islink(text):
             return path.resolve().is_relative_to(root)
-        parent, name = os.path.split(text)
+        return self._folder_inside(os.path.split(text)[0], root)
+
+    def _folder_inside(self, parent: str, root: Path) -> bool:
+        """Whether folder ``parent`` resolves into ``root`` (during a listing: ``real_folders`` is set).
+
+        Raises:
+            OSError, ValueError, RuntimeError: as ``Path.resolve``.
+        """
+        folders = self.real_folders
+        assert folders is not None
         real = folders.get(parent)
         if real is None:
             real = folders[parent] = os.fspath(Path(parent).resolve())
@@ -508,6 +516,9 @@ class Registry(Folders):
         else:
             return
         located = frozenset(deps)
+        parent = os.path.split(os.fspath(ends[0]))[0] if ends[0] is not None else ""
+        links = symlinks(parent)  # one read of the folder, not an lstat per file (``_inside``)
+        plain_inside: bool | None = None  # whether the folder itself resolves into sp.root, once
         refs_kept: list[tuple[Any, Any]] = []
         tools_kept: list[tuple[Any, Any]] = []
         for ref, path, _sp in refs:
@@ -525,8 +536,15 @@ class Registry(Folders):
             if tool.name != last and stem(path, None) != last:
                 continue
             try:
-                if not self._inside(path, sp.root):
-                    continue
+                folder, file = os.path.split(name)
+                if folder != parent or links.get(file) is not False or self.real_folders is None:
+                    if not self._inside(path, sp.root):
+                        continue
+                else:
+                    if plain_inside is None:
+                        plain_inside = self._folder_inside(parent, sp.root)
+                    if not plain_inside:
+                        continue
             except (OSError, ValueError, RuntimeError):
                 continue
             if tool.root != sp.root or tool.trusted != sp.trusted:

@@ -95,3 +95,22 @@ def test_an_edit_after_a_listing_is_seen_by_the_next_lookup(two: tuple[Path, Pat
     assert manager.registry.find("other", manager.paths).description == "renamed"
     refs = {info.ref for info in manager.list_tools()}
     assert "other" in refs and "alias" not in refs
+
+
+def test_after_a_listing_a_symlink_leaving_the_search_path_is_still_refused(tmp_path: Path) -> None:
+    from orchestrator import ToolNotFoundError
+
+    root, outside = tmp_path / "tools", tmp_path / "outside"
+    (root / "team").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.md").write_text(TOOL.format(what="outside"))
+    (root / "team" / "inner.md").write_text(TOOL.format(what="inner"))
+    (root / "team" / "leak.md").symlink_to(outside / "secret.md")
+    (root / "team" / "alias.md").symlink_to(root / "team" / "inner.md")
+    age(root, outside)
+    manager = Manager([root])
+    manager.list_tools()
+    with pytest.raises(ToolNotFoundError):
+        manager.registry.find("team/leak", manager.paths)
+    assert manager.registry.find("team/alias", manager.paths).description == "inner"
+    assert manager.registry.find("team/inner", manager.paths).description == "inner"
