@@ -183,7 +183,7 @@ def test_model_aliases_are_configurable(monkeypatch):
         formats.resolve_model("sonnet")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)  # hypothesis' default 100 examples, as for the suite's other properties
 @given(st.text(alphabet=st.sampled_from(list("{}%#-+ rawendx\n'\"")), max_size=40))
 def test_literal_text_renders_to_itself(text):
     assert compile_template(literal(text)).render() == text
