@@ -1,7 +1,13 @@
-"""The toolcascade command line (SPEC section 8), driven as users drive it: subprocesses and real files."""
+"""The toolcascade command line (SPEC section 8), driven as users drive it: real files, real processes.
+
+What a command prints and returns is judged in this process (``in_process``, click's runner from the
+project folder); the console script, ``python -m``, stdin, a terminal and ``--debug``'s traceback run
+``toolcascade`` as a subprocess.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -48,6 +54,20 @@ def invoke(*args: str, stdin: str | None = None):
     return CliRunner(env=env).invoke(cli, list(args), input=stdin, prog_name="toolcascade")
 
 
+def in_process(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``toolcascade ARGS`` run from ``cwd`` in this process: its exit status, stdout and stderr apart.
+
+    A fraction of a new interpreter's cost (the tests below judge what the command prints and returns; those
+    that judge the process itself, the console script, ``python -m``, a terminal, run ``toolcascade``).
+    An exception the CLI lets escape fails the test, as the traceback a real process prints would.
+    """
+    with contextlib.chdir(cwd):
+        result = invoke(*args, stdin=stdin)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+
 def one_error_line(stderr: str) -> str:
     assert "Traceback" not in stderr
     lines = stderr.strip().splitlines()
@@ -81,7 +101,7 @@ def test_cli_run_reads_args_from_stdin_with_dash(project):
 
 
 def test_cli_run_prints_other_results_as_indented_json(project):
-    out = toolcascade("run", "echo", '{"x": [1, 2]}', cwd=project)
+    out = in_process("run", "echo", '{"x": [1, 2]}', cwd=project)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"args": {"x": [1, 2]}, "n": None, "tags": None}
     assert out.stdout.startswith('{\n  "args"')
@@ -100,13 +120,13 @@ def test_cli_run_missing_path_is_a_usage_error(tmp_path):
 
 
 def test_cli_run_without_args_uses_empty_object_and_default_tools_folder(project):
-    out = toolcascade("run", "echo", cwd=project)
+    out = in_process("run", "echo", cwd=project)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["args"] == {}
 
 
 def test_cli_run_set_values_are_yaml_typed(project):
-    out = toolcascade("run", "echo", "--set", "n=3", "--set", "tags=[a, b]", cwd=project)
+    out = in_process("run", "echo", "--set", "n=3", "--set", "tags=[a, b]", cwd=project)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["n"] == 3
@@ -114,20 +134,20 @@ def test_cli_run_set_values_are_yaml_typed(project):
 
 
 def test_cli_run_set_overrides_middleware_args(project):
-    out = toolcascade("run", "greet", '{"name": "Ada"}', "--set", "shout={times: 4}", cwd=project)
+    out = in_process("run", "greet", '{"name": "Ada"}', "--set", "shout={times: 4}", cwd=project)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "HELLO, ADA!!!!!\n"
 
 
 def test_cli_run_set_without_equals_is_a_usage_error(project):
-    out = toolcascade("run", "echo", "--set", "n", cwd=project)
+    out = in_process("run", "echo", "--set", "n", cwd=project)
     assert out.returncode == 2
     assert "'n' is not key=value" in out.stderr
     assert "Traceback" not in out.stderr
 
 
 def test_cli_run_invalid_json_args_say_where(project):
-    out = toolcascade("run", "greet", '{"name": }', cwd=project)
+    out = in_process("run", "greet", '{"name": }', cwd=project)
     assert out.returncode == 1
     line = one_error_line(out.stderr)
     assert "ARGS is not valid JSON" in line
@@ -135,20 +155,20 @@ def test_cli_run_invalid_json_args_say_where(project):
 
 
 def test_cli_run_invalid_json_from_stdin_names_stdin(project):
-    out = toolcascade("run", "greet", "-", cwd=project, stdin="{\n  'name': 1}")
+    out = in_process("run", "greet", "-", cwd=project, stdin="{\n  'name': 1}")
     assert out.returncode == 1
     assert "stdin is not valid JSON" in one_error_line(out.stderr)
     assert "line 2, column 3" in out.stderr
 
 
 def test_cli_run_bare_word_args_hint_at_json_quotes(project):
-    out = toolcascade("run", "greet", "hello", cwd=project)
+    out = in_process("run", "greet", "hello", cwd=project)
     assert out.returncode == 1
     assert "a JSON string needs quotes" in one_error_line(out.stderr)
 
 
 def test_cli_run_unknown_tool_is_one_line_and_exit_1(project):
-    out = toolcascade("run", "nope", cwd=project)
+    out = in_process("run", "nope", cwd=project)
     assert out.returncode == 1
     line = one_error_line(out.stderr)
     assert line.startswith("error: ToolNotFoundError: no tool 'nope'")
@@ -156,7 +176,7 @@ def test_cli_run_unknown_tool_is_one_line_and_exit_1(project):
 
 
 def test_cli_run_validation_error_is_one_line_naming_the_tool(project):
-    out = toolcascade("run", "greet", '{"name": 42}', cwd=project)
+    out = in_process("run", "greet", '{"name": 42}', cwd=project)
     assert out.returncode == 1
     line = one_error_line(out.stderr)
     assert line.startswith("error: ArgsValidationError: ")
@@ -166,7 +186,7 @@ def test_cli_run_validation_error_is_one_line_naming_the_tool(project):
 
 def test_cli_run_definition_error_carries_file_and_line(project, write):
     write("tools/broken.md", "---\ndescription: x\nmetadata: [1\n---\nhi\n")
-    out = toolcascade("run", "broken", cwd=project)
+    out = in_process("run", "broken", cwd=project)
     assert out.returncode == 1
     line = one_error_line(out.stderr)
     assert line.startswith("error: ToolDefinitionError: ")
@@ -184,7 +204,7 @@ def test_cli_run_a_failing_tool_body_is_one_line_with_a_debug_hint(project, writ
     write(
         "tools/boom.py", "frontmatter = {'metadata': {'$inherit': False}}\ndef main(ctx):\n    raise ValueError('x')\n"
     )
-    out = toolcascade("run", "boom", cwd=project)
+    out = in_process("run", "boom", cwd=project)
     assert out.returncode == 1
     line = one_error_line(out.stderr)
     assert line == "error: ValueError: x (tool 'boom', tools/boom.py:3) (run with --debug for the traceback)"
@@ -274,7 +294,7 @@ def test_cli_progress_names_visible_tools_and_the_iteration():
 
 def test_cli_list_prints_a_table_of_visible_tools(project, write):
     write("tools/secret.md", "---\ndescription: Not for listing.\nmetadata: {visibility: hidden}\n---\nx\n")
-    out = toolcascade("list", cwd=project)
+    out = in_process("list", cwd=project)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].split() == ["NAME", "KIND", "DESCRIPTION"]
@@ -296,7 +316,7 @@ def test_cli_list_all_includes_hidden_tools(project, write):
 
 def test_cli_list_shows_a_broken_tool_with_its_error(project, write):
     write("tools/broken.md", "---\nmetadata: [1\n---\nhi\n")
-    out = toolcascade("list", cwd=project)
+    out = in_process("list", cwd=project)
     assert out.returncode == 0, out.stderr
     broken = next(line for line in out.stdout.splitlines() if line.startswith("broken"))
     assert broken.split()[1] == "error"
@@ -342,7 +362,7 @@ def test_cli_list_json_all_marks_hidden_tools(project):
 
 
 def test_cli_show_explains_keys_levels_verdicts_and_chain(project):
-    out = toolcascade("show", "greet", cwd=project)
+    out = in_process("show", "greet", cwd=project)
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "\x1b[" not in text  # piped: no colour codes
@@ -393,7 +413,7 @@ def test_cli_show_takes_args_for_templated_metadata(project, write):
 
 
 def test_cli_show_unknown_tool_is_one_line(project):
-    out = toolcascade("show", "nope", cwd=project)
+    out = in_process("show", "nope", cwd=project)
     assert out.returncode == 1
     assert one_error_line(out.stderr).startswith("error: ToolNotFoundError:")
 
@@ -438,7 +458,7 @@ def test_cli_serve_without_the_mcp_extra_says_how_to_install_it(project):
 
 
 def test_cli_serve_refuses_a_malformed_http_address(project):
-    out = toolcascade("serve", "--http", "localhost", cwd=project)
+    out = in_process("serve", "--http", "localhost", cwd=project)
     assert out.returncode == 2
     assert "'localhost' is not HOST:PORT" in out.stderr
 
@@ -502,7 +522,7 @@ def test_cli_run_streams_an_answer_on_a_terminal_and_pipes_stay_clean(project, w
 def test_cli_run_verbose_prints_the_runs_usage(project, write):
     write("tools/weather.py", "def main(ctx):\n    return {'celsius': 9}\n")
     write("tools/forecast.md", AGENT)
-    out = toolcascade("run", "forecast", "--verbose", cwd=project)
+    out = in_process("run", "forecast", "--verbose", cwd=project)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "It is nine degrees in Oslo today.\n"
     line = out.stderr.strip().splitlines()[-1]
@@ -566,14 +586,14 @@ def test_cli_run_on_a_terminal_ends_a_turns_text_before_its_tool_calls_and_print
 
 def test_cli_check_prints_its_report_and_summary_on_stdout(project, write):
     write("tools/typo.md", "---\ndescripton: oops\n---\nhi\n")
-    out = toolcascade("check", cwd=project)
+    out = in_process("check", cwd=project)
     assert out.returncode == 0, out.stderr
     assert out.stderr == ""
     lines = out.stdout.splitlines()
     assert lines[0].startswith("tools/typo.md:") and "descripton" in lines[0]
     assert lines[-1].startswith("checked 4 tools in tools: 1 warning")
     write("tools/broken.md", "---\nmetadata: [1\n---\nhi\n")
-    out = toolcascade("check", cwd=project)
+    out = in_process("check", cwd=project)
     assert out.returncode == 1 and out.stderr == ""
     assert "1 error" in out.stdout.splitlines()[-1]
 
@@ -585,7 +605,7 @@ def test_cli_list_shows_a_file_reachable_from_two_search_paths_once(project, mon
     out = invoke("list", "--json", "--path", "tools", "--path", ".")
     assert out.exit_code == 0, out.output
     assert [row["ref"] for row in json.loads(out.stdout)] == alone  # not tools/echo ...: the first path's ref wins
-    plain = toolcascade("list", "--path", ".", "--path", "tools", cwd=project)
+    plain = in_process("list", "--path", ".", "--path", "tools", cwd=project)
     assert plain.returncode == 0, plain.stderr
     assert sorted(line.split("\t")[0] for line in plain.stdout.splitlines()[1:]) == [
         "tools/echo",
@@ -603,8 +623,8 @@ def test_cli_identical_search_paths_are_searched_once(project, monkeypatch):
 
 
 def test_cli_show_brief_prints_less_than_the_whole_explanation(project):
-    full = toolcascade("show", "greet", cwd=project)
-    brief = toolcascade("show", "greet", "--brief", cwd=project)
+    full = in_process("show", "greet", cwd=project)
+    brief = in_process("show", "greet", "--brief", cwd=project)
     assert brief.returncode == 0, brief.stderr
     assert "shout" in brief.stdout
     assert 0 < len(brief.stdout.splitlines()) < len(full.stdout.splitlines())
@@ -617,9 +637,9 @@ def test_cli_run_verbose_names_the_middleware_that_ended_the_chain(project, writ
         "def main(ctx):\n    return 'stopped early'\n",
     )
     write("tools/greeter.md", "---\nmetadata:\n  stopper: {}\n---\nHello\n")
-    quiet = toolcascade("run", "greeter", cwd=project)
+    quiet = in_process("run", "greeter", cwd=project)
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "stopped early\n", "")
-    out = toolcascade("run", "greeter", "--verbose", cwd=project)
+    out = in_process("run", "greeter", "--verbose", cwd=project)
     assert out.returncode == 0 and out.stdout == "stopped early\n"
     told = [line for line in out.stderr.splitlines() if "stopper" in line]
     assert len(told) == 1 and "greeter" in told[0], out.stderr
@@ -628,11 +648,11 @@ def test_cli_run_verbose_names_the_middleware_that_ended_the_chain(project, writ
 def test_cli_run_errors_name_files_as_check_does(project, write):
     # issue 25: run printed /abs/path/tools/bad.md:2 where check printed tools/bad.md:2
     write("tools/bad.md", "---\ndescription: [unclosed\n---\nhi\n")
-    ran = toolcascade("run", "bad", cwd=project)
-    checked = toolcascade("check", cwd=project)
+    ran = in_process("run", "bad", cwd=project)
+    checked = in_process("check", cwd=project)
     line = one_error_line(ran.stderr)
     assert ran.returncode == 1 and str(project) not in line
     assert "tools/bad.md:2: " in line and "tools/bad.md:2: " in checked.stdout
     (project / "other").mkdir()
-    elsewhere = toolcascade("run", "bad", "--path", str(project / "tools"), cwd=project / "other")
+    elsewhere = in_process("run", "bad", "--path", str(project / "tools"), cwd=project / "other")
     assert str(project / "tools" / "bad.md") in elsewhere.stderr  # outside the current folder: the whole path
