@@ -22,6 +22,10 @@ Blocks (the fence's first word is the language)
                  that is just ``...`` stands for any number of lines. A
                  command with no lines after it may print anything. Every
                  command must exit 0, unless it ends in ``# exits N``.
+                 ``$ python main.py`` in a folder holding ``expected.txt``
+                 must print exactly that file, nothing on stderr (an
+                 example's README runs its main.py once, here, not again in
+                 tests/test_examples.py).
     ``sh``/``bash``/``shell``
                  The block runs as one bash script (``set -e``) and must exit
                  0; its output is not compared unless an ``output`` block
@@ -211,6 +215,12 @@ class Session:
         for command, shown, status in console_commands(block):
             code, output = self.shell(command, merge=True)
             assert code == status, f"{self.where}:{block.line}: `{command}` exited {code}, not {status}:\n{output}"
+            expected = self.cwd / "expected.txt"
+            if command.strip() == "python main.py" and expected.is_file():  # tests/test_examples.py leaves it here
+                assert output == expected.read_text(encoding="utf-8"), (
+                    f"{self.where}:{block.line}: `{command}` printed\n{output}\n--- but expected.txt holds\n"
+                    f"{expected.read_text(encoding='utf-8')}"
+                )
             if shown.strip():
                 assert matches(shown, output), (
                     f"{self.where}:{block.line}: `{command}` printed\n{output}\n--- but the document shows\n{shown}"

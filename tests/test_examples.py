@@ -1,4 +1,8 @@
-"""SPEC section 9 verbatim, every example under examples/ runs and prints its expected.txt, and `make demo` works."""
+"""SPEC section 9 verbatim, every example under examples/ runs and prints its expected.txt, and `make demo` works.
+
+An example whose README runs ``$ python main.py`` runs there (tests/test_docs.py checks its expected.txt);
+the others run here.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from samples import GREET, SHOUT
+from test_docs import console_commands, parse_blocks
 
 from orchestrator import Manager
 
@@ -32,8 +37,20 @@ async def test_spec_section_9_at_a_glance(tmp_path, monkeypatch):
     assert await manager.invoke("greet", {"name": "Ada", "$middleware": {"shout": {"remove": True}}}) == "Hello, Ada!"
 
 
-@pytest.mark.parametrize("example", sorted(p.parent.name for p in (ROOT / "examples").glob("*/main.py")))
+def runs_in_its_readme(folder: Path) -> bool:
+    """Whether the example's README runs ``$ python main.py``: tests/test_docs.py then checks its expected.txt."""
+    readme = folder / "README.md"
+    blocks = parse_blocks(readme.read_text(encoding="utf-8")) if readme.is_file() else []
+    runnable = [block for block in blocks if block.language == "console" and block.skip is None]
+    return any(command.strip() == "python main.py" for block in runnable for command, _, _ in console_commands(block))
+
+
+EXAMPLES = sorted(p.parent.name for p in (ROOT / "examples").glob("*/main.py"))
+
+
+@pytest.mark.parametrize("example", [name for name in EXAMPLES if not runs_in_its_readme(ROOT / "examples" / name)])
 def test_example_runs(example, tmp_path):
+    # An example whose README runs main.py is run once, by tests/test_docs.py, which checks expected.txt exactly.
     folder = ROOT / "examples" / example
     # A home of its own: servers the MCP client starts get HOME but not TOOLCASCADE_CACHE, and would otherwise
     # keep their index in the real ~/.cache.
