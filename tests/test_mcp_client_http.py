@@ -9,6 +9,7 @@ only where ``npx`` is missing.
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import subprocess
@@ -93,6 +94,7 @@ async def test_mcp_client_server_everything_over_stdio(tmp_path):
     media = [part for part in image if isinstance(part, dict)]
     assert media and media[0]["type"] == "media" and media[0]["kind"] == "image"
     assert media[0]["media_type"] == "image/png"
+    assert len(base64.b64decode(media[0]["data"])) > 1000  # what test_mcp_client_media refuses at 1,000 passes here
     assert isinstance(structured, dict) and "temperature" in structured
 
 

@@ -39,11 +39,8 @@ async def test_a_remote_image_over_media_bytes_is_refused_naming_the_tool_key_an
     assert "1,000" in str(refused.value)
     blobs = [part for part in reference if isinstance(part, dict)]  # a blob of some 70 bytes: within the limit
     assert blobs and blobs[0]["type"] == "media" and blobs[0]["kind"] == "file"
-    with Manager([tools], limits=Limits(media_bytes=100_000)) as large, anyio.fail_after(LIMIT):
-        image = await large.invoke("everything/get-tiny-image", {})
-    media = [part for part in image if isinstance(part, dict)]
-    assert media and media[0]["media_type"] == "image/png"
-    assert 1000 < len(base64.b64decode(media[0]["data"])) <= 100_000
+    # Under a larger limit the same image passes, whole: test_mcp_client_http's stdio test gets it (over 1,000
+    # bytes) with the default limit, from its own server-everything (one start fewer here).
 
 
 @pytest.fixture
