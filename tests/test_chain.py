@@ -7,6 +7,7 @@ import json
 import logging
 
 import pytest
+from heap_helpers import own_heap
 
 from orchestrator import ConfigurationError, Manager, SecurityError, ctx_target
 
@@ -417,7 +418,8 @@ async def test_r_chain_8_a_body_closure_set_per_call_dies_with_the_call(write, t
     write("tools/keeper.py", KEEPER.replace("KIND ", kind))
     write("tools/t.py", "frontmatter = {'metadata': {'keeper': {}}}\nasync def main(ctx):\n    return 'body'\n")
     manager = Manager([tools])
-    results = [await manager.invoke("t") for _ in range(3)]
-    gc.collect()
+    with own_heap():  # the collection walks what the calls made, not the worker's heap
+        results = [await manager.invoke("t") for _ in range(3)]
+        gc.collect()
     assert [r["size"] for r in results] == [1 << 20] * 3
     assert [r["blob"]() for r in results] == [None] * 3

@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
+from heap_helpers import own_heap
 
 from orchestrator import (
     ArgsValidationError,
@@ -271,12 +272,13 @@ async def test_mcp_client_a_remote_lookup_keeps_no_manager_alive(tmp_path):
     import gc
     import weakref
 
-    manager = Manager([folder(tmp_path / "tools", {})])
-    with pytest.raises(ToolNotFoundError):  # a miss of NAME/TOOL asks the MCP client for a declared server
-        await manager.invoke("nothing/here", {})
-    registry = weakref.ref(manager.registry)
-    del manager
-    gc.collect()
+    with own_heap():  # the collection walks what the test made, not the worker's heap
+        manager = Manager([folder(tmp_path / "tools", {})])
+        with pytest.raises(ToolNotFoundError):  # a miss of NAME/TOOL asks the MCP client for a declared server
+            await manager.invoke("nothing/here", {})
+        registry = weakref.ref(manager.registry)
+        del manager
+        gc.collect()
     assert registry() is None  # nor its file watcher thread
 
 
