@@ -34,7 +34,7 @@ from .display import Usage, display, explanation_view, progress
 from .errors import InterpolationError
 from .exits import INTERRUPTED as INTERRUPTED
 from .exits import SUSPENDED as SUSPENDED
-from .exits import ending_within, fail, leave, reporting, resume_options
+from .exits import ending_within, fail, leave, reporting, resume_options, warnings_as_written
 from .flags import chosen_formats, debug_option, json_option, parse_args, path_option, search_paths, set_option
 from .manager import Manager
 from .outputs import output_option, show_result
@@ -568,6 +568,7 @@ def serve(
 
 def main() -> None:
     """The ``toolcascade`` console script."""
+    warnings_as_written()  # the engine's warnings name files as check does, not by absolute path
     try:
         cli(prog_name="toolcascade")
     except SystemExit as ending:
