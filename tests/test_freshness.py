@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import pytest
 from freshness_helpers import refresh
+from heap_helpers import own_heap
 
 import orchestrator.freshness
 import orchestrator.planner
@@ -60,8 +61,9 @@ _before = {t.ident for t in threading.enumerate()}
 @pytest.fixture(autouse=True)
 def no_leaked_watchers() -> Iterator[None]:
     """Every watcher thread a test started is gone once its managers are closed or collected."""
-    yield
-    gc.collect()
+    with own_heap():  # the collection walks what the test made, not the worker's whole heap
+        yield
+        gc.collect()
     for thread in threading.enumerate():
         if thread.name == "toolcascade-watcher" and thread.ident not in _before:
             thread.join(BOUND)
