@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .authorities import DEFAULT_PHASES, Authorities
-from .cascade import Merged, Plan, guard_managed, managed_keys, merge_levels, tool_levels
+from .cascade import Level, Merged, Plan, guard_managed, managed_keys, merge_levels, tool_levels
 from .conditions import Start, condition, idle_prefix, possible
 from .errors import ConfigurationError, OrchestratorError, ToolDefinitionError, ToolNotFoundError
 from .graph import reachable_components
@@ -69,6 +69,7 @@ class Planner:
         self.registry = registry
         self.authorities = authorities
         self._nesting = _Nesting()  # static chains computed inside one another on this thread
+        self._strays: set[tuple[str, str, str]] = set()  # (where, entry, name) warned about: once each, at most 1,024
 
     def plan(self, tool: Tool, paths: tuple[SearchPath, ...], checked: set[str] | None = None) -> Plan:
         """The cached, args-independent part of ``tool``'s cascade."""
@@ -104,12 +105,7 @@ class Planner:
         raw = merge_levels(levels[first:], None, tool.name, base) if first < len(levels) else base
         strays = tuple(order_strays(raw, lambda n: self.registry.exists(n, paths, deps)))
         for entry, name in strays:
-            log.warning(
-                "%s: $order of %r names %r, which is neither a key, a tool nor a phase: the constraint is ignored",
-                tool.name,
-                entry,
-                name,
-            )
+            self._warn_stray(tool, levels, entry, name)
         trust = raw.values.get("trust")
         env = tool.trusted and isinstance(trust, Mapping) and trust.get("env") is True
         return Plan(
@@ -125,6 +121,28 @@ class Planner:
             authorities=() if tool.metadata.get("$inherit") is False else tuple(a.name for a in authorities),
             env=env,
             strays=strays,
+        )
+
+    def _warn_stray(self, tool: Tool, levels: tuple[Level, ...], entry: str, name: str) -> None:
+        """Warn once per Manager about a ``$order`` name that matches nothing, at the file that wrote it.
+
+        An authority's ``$order`` is planned with every tool below it: one mistake is one warning.
+        """
+        level = next((lv for lv in reversed(levels) if entry in lv.annotations.get("$order", ())), None)
+        written = level is not None and level.path is not None
+        path = level.path if level is not None and written else tool.path
+        line = level.lines.get("$order") if level is not None and written else tool.line_of("$order")
+        where = f"{path}:{line}" if path is not None and line else str(path or tool.name)
+        if (where, entry, name) in self._strays:
+            return
+        if len(self._strays) >= 1_024:
+            self._strays.clear()
+        self._strays.add((where, entry, name))
+        log.warning(
+            "%s: $order of %r names %r, which is neither a key, a tool nor a phase: the constraint is ignored",
+            where,
+            entry,
+            name,
         )
 
     def component(self, tool: Tool, paths: tuple[SearchPath, ...], checked: set[str] | None) -> frozenset[str]:

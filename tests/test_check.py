@@ -324,7 +324,8 @@ def test_run_time_warns_once_per_plan_about_stray_order_names(tools, write, capl
             assert manager.invoke_sync("stray") == "x"
     warned = [r.getMessage() for r in caplog.records if "shuot" in r.getMessage()]
     assert warned == [
-        "stray: $order of 'log' names 'shuot', which is neither a key, a tool nor a phase: the constraint is ignored"
+        f"{tools / 'stray.md'}:3: $order of 'log' names 'shuot', which is neither a key, a tool nor a phase: "
+        "the constraint is ignored"
     ]
 
 
