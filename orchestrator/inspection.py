@@ -339,14 +339,15 @@ def _check_model(tool: Tool, plan: Plan, report: Report) -> None:
     Another format's file is warned of by its adapter (``orchestrator.formats.unknown_model``).
     """
     value = plan.raw.values.get("model")
-    if tool.format is not None or not isinstance(value, str) or is_template(value):
+    if tool.format is not None or not isinstance(value, (str, Mapping)) or has_templates(value):
         return
     from .agent.model import parse_model  # the agent package (hundreds of ms to import): only for a tool with a model
 
     try:
         parse_model(value, tool=tool.name, aliases=plan.raw.values.get("model-aliases"))
     except OrchestratorError as exc:
-        report.warn(*where_key(tool, plan, "model"), f"model {value!r} names no model, so a run fails: {exc.detail}")
+        what = f"model {value!r} names no model" if isinstance(value, str) else "model is not one a run can use"
+        report.warn(*where_key(tool, plan, "model"), f"{what}, so a run fails: {exc.detail}")
 
 
 def _check_authority(

@@ -316,3 +316,16 @@ async def test_a_missing_api_key_names_the_agent_and_its_model_key(write, manage
         await manager.invoke("sonneteer")
     assert (info.value.tool, info.value.key) == ("sonneteer", "model")
     assert "ANTHROPIC_API_KEY" in info.value.detail
+
+
+async def test_check_reports_a_request_parameter_beside_the_model_fields_as_a_run_would(write, tools, manager):
+    # issue 25, point 10: check said ok where every run failed with "put it under options"
+    from orchestrator.check import check
+
+    agent(write, "warm", {"provider": "openai", "name": "gpt-4o-mini", "temperature": 0})
+    agent(write, "fine", {"provider": "openai", "name": "gpt-4o-mini", "options": {"temperature": 0}})
+    with pytest.raises(ConfigurationError) as ran:
+        await manager.invoke("warm")
+    found = [str(p) for p in check(manager) if "warm.md" in str(p) or "fine.md" in str(p)]
+    assert len(found) == 1 and "warm.md:4: " in found[0] and "options: {temperature: 0}" in found[0]
+    assert "options: {temperature: 0}" in ran.value.detail
