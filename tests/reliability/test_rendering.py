@@ -116,11 +116,11 @@ async def traced_peak(manager: Manager) -> int:
 async def test_abuse_in_metadata_is_refused_naming_tool_level_key_and_limit(write, tools, name):
     template, limit = ABUSES[name]
     path = metadata_tool(write, template)
-    manager = Manager([tools])
+    manager = Manager([tools], limits=Limits(render_seconds=60))  # the bound named, not a loaded machine's clock
     error, seconds = await refusal(manager)
     assert (error.tool, error.level, error.key, error.path) == ("t", "t", "v", str(path))
     assert limit in str(error)
-    assert seconds < 2
+    assert seconds < 5  # CPU seconds: about 1 s alone, more in a suite worker; unbounded, these run for hours
     assert name in UNTRACED or await traced_peak(manager) < 100_000_000
 
 
@@ -128,11 +128,11 @@ async def test_abuse_in_metadata_is_refused_naming_tool_level_key_and_limit(writ
 async def test_abuse_in_the_prompt_is_refused_naming_tool_level_and_limit(write, tools, name):
     template, limit = ABUSES[name]
     path = prompt_tool(write, template)
-    manager = Manager([tools])
+    manager = Manager([tools], limits=Limits(render_seconds=60))  # the bound named, not a loaded machine's clock
     error, seconds = await refusal(manager)
     assert (error.tool, error.level, error.path) == ("t", "prompt", str(path))
     assert limit in str(error)
-    assert seconds < 2
+    assert seconds < 5  # CPU seconds: about 1 s alone, more in a suite worker; unbounded, these run for hours
     assert name in UNTRACED or await traced_peak(manager) < 100_000_000
 
 
@@ -152,7 +152,7 @@ async def test_rebuilding_a_big_value_in_a_loop_is_refused_by_the_total(write, t
     prompt_tool(write, "{% for i in range(100000) %}{% set y = 'x' * 1000000 %}{% endfor %}done")
     error, seconds = await refusal(Manager([tools]))
     assert "in all (10 x Limits.render_value)" in str(error)
-    assert seconds < 2
+    assert seconds < 5  # CPU seconds: about 1 s alone, more in a suite worker; unbounded, these run for hours
 
 
 async def test_ordinary_templates_render_as_before(write, tools):
@@ -273,4 +273,4 @@ async def test_a_loop_repeating_a_bounded_scan_is_stopped_by_the_clock(write, to
     started = time.monotonic()
     with pytest.raises(InterpolationError, match=r"longer than 0.5 s \(Limits.render_seconds\)"):
         await manager.invoke("scan")
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 15  # unstopped, the loop would scan for minutes; generous for a loaded machine
