@@ -129,9 +129,10 @@ class Planner:
         An authority's ``$order`` is planned with every tool below it: one mistake is one warning.
         """
         level = next((lv for lv in reversed(levels) if entry in lv.annotations.get("$order", ())), None)
-        written = level is not None and level.path is not None
-        path = level.path if level is not None and written else tool.path
-        line = level.lines.get("$order") if level is not None and written else tool.line_of("$order")
+        path: Path | None = tool.path
+        line = tool.line_of("$order")
+        if level is not None and level.path is not None:  # the level that wrote it
+            path, line = level.path, level.lines.get("$order")
         where = f"{path}:{line}" if path is not None and line else str(path or tool.name)
         if (where, entry, name) in self._strays:
             return

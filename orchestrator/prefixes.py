@@ -10,19 +10,23 @@ provenance as one merge of every level (``cascade.merge_levels``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from .cascade import MISSING, POLICIES, Level, Merged, Source, merge_levels
 from .errors import ConfigurationError
 from .frozen import freeze
 from .names import names
 
-# The merge of leading authority levels, shared by every tool under them: by the levels' identities,
-# (the levels, kept alive so no identity is reused, and their merge). At most _PREFIXES_SIZE entries.
-_PREFIXES: dict[tuple[int, ...], tuple[tuple[Level, ...], Merged]] = {}
+T = TypeVar("T")
+
+# What the leading authority levels leave, shared by every tool under them, by the levels' identities:
+# (the levels, kept alive so no identity is reused, and what was made of them). At most _PREFIXES_SIZE entries each.
+_PREFIXES: dict[tuple[int, ...], tuple[tuple[Level, ...], Merged]] = {}  # their merge
+_PREFIX_KEYS: dict[
+    tuple[int, ...], tuple[tuple[Level, ...], tuple[dict[str, None], set[str]]]
+] = {}  # key sets (copied on use)
 _PREFIXES_SIZE = 1024
-# The same for ``static_keys``: (the levels, the keys they leave, the keys their ``$static`` lists).
-_PREFIX_KEYS: dict[tuple[int, ...], tuple[tuple[Level, ...], dict[str, None], frozenset[str]]] = {}
 _SHARED_KINDS = frozenset({"authority", "managed"})
 
 
@@ -34,17 +38,18 @@ def _shared(levels: Sequence[Level]) -> int:
     return shared
 
 
-def _prefix_keys(prefix: Sequence[Level]) -> tuple[dict[str, None], frozenset[str]]:
-    """``_key_sets`` of the leading authority levels ``prefix``, worked out once per set of them."""
+def _kept(
+    cache: dict[tuple[int, ...], tuple[tuple[Level, ...], T]], prefix: Sequence[Level], make: Callable[[], T]
+) -> T:
+    """``make()`` for the levels ``prefix``, made once per set of them and kept in ``cache`` by their identities."""
     key = tuple(map(id, prefix))
-    hit = _PREFIX_KEYS.get(key)
+    hit = cache.get(key)
     if hit is None:
-        keys, static = _key_sets(prefix)
-        hit = (tuple(prefix), keys, frozenset(static))
-        if len(_PREFIX_KEYS) >= _PREFIXES_SIZE:
-            _PREFIX_KEYS.clear()
-        _PREFIX_KEYS[key] = hit
-    return hit[1], hit[2]
+        hit = (tuple(prefix), make())
+        if len(cache) >= _PREFIXES_SIZE:
+            cache.clear()
+        cache[key] = hit
+    return hit[1]
 
 
 def merge_plain(levels: Sequence[Level], tool: str) -> Merged:
@@ -58,19 +63,13 @@ def merge_plain(levels: Sequence[Level], tool: str) -> Merged:
     shared = _shared(levels)
     if shared < 2:
         return merge_levels(levels, None, tool)
-    prefix = tuple(levels[:shared])
-    key = tuple(map(id, prefix))
-    hit = _PREFIXES.get(key)
-    if hit is None:
-        hit = (prefix, merge_levels(prefix, None, tool))
-        if len(_PREFIXES) >= _PREFIXES_SIZE:
-            _PREFIXES.clear()
-        _PREFIXES[key] = hit
+    prefix = levels[:shared]
+    base = _kept(_PREFIXES, prefix, lambda: merge_levels(prefix, None, tool))
     if shared == len(levels):
-        return hit[1]
+        return base
     if shared == len(levels) - 1 and not levels[-1].annotations:
-        return _merge_own(hit[1], levels[-1])
-    return merge_levels(levels[shared:], None, tool, hit[1])
+        return _merge_own(base, levels[-1])
+    return merge_levels(levels[shared:], None, tool, base)
 
 
 def _merge_own(base: Merged, level: Level) -> Merged:
@@ -94,19 +93,16 @@ def _merge_own(base: Merged, level: Level) -> Merged:
         if old is MISSING and policy == "default":
             values[key] = value  # a key the base lacks: the level's (frozen) value as it is
             sources[key] = fresh
-            if key in removed:
-                removed = {k: v for k, v in removed.items() if k != key}
-            continue
-        try:
-            merged = freeze(POLICIES[policy](old, value))
-        except ConfigurationError as exc:
-            raise ConfigurationError(
-                exc.detail, level=level.name, key=key, path=level.path, line=level.lines.get(key)
-            ) from None
-        values[key] = merged
-        previous = sources.get(key)
-        chain = (*previous.levels, level.name) if previous and old is not MISSING else (level.name,)
-        sources[key] = Source(level.name, level.kind, policy, chain)
+        else:
+            try:
+                values[key] = freeze(POLICIES[policy](old, value))
+            except ConfigurationError as exc:
+                raise ConfigurationError(
+                    exc.detail, level=level.name, key=key, path=level.path, line=level.lines.get(key)
+                ) from None
+            previous = sources.get(key)
+            chain = (*previous.levels, level.name) if previous and old is not MISSING else (level.name,)
+            sources[key] = Source(level.name, level.kind, policy, chain)
         if key in removed:
             removed = {k: v for k, v in removed.items() if k != key}
     return Merged(
@@ -126,13 +122,14 @@ def _merge_own(base: Merged, level: Level) -> Merged:
 def static_keys(levels: Sequence[Level]) -> list[str]:
     """Keys of levels 1-3 after ``$remove``, before overrides, minus ``$static`` (R-CAS-8).
 
-    The leading authority levels' part is worked out once (``_prefix_keys``), as their merge is.
+    The leading authority levels' part is worked out once (``_kept``), as their merge is.
     """
     shared = _shared(levels)
     if shared < 2:
         keys, static = _key_sets(levels)
     else:
-        prefix_keys, prefix_static = _prefix_keys(levels[:shared])
+        prefix = levels[:shared]
+        prefix_keys, prefix_static = _kept(_PREFIX_KEYS, prefix, lambda: _key_sets(prefix))
         keys, static = _key_sets(levels[shared:], dict(prefix_keys), set(prefix_static))
     return [k for k in keys if k not in static]
 
