@@ -195,18 +195,18 @@ class Registry(Folders):
             OSError, ValueError, RuntimeError: as ``Path.resolve`` (a symlink loop is RuntimeError before 3.13).
         """
         text = os.fspath(path)
-        if self.real_folders is None or os.path.islink(text):
+        folders = self.real_folders  # read once: another thread's listing may end meanwhile
+        if folders is None or os.path.islink(text):
             return path.resolve().is_relative_to(root)
-        return self._folder_inside(os.path.split(text)[0], root)
+        return self._folder_inside(os.path.split(text)[0], root, folders)
 
-    def _folder_inside(self, parent: str, root: Path) -> bool:
-        """Whether folder ``parent`` resolves into ``root`` (during a listing: ``real_folders`` is set).
+    @staticmethod
+    def _folder_inside(parent: str, root: Path, folders: dict[str, str]) -> bool:
+        """Whether folder ``parent`` resolves into ``root``, each folder resolved once per listing (``folders``).
 
         Raises:
             OSError, ValueError, RuntimeError: as ``Path.resolve``.
         """
-        folders = self.real_folders
-        assert folders is not None
         real = folders.get(parent)
         if real is None:
             real = folders[parent] = os.fspath(Path(parent).resolve())
@@ -409,8 +409,9 @@ class Registry(Folders):
         what it computed is written for the next process.
         """
         index = self._listing_index(paths, parse)
-        self.real_folders = {}  # one listing, one resolve of each folder its lookups reach
         with self.lock:
+            if not self.freshness.listings:
+                self.real_folders = {}  # while listings run, one resolve of each folder their lookups reach
             self.freshness.listings += 1  # no watcher starts while it runs (Freshness.verify)
         try:
             yield from self._discover(paths, parse)
@@ -419,7 +420,8 @@ class Registry(Folders):
         finally:
             with self.lock:
                 self.freshness.listings -= 1
-            self.real_folders = None
+                if not self.freshness.listings:
+                    self.real_folders = None
             if index is not None:
                 self.indexing = None
                 self._index_busy = False
@@ -537,12 +539,13 @@ class Registry(Folders):
                 continue
             try:
                 folder, file = os.path.split(name)
-                if folder != parent or links.get(file) is not False or self.real_folders is None:
+                folders = self.real_folders
+                if folder != parent or links.get(file) is not False or folders is None:
                     if not self._inside(path, sp.root):
                         continue
                 else:
                     if plain_inside is None:
-                        plain_inside = self._folder_inside(parent, sp.root)
+                        plain_inside = self._folder_inside(parent, sp.root, folders)
                     if not plain_inside:
                         continue
             except (OSError, ValueError, RuntimeError):

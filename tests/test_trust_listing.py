@@ -209,6 +209,21 @@ async def test_listings_on_two_threads_and_calls_with_edits_share_the_caches_saf
     assert all(info.error is None for info in manager.list_tools())
 
 
+def test_a_listing_that_ends_while_another_runs_leaves_the_other_its_folder_cache(tmp_path: Path) -> None:
+    many(tmp_path / "tools" / "crowd", 5)
+    manager = Manager([tmp_path / "tools"])
+    registry = manager.registry
+    first = registry.discover(manager.paths, parse=True)
+    next(first)  # one listing is running (on another thread, in a server) ...
+    second = [ref for ref, _path, _sp in registry.discover(manager.paths, parse=True)]  # ... when another one runs
+    assert sum(ref.startswith("crowd/") for ref in second) == 5
+    # The first still resolves each folder once; it once found the shared cache gone between its test and its read.
+    assert registry.real_folders is not None
+    assert registry.exists("crowd/t000003", manager.paths)
+    assert len(list(first)) == len(second) - 1
+    assert registry.real_folders is None  # the last listing to end drops it
+
+
 # -- list into a pipe ---------------------------------------------------------------
 
 
