@@ -135,7 +135,8 @@ class Folders(Caches):
 
         count = 0
         # The files whose declared names this scan reads: a listing's index re-reads the folder when one changes.
-        read: list[str] | None = [] if self.indexing is not None else None
+        indexing = self.indexing  # read once: a listing on another thread may end meanwhile
+        read: list[str] | None = [] if indexing is not None else None
         seen_formats: dict[tuple[Path, SearchPath], Any] = {}
         for entry in _files_in(folder, self.limits.folder_files):
             path = Path(entry.path)
@@ -175,8 +176,8 @@ class Folders(Caches):
             if len(self._file_formats) + len(seen_formats) > self.files_bound:
                 drop_oldest_half(self._file_formats)
             self._file_formats.update(seen_formats)
-        if read is not None:
-            self.indexing.scanned[str(folder)] = tuple(read)
+        if indexing is not None and read is not None:
+            indexing.scanned[str(folder)] = tuple(read)
         refs = dict(declared)
         for _rank, stem, path, fmt_name in sorted(stems, key=lambda item: item[0]):
             held = refs.get(stem)
