@@ -318,32 +318,73 @@ def snapshot(folder: Path) -> Path:
     return target
 
 
+FLOOR = """
+import os, sys
+import yaml
+
+def frontmatter(text):
+    if text.startswith("---"):
+        end = text.find("\\n---", 3)
+        if end >= 0:
+            return text[3:end]
+    return ""
+
+for root, folders, files in os.walk(sys.argv[1]):
+    folders.sort()
+    for name in sorted(files):
+        path = os.path.join(root, name)
+        os.stat(path)
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        if name.endswith(".md"):
+            loader = yaml.CSafeLoader(frontmatter(text))
+            loader.get_single_node()  # composed by libyaml; building the values is left out: a lower bound
+            loader.dispose()
+        elif name.endswith(".py"):
+            exec(compile(text, path, "exec", dont_inherit=True), {"__name__": "floor"})
+"""
+"""The work no listing of a catalogue can skip, in a process of its own: walk the folders, stat and read every
+file, split off each frontmatter and compose it in libyaml (the loader's first step; building the values is
+left out), compile and run each python tool (its ``frontmatter`` is a module global). No index, no cascade,
+no orchestrator: the floor a first ``list`` is measured against."""
+
+
 def toolcascade() -> list[str]:
     """The command that runs ``toolcascade``: the venv's console script, else ``python -m orchestrator``."""
     script = Path(sys.executable).with_name("toolcascade")
     return [str(script)] if script.exists() else [sys.executable, "-m", "orchestrator"]
 
 
-def cpu_seconds(arguments: list[str], cwd: Path, cache: Path, package: Path) -> tuple[float, int]:
+def cpu_seconds(
+    arguments: list[str], cwd: Path, cache: Path, package: Path, command: list[str] | None = None
+) -> tuple[float, int]:
     """(CPU seconds, user + sys, of one ``toolcascade`` process, its exit status); stdout to a file, not a terminal.
 
     ``cache`` is its ``XDG_CACHE_HOME`` (``TOOLCASCADE_CACHE`` is unset: the
-    platformdirs folder is used); ``package`` the folder its ``orchestrator`` is imported from.
+    platformdirs folder is used); ``package`` the folder its ``orchestrator`` is imported from;
+    ``command`` another program to run with the same environment (the floor), else ``toolcascade``.
     """
     env = {k: v for k, v in os.environ.items() if k not in ("TOOLCASCADE_CACHE", "TOOLCASCADE_INDEX")}
     env["XDG_CACHE_HOME"] = str(cache)
     env["PYTHONPATH"] = str(package)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(cwd / "out.txt", "wb") as out:
-        done = subprocess.run([*toolcascade(), *arguments], cwd=cwd, env=env, stdout=out, stderr=subprocess.DEVNULL)
+        program = toolcascade() if command is None else command
+        done = subprocess.run([*program, *arguments], cwd=cwd, env=env, stdout=out, stderr=subprocess.DEVNULL)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return used, done.returncode
 
 
+CPU_CASES = ("floor", "help", "empty", "first", "again", "check", "recheck")
+"""The processes of one round of ``cpu_table``, in the order they run (each round in a new ``XDG_CACHE_HOME``)."""
+
+
 def cpu_table(folder: Path, count: int, folders: int, rounds: int, package: Path | None = None) -> Table:
     """Issue 24's list / list again / check CPU seconds over a realistic catalogue written under ``folder``.
 
+    Each round also runs the floor (``FLOOR``: the work a first list cannot skip, no orchestrator) and the
+    start-up: ``toolcascade --help`` and ``list`` of an empty folder (the built-ins only, their index kept).
     ``package``: a folder holding the ``orchestrator`` to run (an earlier ``snapshot``, to compare two
     versions); None, a new snapshot of the one imported here.
     """
@@ -351,38 +392,53 @@ def cpu_table(folder: Path, count: int, folders: int, rounds: int, package: Path
     catalog = write_trust_catalog(folder / "trust-catalog", count, folders)
     work = folder / "cwd"
     work.mkdir(exist_ok=True)
+    empty = folder / "empty"
+    empty.mkdir(exist_ok=True)
+    age(empty)  # as old as the catalogue: a folder changed within the index's racy window is never kept
     package = snapshot(folder) if package is None else package
     path = ["--path", str(catalog)]
-    first: list[float] = []
-    again: list[float] = []
-    checked: list[float] = []
-    rechecked: list[float] = []
+    found: dict[str, list[float]] = {case: [] for case in CPU_CASES}
     statuses: set[int] = set()
     rows: set[int] = set()  # lines each list printed: every round lists the same catalogue
     for number in range(rounds):
         cache = folder / f"xdg-{number}"
         shutil.rmtree(cache, ignore_errors=True)
         cache.mkdir()
-        for found, arguments in (
-            (first, ["list", *path]),
-            (again, ["list", *path]),
-            (checked, ["check", *path]),
-            (rechecked, ["check", *path]),
+        cpu_seconds(["list", "--path", str(empty)], work, cache, package)  # the built-ins' index, for "empty"
+        for case, arguments in (
+            ("floor", [str(catalog)]),
+            ("help", ["--help"]),
+            ("empty", ["list", "--path", str(empty)]),
+            ("first", ["list", *path]),
+            ("again", ["list", *path]),
+            ("check", ["check", *path]),
+            ("recheck", ["check", *path]),
         ):
-            used, status = cpu_seconds(arguments, work, cache, package)
-            found.append(used * 1e6)
-            if arguments[0] == "check":
+            command = [sys.executable, "-c", FLOOR] if case == "floor" else None
+            used, status = cpu_seconds(arguments, work, cache, package, command)
+            found[case].append(used * 1e6)
+            if case.endswith("check"):
                 statuses.add(status)
-            elif status != 0:
-                raise SystemExit(f"toolcascade list failed (exit {status}): see {work / 'out.txt'}")
-            else:
+            elif status != 0 and case != "empty":  # an empty folder lists nothing: exit 0, "no tools found"
+                raise SystemExit(f"{case} failed (exit {status}): see {work / 'out.txt'}")
+            elif case in ("first", "again"):
                 rows.add((work / "out.txt").read_bytes().count(b"\n"))
         shutil.rmtree(cache, ignore_errors=True)
-    samples = {
-        name: Sample(statistics.median(v), min(v), rounds)
-        for name, v in (("first", first), ("again", again), ("check", checked), ("recheck", rechecked))
-    }
-    table.add("`toolcascade list`, files never seen (new XDG_CACHE_HOME)", samples["first"], "CPU, user + sys")
+    samples = {case: Sample(statistics.median(v), min(v), rounds) for case, v in found.items()}
+    floor = samples["floor"]
+    table.add(
+        "floor: walk, stat, read, compose every frontmatter (libyaml), compile and run every .py",
+        floor,
+        "no orchestrator",
+    )
+    table.add("`toolcascade --help` (start-up)", samples["help"], "CPU, user + sys")
+    table.add("`toolcascade list` of an empty folder (start-up, the built-ins' index kept)", samples["empty"], "")
+    table.add(
+        "`toolcascade list`, files never seen (new XDG_CACHE_HOME)",
+        samples["first"],
+        "CPU, user + sys",
+        ratios={"floor": samples["first"] / floor},
+    )
     table.add("`toolcascade list` again, output piped", samples["again"], f"lines printed: {sorted(rows)}")
     table.add("`toolcascade check`", samples["check"], f"exit status {sorted(statuses)}")
     table.add("`toolcascade check` again, files unchanged", samples["recheck"], "the kept verdict")
