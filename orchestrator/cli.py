@@ -78,12 +78,32 @@ LAZY = {
     "eval": "orchestrator.evals:eval_",
 }
 
+LAZY_HELP = {
+    "chat": "Talk with an agent on the terminal; the session keeps the conversation.",
+    "sessions": "List, show or delete stored conversations.",
+    "resume": "Continue a run that paused for approval or a question.",
+    "batch": "Run a tool over every line of a JSON Lines file.",
+    "export": "Write a tool as a Prompty file or a Claude Code subagent.",
+    "init": "Create a starter folder: a tool, a middleware, an authority.",
+    "logs": "List, show or export the runs in the run log.",
+    "eval": "Score a tool on a dataset, under variants side by side.",
+}
+"""Each lazy command's ``short_help``, so ``toolcascade --help`` imports none of their modules (a test keeps them equal)."""
+
 
 class Commands(click.Group):
     """A group that lists its commands in the order they are defined (run first), then the lazy ones."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [*self.commands, *(name for name in LAZY if name not in self.commands)]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands section of ``--help``: a lazy command is described by ``LAZY_HELP``, its module not imported."""
+        shown = Commands(commands=list(self.commands.values()))  # in this order, run first
+        for name in LAZY:
+            if name not in self.commands:
+                shown.add_command(click.Command(name, short_help=LAZY_HELP[name]))
+        click.Group.format_commands(shown, ctx, formatter)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.commands or cmd_name not in LAZY:
