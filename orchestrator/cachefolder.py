@@ -253,7 +253,7 @@ def _frontmatters() -> dict[str, Any]:
         if not enabled() or folder is None:
             return _blocks
         try:
-            material = json.loads(json.dumps(_parser_material()))
+            material = json.loads(json.dumps(parser_material()))
             digest = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:32]
         except Exception as exc:  # no parser to describe: keep nothing
             log.debug("no kept frontmatters: %s: %s", type(exc).__name__, exc)
@@ -267,7 +267,7 @@ def _frontmatters() -> dict[str, Any]:
     return _blocks
 
 
-def _parser_material() -> dict[str, Any]:
+def parser_material() -> dict[str, Any]:
     """What a parsed block depends on besides its text: the parser's code and PyYAML's."""
     import importlib.util
 
@@ -319,7 +319,7 @@ def keep_frontmatter(block: str, first_line: int, limits: Any, data: dict[str, A
     while len(blocks) > FRONTMATTER_ENTRIES:
         del blocks[next(iter(blocks))]
     try:
-        material = json.loads(json.dumps(_parser_material()))
+        material = json.loads(json.dumps(parser_material()))
         text = json.dumps({"version": VERSION, "key": material, "blocks": blocks}, separators=(",", ":"))
         replace_file(_blocks_file, text.encode())
     except Exception as exc:  # an unwritable cache: the next process parses again

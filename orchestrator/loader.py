@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import OrchestratorError, ToolDefinitionError
+from .frozen import thaw
 from .limits import DEFAULT_LIMITS, Limits
 from .tool import Tool
 
@@ -107,17 +108,22 @@ def load_yaml(
 
     ``first_line`` is the file line on which ``block`` starts. ``frozen``: its
     values may come back read-only (a Tool freezes them anyway; ``parse_yaml``).
+    A block of this exact text parsed before, here or in an earlier process, comes from the cache folder
+    (``orchestrator.frontmatters``): a ``check`` after a listing parses no YAML.
 
     Raises:
         ToolDefinitionError: what ``parse_yaml`` refuses, or a document that is not a mapping.
     """
-    own = str(path).startswith(_own_folders())
-    if own:
-        from .cachefolder import kept_frontmatter
+    text = str(path)
+    own = text.startswith(_own_folders())
+    folder = "" if own else os.path.dirname(os.path.abspath(text))
+    from . import cachefolder, frontmatters  # the cache folder: only once a file is read
 
-        kept = kept_frontmatter(block, first_line, limits)
-        if kept is not None:
-            return kept
+    kept = cachefolder.kept_frontmatter(block, first_line, limits) if own else None
+    if not own and (found := frontmatters.kept_block(folder, block, first_line, limits)) is not None:
+        kept = (found[0] if frozen else thaw(found[0])), found[1]
+    if kept is not None:
+        return kept
     import yaml  # yaml comes with the first file read, not with the package
 
     from .documents import parse_yaml
@@ -139,9 +145,9 @@ def load_yaml(
                 for meta_key, _ in value_node.value:
                     lines.setdefault(meta_key.value, first_line + meta_key.start_mark.line)
     if own:
-        from .cachefolder import keep_frontmatter
-
-        keep_frontmatter(block, first_line, limits, data, lines)
+        cachefolder.keep_frontmatter(block, first_line, limits, data, lines)
+    else:
+        frontmatters.keep_block(folder, block, first_line, limits, data, lines)
     return data, lines
 
 

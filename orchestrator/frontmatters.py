@@ -1,0 +1,272 @@
+"""Every tool folder's parsed frontmatters, kept in the cache folder: a ``check`` after a ``list`` parses no YAML.
+
+A listing parses every tool file's frontmatter (``loader.load_yaml``); what
+it parsed is kept here, one file per tool folder, keyed by the block's text
+(with its first line and the ``Limits`` it was parsed under), so the next
+process reading the same text (a ``check`` after a ``list``) takes the
+parsed value instead of parsing YAML again. No timestamp is trusted: an
+edited file has another text and is parsed again.
+
+The package's own files are kept apart (``cachefolder.kept_frontmatter``,
+written at once: a first invoke reads one small file). Here blocks are
+collected in memory and a folder's file is written at exit (or by
+``flush_blocks``), so a listing of 10,000 files writes each folder once.
+
+**Trust.** As everything in the cache folder (``orchestrator.cachefolder``):
+JSON read only from a regular file owned by this user and writable by nobody
+else, within ``SHARD_BYTES``, for this parser (its code's and PyYAML's
+signatures) and this folder; a row of a shape parsing never gives is
+ignored, never trusted. Only parsed data is kept: where a tool was found,
+and so whether it is trusted, is never read from here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from .cachefolder import (
+    PLAIN_DEPTH,
+    VERSION,
+    cache_folder,
+    enabled,
+    parser_material,
+    plain,
+    prune,
+    read_json,
+    replace_file,
+)
+from .frozen import FrozenDict, FrozenList, freeze
+
+log = logging.getLogger("orchestrator.frontmatters")
+
+SHARD_BYTES = 16 * 1024 * 1024
+"""A folder's kept frontmatters larger than this are neither read nor written."""
+
+SHARD_FILES = 4_096
+"""Folders whose frontmatters are kept (one file each); the least recently written go first."""
+
+SHARD_SMALLEST = 4
+"""A folder with fewer parsed blocks is not kept: opening its file would cost what parsing them does."""
+
+SHARD_MEMORY = 50_000
+"""Blocks held in memory across folders; past it the folders are written and forgotten (a server's bound)."""
+
+
+class _Shard:
+    """One folder's kept blocks: read once from its file, written back when blocks were added or used."""
+
+    __slots__ = ("added", "blocks", "file", "used")
+
+    def __init__(self, file: Path | None, blocks: dict[str, Any]) -> None:
+        self.file = file
+        self.blocks = blocks  # key -> [data, lines]; data frozen once handed out
+        self.used: set[str] = set()  # keys looked up or added in this process
+        self.added = False
+
+
+_shards: dict[str, _Shard] = {}
+_shard_lock = threading.Lock()
+_shard_material: dict[str, Any] | None = None
+_flush_at_exit = False
+_limits_text: tuple[Any, str] = (None, "")
+
+
+def _reset_after_fork() -> None:
+    global _shard_lock
+    _shard_lock = threading.Lock()  # a lock another thread held at the fork would never be released
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def _shard(folder: str) -> _Shard:
+    """The kept blocks of ``folder`` (read from its file on first use); called under ``_shard_lock``."""
+    global _shard_material
+    shard = _shards.get(folder)
+    if shard is not None:
+        return shard
+    base = cache_folder() if enabled() else None
+    file = None
+    blocks: dict[str, Any] = {}
+    if base is not None:
+        try:
+            if _shard_material is None:
+                _shard_material = json.loads(json.dumps(parser_material()))
+            name = hashlib.sha256(json.dumps([_shard_material, folder]).encode("utf-8", "surrogatepass")).hexdigest()
+            file = base / f"blocks-{name[:32]}.json"
+        except Exception as exc:  # no parser to describe: keep nothing
+            log.debug("no kept frontmatters: %s: %s", type(exc).__name__, exc)
+    if file is not None:
+        data = read_json(file, SHARD_BYTES)
+        if (
+            isinstance(data, dict)
+            and data.get("version") == VERSION
+            and data.get("key") == _shard_material
+            and data.get("folder") == folder
+            and type(data.get("blocks")) is dict
+        ):
+            blocks = data["blocks"]
+    shard = _shards[folder] = _Shard(file, blocks)
+    return shard
+
+
+def _key(block: str, first_line: int, limits: Any) -> str:
+    """The key of a block: its first line, ``limits`` and text, hashed (``repr(limits)`` made once per ``Limits``)."""
+    global _limits_text
+    held, text = _limits_text
+    if held is not limits:
+        text = repr(limits)
+        _limits_text = (limits, text)
+    return hashlib.sha256(f"{first_line}\0{text}\0{block}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def kept_block(folder: str, block: str, first_line: int, limits: Any) -> tuple[FrozenDict, dict[str, int]] | None:
+    """The (data, key lines) ``loader.load_yaml`` made of this exact block of a file in ``folder``, or None.
+
+    Keyed by the block's text (with its first line and ``limits``), so no
+    timestamp is trusted: an edited file is parsed again. The data comes
+    back frozen and shared (``orchestrator.frozen``); the lines are the
+    caller's own. A row of the wrong shape is ignored, never trusted.
+    """
+    key = _key(block, first_line, limits)
+    with _shard_lock:
+        shard = _shard(folder)
+        row = shard.blocks.get(key)
+        if type(row) is not list or len(row) != 2:
+            return None
+        data, lines = row
+        if type(data) is not FrozenDict:  # as read from the file: checked and frozen once
+            if type(data) is not dict or type(lines) is not dict:
+                return None
+            if not all(type(k) is str and type(v) is int for k, v in lines.items()):
+                return None
+            data = _frozen(data)
+            if data is None:
+                return None
+            row[0] = data
+        shard.used.add(key)
+    return data, dict(lines)
+
+
+def keep_block(folder: str, block: str, first_line: int, limits: Any, data: Any, lines: dict[str, int]) -> None:
+    """Remember a parsed block of a file in ``folder`` for the next process (written at exit); never raises.
+
+    ``data`` is frozen here (a copy unless it already is): later changes by
+    the caller never reach what is kept.
+    """
+    global _flush_at_exit
+    frozen = freeze(data)
+    if not plain(frozen, frozen=True):
+        return  # a date, a set: not carried exactly
+    key = _key(block, first_line, limits)
+    with _shard_lock:
+        shard = _shard(folder)
+        if shard.file is None:
+            return
+        shard.blocks[key] = [frozen, dict(lines)]
+        shard.used.add(key)
+        shard.added = True
+        if not _flush_at_exit:
+            import atexit
+
+            atexit.register(flush_blocks)
+            _flush_at_exit = True
+        if sum(len(s.blocks) for s in _shards.values()) > SHARD_MEMORY:
+            _write_shards(forget=True)
+
+
+def flush_blocks() -> None:
+    """Write every folder's newly kept blocks now (also done at exit); never raises."""
+    with _shard_lock:
+        _write_shards(forget=False)
+
+
+def _write_shards(forget: bool) -> None:
+    """Write the folders whose blocks were added; ``forget``: drop every folder from memory. Under ``_shard_lock``.
+
+    A folder keeps the blocks this process used and, of the others (files
+    edited since, or not read this time), only the most recent, as many as
+    the folder has entries: its file stays within twice what the folder holds.
+    """
+    wrote = False
+    for folder, shard in list(_shards.items()):
+        if shard.added and shard.file is not None and len(shard.blocks) >= SHARD_SMALLEST:
+            stale = [key for key in shard.blocks if key not in shard.used]
+            room = max(len(shard.used), _entries(folder))
+            kept = {key: shard.blocks[key] for key in stale[max(0, len(stale) - room) :]}
+            kept.update((key, shard.blocks[key]) for key in shard.blocks if key in shard.used)
+            try:
+                text = json.dumps(
+                    {"version": VERSION, "key": _shard_material, "folder": folder, "blocks": kept},
+                    separators=(",", ":"),
+                )
+                if len(text) <= SHARD_BYTES:
+                    replace_file(shard.file, text.encode("utf-8", "surrogatepass"))
+                    wrote = True
+            except Exception as exc:  # an unwritable cache: the next process parses again
+                log.debug("frontmatters of %s not written: %s: %s", folder, type(exc).__name__, exc)
+            shard.blocks = kept
+            shard.added = False
+        if forget:
+            del _shards[folder]
+    if wrote:
+        base = cache_folder()
+        if base is not None:
+            prune(base, "blocks-", SHARD_FILES)
+
+
+def _entries(folder: str) -> int:
+    """How many entries ``folder`` has now (0 when it cannot be read)."""
+    try:
+        with os.scandir(folder) as found:
+            return sum(1 for _ in found)
+    except OSError:
+        return 0
+
+
+def _frozen(value: dict[str, Any]) -> FrozenDict | None:
+    """A frozen copy of decoded JSON ``value``, or None when ``plain`` would refuse it (one pass: checked and built)."""
+    try:
+        return _freeze_plain(value, 0)  # type: ignore[no-any-return]
+    except ValueError:
+        return None
+
+
+def _freeze_plain(value: Any, depth: int) -> Any:
+    """``freeze(value)`` for JSON's types alone, as ``plain`` admits them.
+
+    Raises:
+        ValueError: a value ``plain`` refuses (a float that is not finite, a non-string key, too deep).
+    """
+    kind = type(value)
+    if kind is dict or kind is list:
+        if depth >= PLAIN_DEPTH:
+            raise ValueError("too deep")
+        if kind is list:
+            return FrozenList(
+                item
+                if item is None or type(item) is str or type(item) is int or type(item) is bool
+                else _freeze_plain(item, depth + 1)
+                for item in value
+            )
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise ValueError("a key that is not a string")
+            leaf = type(item)
+            out[key] = (
+                item if item is None or leaf is str or leaf is int or leaf is bool else _freeze_plain(item, depth + 1)
+            )
+        return FrozenDict(out)
+    if value is None or kind is str or kind is int or kind is bool:
+        return value
+    if kind is float and value == value and value not in (float("inf"), float("-inf")):
+        return value
+    raise ValueError("not carried exactly by JSON")
