@@ -8,7 +8,6 @@ envelopes); the stdio and streamable HTTP tests run ``serve`` in a subprocess.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import Implementation, ToolListChangedNotification
+from mcp_inspector import inspector, needs_npx
 from servers import free_port, listening, stop
 
 from orchestrator import ConfigurationError, Manager
@@ -435,11 +435,10 @@ async def test_mcp_streamable_http(http_url, mode):
 
 # -- the official MCP Inspector ------------------------------------------------------------
 
-# Pinned: the newest releases need Node 22, and CI machines have Node 20.
-INSPECTOR = "@modelcontextprotocol/inspector@0.15.0"
+# The pinned release, run as tests/mcp_inspector.py says (its own command, found through npx once).
 
 
-@pytest.mark.skipif(shutil.which("npx") is None, reason="npx is not installed")
+@needs_npx
 def test_mcp_inspector_cli_lists_and_calls(served, tmp_path):
     script = tmp_path / "server.py"
     script.write_text(
@@ -447,7 +446,7 @@ def test_mcp_inspector_cli_lists_and_calls(served, tmp_path):
         "serve(Manager([sys.argv[1]]))\n",
         encoding="utf-8",
     )
-    base = ["npx", "-y", INSPECTOR, "--cli", sys.executable, str(script), str(served)]
+    base = [*inspector(), "--cli", sys.executable, str(script), str(served)]
 
     def inspect(*args: str) -> dict:
         done = subprocess.run([*base, *args], capture_output=True, text=True, timeout=600)
@@ -461,9 +460,9 @@ def test_mcp_inspector_cli_lists_and_calls(served, tmp_path):
     assert not called.get("isError")  # a nested tool's call through the Inspector: the streamable HTTP test below
 
 
-@pytest.mark.skipif(shutil.which("npx") is None, reason="npx is not installed")
+@needs_npx
 def test_mcp_inspector_cli_over_streamable_http(http_url):
-    command = ["npx", "-y", INSPECTOR, "--cli", http_url, "--transport", "http"]
+    command = [*inspector(), "--cli", http_url, "--transport", "http"]
     done = subprocess.run(
         [*command, "--method", "tools/call", "--tool-name", "team__shout", "--tool-arg", "value=hi"],
         capture_output=True,

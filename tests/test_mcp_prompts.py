@@ -20,6 +20,7 @@ import yaml
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp.types import PromptReference, ResourceTemplateReference
+from mcp_inspector import inspector, needs_npx
 
 from orchestrator import Manager
 from orchestrator.completion import MAX_VALUES, candidates
@@ -186,17 +187,14 @@ async def test_mcp_prompts_over_stdio_2026_client(served):
     assert tone.completion.values == ["friendly"]
 
 
-INSPECTOR = "@modelcontextprotocol/inspector@0.15.0"  # as tests/test_mcp.py: the newest releases need Node 22
-
-
-@pytest.mark.skipif(shutil.which("npx") is None, reason="npx is not installed")
+@needs_npx
 def test_mcp_inspector_cli_lists_and_gets_prompts_and_sees_annotations(served, tmp_path):
     script = tmp_path / "server.py"
     script.write_text(
         "import sys\nfrom orchestrator import Manager\nfrom orchestrator.mcp import serve\nserve(Manager([sys.argv[1]]))\n",
         encoding="utf-8",
     )
-    base = ["npx", "-y", INSPECTOR, "--cli", sys.executable, str(script), str(served)]
+    base = [*inspector(), "--cli", sys.executable, str(script), str(served)]
 
     def inspect(*args: str) -> dict:
         done = subprocess.run([*base, *args], capture_output=True, text=True, timeout=600)
