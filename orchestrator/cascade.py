@@ -16,7 +16,7 @@ from typing import Any
 from .authorities import Authority
 from .errors import ConfigurationError
 from .frozen import freeze
-from .interpolate import has_templates, render_value
+from .interpolate import has_templates, has_templates_frozen, render_value
 from .names import names
 from .tool import Tool
 
@@ -140,7 +140,10 @@ def make_level(
         data = {k: v for k, v in metadata.items() if not k.startswith("$") and k not in hidden}
     else:  # most tools' own metadata: nothing to check, nothing hidden
         data = dict(metadata)
-    templates = frozenset(key for key, value in data.items() if has_templates(value))
+    # A file's values are shared (its plan is cached, equal ones across files): each walked once. Overrides are
+    # made per call: walked, never remembered.
+    holds = has_templates if kind == "override" else has_templates_frozen
+    templates = frozenset(key for key, value in data.items() if holds(value))
     return Level(name, kind, data, annotations, bool(templates), path, lines, templates)
 
 

@@ -232,41 +232,67 @@ def _entries(folder: str) -> int:
 
 
 def _frozen(value: dict[str, Any]) -> FrozenDict | None:
-    """A frozen copy of decoded JSON ``value``, or None when ``plain`` would refuse it (one pass: checked and built)."""
+    """A frozen copy of decoded JSON ``value``, or None when ``plain`` would refuse it (one pass: checked and built).
+
+    Equal mappings and lists (the same ``params`` in a folder's tools) come back as one shared, read-only
+    object (``_INTERNED``): what a check works out of such a value by its identity is worked out once.
+    """
     try:
-        return _freeze_plain(value, 0)  # type: ignore[no-any-return]
+        return _freeze_plain(value, 0)[0]  # type: ignore[no-any-return]
     except ValueError:
         return None
 
 
-def _freeze_plain(value: Any, depth: int) -> Any:
-    """``freeze(value)`` for JSON's types alone, as ``plain`` admits them.
+_INTERNED: dict[Any, Any] = {}
+"""A frozen mapping or list by its content (``_freeze_plain``'s key): equal values read from kept files, shared."""
+
+INTERNED = 65_536
+"""Values ``_INTERNED`` holds at most; it starts again when full (only a shortcut)."""
+
+
+def _freeze_plain(value: Any, depth: int) -> tuple[Any, Any]:
+    """(``freeze(value)``, a hashable key equal only for equal values of the same JSON types), for JSON's types.
 
     Raises:
         ValueError: a value ``plain`` refuses (a float that is not finite, a non-string key, too deep).
     """
     kind = type(value)
+    if kind is str:
+        return value, value
     if kind is dict or kind is list:
         if depth >= PLAIN_DEPTH:
             raise ValueError("too deep")
+        parts: list[Any] = ["d" if kind is dict else "l"]
         if kind is list:
-            return FrozenList(
-                item
-                if item is None or type(item) is str or type(item) is int or type(item) is bool
-                else _freeze_plain(item, depth + 1)
-                for item in value
-            )
-        out = {}
-        for key, item in value.items():
-            if type(key) is not str:
-                raise ValueError("a key that is not a string")
-            leaf = type(item)
-            out[key] = (
-                item if item is None or leaf is str or leaf is int or leaf is bool else _freeze_plain(item, depth + 1)
-            )
-        return FrozenDict(out)
-    if value is None or kind is str or kind is int or kind is bool:
-        return value
+            items = []
+            for item in value:
+                frozen, key = _freeze_plain(item, depth + 1)
+                items.append(frozen)
+                parts.append(key)
+            made: Any = FrozenList(items)
+        else:
+            out = {}
+            for name, item in value.items():
+                if type(name) is not str:
+                    raise ValueError("a key that is not a string")
+                out[name], key = _freeze_plain(item, depth + 1)
+                parts.append(name)
+                parts.append(key)
+            made = FrozenDict(out)
+        if depth < 2:
+            return made, None  # a frontmatter and its metadata: each file's own, not worth a key
+        content = tuple(parts)
+        shared = _INTERNED.get(content)
+        if shared is not None:
+            return shared, content
+        if len(_INTERNED) >= INTERNED:
+            _INTERNED.clear()
+        _INTERNED[content] = made
+        return made, content
+    if value is None:
+        return None, None
+    if kind is int or kind is bool:
+        return value, (kind, value)  # 1, True and 1.0 are equal in Python, never in JSON
     if kind is float and value == value and value not in (float("inf"), float("-inf")):
-        return value
+        return value, (kind, repr(value))  # -0.0 == 0.0, but not as JSON text
     raise ValueError("not carried exactly by JSON")

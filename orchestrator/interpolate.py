@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from .errors import InterpolationError, OrchestratorError, SecurityError
+from .frozen import FrozenDict, FrozenList
 from .limits import Limits
 
 if TYPE_CHECKING:
@@ -95,6 +96,30 @@ def has_templates(value: Any) -> bool:
 
 _SCALARS = frozenset({bool, int, float})
 """Types that hold no string: ``has_templates`` answers them without the abstract ``Mapping`` check."""
+
+_FROZEN_TEMPLATES: dict[int, tuple[Any, bool]] = {}  # id(a frozen mapping or list) -> (it, has_templates(it))
+_FROZEN_TEMPLATES_SIZE = 4096
+
+
+def has_templates_frozen(value: Any) -> bool:
+    """``has_templates(value)``, remembered by identity for a frozen mapping or list (``orchestrator.frozen``).
+
+    Frozen values are shared: an authority's by every tool under it, equal
+    ones read from the cache folder by every tool that holds them
+    (``orchestrator.frontmatters``), so planning and checking a catalog walk
+    each once. A value that can change is walked every time.
+    """
+    kind = type(value)
+    if kind is not FrozenDict and kind is not FrozenList:
+        return has_templates(value)
+    hit = _FROZEN_TEMPLATES.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    found = has_templates(value)
+    if len(_FROZEN_TEMPLATES) >= _FROZEN_TEMPLATES_SIZE:
+        _FROZEN_TEMPLATES.clear()
+    _FROZEN_TEMPLATES[id(value)] = (value, found)  # held: its id is no other's while it is here
+    return found
 
 
 class ClosedEnv(dict):  # type: ignore[type-arg]

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 
 from .errors import ConfigurationError
-from .interpolate import compile_template, has_templates, is_template
+from .frozen import FrozenDict
+from .interpolate import compile_template, has_templates, has_templates_frozen, is_template
 from .problems import Report
 from .reads import reads
 from .sandbox import meant
@@ -74,10 +75,29 @@ def check_reads(tool: Tool, plan: Plan, report: Report, templated: Iterable[str]
 def _declared(params: Any, tool: Tool, templated: bool) -> list[str] | None:
     """The arg names ``params`` (JSON Schema or shorthand) lists, or None when it lets other args through.
 
-    ``templated``: whether ``params`` holds a template (then only args know it).
+    ``templated``: whether ``params`` holds a template (then only args know it). A frozen ``params`` (an
+    authority's, or one equal across files: ``orchestrator.frontmatters``) is read once, by its identity.
     """
     if templated:
         return None
+    shared = type(params) is FrozenDict
+    hit = _DECLARED.get(id(params)) if shared else None
+    if hit is not None and hit[0] is params:
+        return hit[1]
+    found = _declared_names(params, tool)
+    if shared:
+        if len(_DECLARED) >= _DECLARED_SIZE:
+            _DECLARED.clear()
+        _DECLARED[id(params)] = (params, found)  # held: its id is no other's while it is here
+    return found
+
+
+_DECLARED: dict[int, tuple[Any, list[str] | None]] = {}
+_DECLARED_SIZE = 1024
+
+
+def _declared_names(params: Any, tool: Tool) -> list[str] | None:
+    """``_declared`` worked out: the properties of the JSON Schema ``params`` means, when no other arg may pass."""
     try:
         schema = json_schema(params, "params", tool)
     except ConfigurationError:
@@ -91,7 +111,7 @@ def _declared(params: Any, tool: Tool, templated: bool) -> list[str] | None:
 
 def templated_keys(metadata: Mapping[str, Any]) -> list[str]:
     """The metadata keys whose values hold a template (annotations are never templates, R-CAS-3)."""
-    return [key for key, value in metadata.items() if not str(key).startswith("$") and has_templates(value)]
+    return [key for key, value in metadata.items() if not str(key).startswith("$") and has_templates_frozen(value)]
 
 
 def holds_template(tool: Tool, templated: Iterable[str] | None, key: str, value: Any) -> bool:

@@ -235,3 +235,57 @@ def test_nothing_is_kept_when_the_cache_is_off(store: Path, tmp_path: Path, monk
         frontmatters.keep_block(str(tmp_path), f"v: {n}\n", 2, DEFAULT_LIMITS, {"v": n}, {})
     forget()
     assert not store.exists() or not list(store.glob("blocks-*.json"))
+
+
+def test_equal_values_read_back_are_shared_and_unequal_ones_never(store: Path, tmp_path: Path) -> None:
+    """One object for equal params across files; 1, True, 1.0 and -0.0, 0.0 stay apart (JSON tells them apart)."""
+    folder = str(tmp_path)
+    values = [1, True, 1.0, 0.0, -0.0, "1", None, [1], {"x": 1}]
+    for n, value in enumerate(values):
+        data = {"metadata": {"params": {"type": "object"}, "v": {"inner": {"value": value}}}}
+        frontmatters.keep_block(folder, f"n: {n}\n", 2, DEFAULT_LIMITS, data, {})
+    forget()
+    read = [frontmatters.kept_block(folder, f"n: {n}\n", 2, DEFAULT_LIMITS) for n in range(len(values))]
+    metadata = [found[0]["metadata"] for found in read if found is not None]
+    assert len(metadata) == len(values)
+    assert all(m["params"] is metadata[0]["params"] for m in metadata)  # equal: one shared object
+    for value, m in zip(values, metadata, strict=True):
+        got = m["v"]["inner"]["value"]
+        assert got == value
+        if not isinstance(value, (list, dict)):
+            assert type(got) is type(value) and repr(got) == repr(value)  # -0.0 is not 0.0, True is not 1
+    assert len({id(m["v"]) for m in metadata}) == len(values)
+
+
+MIXED = """\
+---
+description: Tool {n}.
+metadata:
+  params:
+    type: object
+    properties:
+      topic: {{type: string}}
+    required: [topic]
+---
+{body}
+"""
+
+
+def test_tools_sharing_one_kept_params_each_get_their_own_verdict(write: Any, cache: Path) -> None:
+    """The same params object serves every tool after a list; what differs between the tools is still reported."""
+    for n in range(6):
+        write(f"tools/t{n}.md", MIXED.format(n=n, body="Write about {{ args.topic }}."))
+    reads = write("tools/reads.md", MIXED.format(n=9, body="Write about {{ args.topik }}."))
+    bad = write("tools/bad.md", MIXED.format(n=8, body="Write.").replace("type: string", "type: strin"))
+    templated = write(
+        "tools/templated.md", MIXED.format(n=7, body="Hi.").replace("type: string", "type: '{{ args.kind }}'")
+    )
+    folder = reads.parent
+    run("list", folder, cache)
+    checked = run("check", folder, cache)
+    assert checked["yaml"] is False
+    where = sorted((Path(path).name, line) for path, line, _message in checked["problems"])
+    assert where == [("bad.md", 4), ("reads.md", 10)]
+    assert templated.exists() and bad.exists()  # a templated params is only known with args: not reported
+    first = run("check", folder, cache)  # and as a check that parsed nothing found it too
+    assert first["problems"] == checked["problems"]
