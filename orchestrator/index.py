@@ -126,8 +126,8 @@ class Index:
         self.members: dict[int, tuple[int, ...]] = {}
         self.entries: dict[str, dict[str, Any]] = {}
         self.loaded = False
-        # Per listing: which rows matched the disk (each path stat-ed at most once), made by its first lookup.
-        self._valid: dict[int, bool] = {}
+        # Per listing: whether each row matched the disk (each path stat-ed at most once), made by its first lookup.
+        self._valid: list[bool] = []
         self._checked = False
         self._rows_served = False  # this listing's first row lookup decoded every row (``_serve_rows``)
         # (cache name, key) served from the file or computed during a listing: their paths are complete.
@@ -180,13 +180,16 @@ class Index:
             if not isinstance(data, dict) or data.get("version") != VERSION or data.get("key") != self.material:
                 raise ValueError("not an index of these search paths")
             rows: list[tuple[str, Signature]] = []
-            for row in data["paths"]:
-                path, sig = row
-                if type(path) is not str or not (
-                    sig is None or (type(sig) is list and len(sig) == 2 and all(type(n) is int for n in sig))
-                ):
+            add = rows.append
+            for path, sig in data["paths"]:  # tested inline: a generator per row cost more than the row
+                if type(path) is not str:
                     raise ValueError("malformed path row")
-                rows.append((path, None if sig is None else (sig[0], sig[1])))
+                if sig is None:
+                    add((path, None))
+                elif type(sig) is list and len(sig) == 2 and type(sig[0]) is int and type(sig[1]) is int:
+                    add((path, (sig[0], sig[1])))
+                else:
+                    raise ValueError("malformed path row")
             members = {}
             for key, ids in data["members"].items():
                 members[int(key)] = tuple(self._ids(ids, len(rows)))
@@ -215,7 +218,7 @@ class Index:
     def begin(self) -> None:
         """A listing starts: every path is looked at again (once, by its first lookup)."""
         self.load()
-        self._valid.clear()
+        self._valid = []
         self._checked = False
         self._rows_served = False
 
@@ -230,8 +233,16 @@ class Index:
         """
         self._checked = True
         same = [now == sig for now, (_path, sig) in zip(registry.look_all(self.texts), self.rows, strict=True)]
-        members = self.members
-        self._valid = {row: ok and all(same[m] for m in members.get(row, ())) for row, ok in enumerate(same)}
+        valid = same.copy()
+        for row, files in self.members.items():
+            if valid[row] and not all(map(same.__getitem__, files)):
+                valid[row] = False
+        self._valid = valid
+
+    def valid(self, row: int) -> bool:
+        """True when this listing found row ``row``'s path unchanged (False before its first lookup looked)."""
+        valid = self._valid
+        return row < len(valid) and valid[row]
 
     def lookup(self, registry: Registry, name: str, key: Any, checked: set[str] | None) -> Any:
         """The value of ``(name, key)`` when the file holds it and its paths are unchanged, else MISS.
@@ -287,17 +298,32 @@ class Index:
         lock, and only while no change was seen since ``generation``.
         """
         served: list[tuple[Any, list[Any]]] = []
-        every: set[str] = set()
+        used: set[int] = set()  # the rows of every path served: numbers, joined as texts once at the end
+        valid, texts, count, paths = self._valid, self.texts, len(self.rows), registry.paths
+        described = self.decoder.described
+        # ``_entry`` inlined, and the decoder's row method called directly: this loop runs once per tool.
         for code, row in self.entries.get("described", {}).items():
-            found = self._entry("described", row)
-            if found is None or found[0].ref != code:
+            try:
+                data, ids = row
+                if type(ids) is not list or (
+                    ids and (set(map(type, ids)) != _INT or min(ids) < 0 or max(ids) >= count)
+                ):
+                    raise ValueError("malformed row numbers")
+                if not all(map(valid.__getitem__, ids)):
+                    self.stale = True
+                    continue
+                info = described(data)
+            except (ValueError, TypeError, KeyError):
+                self.stale = True
                 continue
-            every.update(found[1])
-            served.append(((code, registry.paths), [*found, checked]))
+            if info.ref != code:
+                continue
+            used.update(ids)
+            served.append(((code, paths), [info, frozenset(map(texts.__getitem__, ids)), checked]))
         if not registry.store_many("described", served, generation):
             return
         if checked is not None:
-            checked.update(every)
+            checked.update(map(texts.__getitem__, used))
         self.kept.update((("described", key), key[0]) for key, _entry in served)
 
     def computed(self, registry: Registry, name: str, key: Any) -> None:
@@ -369,7 +395,7 @@ class Index:
         return {
             self.rows[row][0]: tuple(self.rows[m][0] for m in files)
             for row, files in self.members.items()
-            if self._valid.get(row)
+            if self.valid(row)
         }
 
     def _write(self, data: bytes) -> None:
@@ -389,7 +415,7 @@ class Index:
         self.rows, self.texts, self.members, self.entries, self.decoder = [], [], {}, {}, Decoder([])
         self.kept.clear()
         self.scanned.clear()
-        self._valid.clear()
+        self._valid = []
         self.loaded = True
         self.stale = True
         try:
@@ -455,7 +481,8 @@ class _Carry:
     def _row(self, i: int) -> int | None:
         """The new row of the old row ``i``: None when it was seen changed, or the new table has it otherwise."""
         index = self.index
-        if index._valid.get(i) is False:
+        valid = index._valid
+        if i < len(valid) and not valid[i]:
             return None
         path, sig = index.rows[i]
         want = None if sig is None else list(sig)

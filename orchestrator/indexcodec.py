@@ -113,6 +113,25 @@ class Decoder:
             made = self._made[number] = (freeze(row[0]), True) if row[1] else (row[0], False)
         return made[0] if made[1] else json.loads(json.dumps(made[0]))
 
+    def described(self, data: Any) -> ToolInfo:
+        """The ``ToolInfo`` (a row of ``list``) ``Encoder.encode("described", ...)`` made ``data`` from.
+
+        Raises:
+            ValueError: ``data`` is not what ``encode`` writes.
+        """
+        if type(data) is not list or len(data) != 9:
+            raise ValueError("a described row is a list of 9")
+        ref, tool, kind, description, hidden, number, path, role, fmt = data
+        if not (type(ref) is str and type(tool) is str and type(kind) is str and type(hidden) is bool):
+            raise ValueError("malformed described row")
+        if not (type(description) in _TEXTS and type(role) in _TEXTS and type(fmt) in _TEXTS):
+            raise ValueError("malformed described row")  # tested inline: a generator per row cost 10 ms
+        if path is not None:
+            path = self._paths.get(path) or self.path(path)  # one Path per text, shared with ``names``
+        made = self._made.get(number, MISS) if type(number) is int else MISS
+        params = made[0] if made is not MISS and made[1] else self.value(number)  # a frozen value is shared
+        return ToolInfo(ref, tool, kind, description, hidden, params, path, None, role, fmt)
+
     def decode(self, name: str, data: Any) -> Any:
         """The cached value ``Encoder.encode`` made ``data`` from.
 
@@ -120,15 +139,7 @@ class Decoder:
             ValueError: ``data`` is not what ``encode`` writes.
         """
         if name == "described":
-            if type(data) is not list or len(data) != 9:
-                raise ValueError("a described row is a list of 9")
-            ref, tool, kind, description, hidden, number, path, role, fmt = data
-            if not (type(ref) is str and type(tool) is str and type(kind) is str and type(hidden) is bool):
-                raise ValueError("malformed described row")
-            if not (type(description) in _TEXTS and type(role) in _TEXTS and type(fmt) in _TEXTS):
-                raise ValueError("malformed described row")  # tested inline: a generator per row cost 10 ms
-            where = None if path is None else self.path(path)
-            return ToolInfo(ref, tool, kind, description, hidden, self.value(number), where, None, role, fmt)
+            return self.described(data)
         if name == "names":
             refs = {}
             for last, path, fmt in data["refs"]:

@@ -294,6 +294,7 @@ def the_index(catalog: Path, cache: Path) -> Path:
         "member chain",
         "described text",
         "row number a bool",
+        "row number negative",
     ],
 )
 def test_a_damaged_index_is_ignored_and_rewritten(
@@ -335,6 +336,10 @@ def test_a_damaged_index_is_ignored_and_rewritten(
     elif damage == "row number a bool":  # JSON true is no row number, though Python indexes with it
         for row in data["entries"]["described"].values():
             row[1] = [True, *row[1][1:]]
+        text = json.dumps(data)
+    elif damage == "row number negative":  # Python indexes from the end with it: no row either
+        for row in data["entries"]["described"].values():
+            row[1] = [-1, *row[1][1:]]
         text = json.dumps(data)
     path.write_text(text)
     if damage == "others write":
