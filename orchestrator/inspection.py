@@ -43,7 +43,7 @@ from .typos import NearNames, check_directives, did_you_mean, near_misses, sugge
 from .verdicts import walk
 
 if TYPE_CHECKING:
-    from .cascade import Merged, Plan
+    from .cascade import Level, Merged, Plan
     from .manager import Manager
 
 AUTHORITY_KEYS = ("name", "description", "metadata", "phases", "inherit")
@@ -409,9 +409,9 @@ def _check_names(
     manager: Manager, tool: Tool, plan: Plan, names: frozenset[str], report: Report, run: Snapshot
 ) -> None:
     """Names in annotations that match nothing: a typo there silently changes nothing."""
-    keys = {key for level in plan.levels for key in level.data}
-    # Built only when a suggestion is due: a union with every name per tool is quadratic over a catalog.
-    known = _Known(keys, names)
+    # Built only when asked: most tools name nothing to look up, and a union with every name per tool is
+    # quadratic over a catalog.
+    known = _Known(plan.levels, names)
     for entry, name in plan.strays:  # found when the plan was made (``order_strays``)
         report.warn(
             *_where(tool, plan, "$order"),
@@ -445,11 +445,19 @@ def _check_names(
 
 
 class _Known:
-    """A tool's keys and every tool name: membership without copying the names, the union only on demand."""
+    """A tool's keys (those of its levels) and every tool name: the keys gathered and the union made on demand."""
 
-    def __init__(self, keys: set[str], names: frozenset[str]) -> None:
-        self.keys = keys
+    def __init__(self, levels: Iterable[Level], names: frozenset[str]) -> None:
+        self.levels = levels
         self.names = names
+        self._keys: set[str] | None = None
+
+    @property
+    def keys(self) -> set[str]:
+        """Every key a level of the tool sets."""
+        if self._keys is None:
+            self._keys = {key for level in self.levels for key in level.data}
+        return self._keys
 
     def has(self, name: str) -> bool:
         """True when ``name`` is one of the keys or a tool name."""

@@ -45,6 +45,7 @@ import jinja2
 from jinja2 import nodes
 
 from .errors import InterpolationError, OrchestratorError, SecurityError
+from .interpolate import has_templates_frozen
 from .limits import DEFAULT_LIMITS, Limits
 from .searchpath import SearchPath, builtin_tools, is_file, signature
 
@@ -244,8 +245,9 @@ def uses(tool: Tool, paths: tuple[SearchPath, ...]) -> list[Use]:
     if isinstance(tool.prompt, str) and "{%" in tool.prompt:  # partials are named by statements only
         sources.append(("prompt", tool.prompt, tool.prompt_line))
     for key, value in tool.metadata.items():
-        if str(key).startswith("$") or not _has_statement(value):
-            continue  # annotations are never rendered; a value without a statement includes nothing
+        if str(key).startswith("$") or not has_templates_frozen(value) or not _has_statement(value):
+            continue  # annotations are never rendered; a value without a statement includes nothing (a shared
+            # value's templates are looked for once: ``has_templates_frozen``)
         for text in _strings(value):
             if "{%" in text:
                 sources.append((str(key), text, tool.line_of(str(key))))
