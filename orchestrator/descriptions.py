@@ -8,6 +8,7 @@ invocation takes (``orchestrator.binding``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -147,10 +148,31 @@ class Chain:
 
 
 class Listing:
-    """What one listing computes once for all its tools: each authority chain and its merge."""
+    """What one listing computes once for all its tools: each folder's nearest authority, each authority chain and
+    its merge."""
 
     def __init__(self) -> None:
         self.chains: dict[tuple[int, tuple[SearchPath, ...]], Chain] = {}
+        # A folder's nearest authority and the files it was found from, by (folder, search path root, paths).
+        self.nearest: dict[tuple[str, str, tuple[SearchPath, ...]], tuple[Authority, frozenset[str]]] = {}
+
+    def authority(self, manager: Manager, tool: Tool, paths: tuple[SearchPath, ...], deps: set[str]) -> Authority:
+        """``tool``'s nearest authority (``Authorities.find``), looked up once per folder: every tool there has the
+        same, unless it names one. The files the lookup depended on join ``deps`` for each tool, as a lookup's would.
+
+        Raises:
+            OrchestratorError: the lookup's own errors (a failure is not kept).
+        """
+        authorities = manager.planner.authorities
+        if tool.authority or tool.path is None or tool.root is None:
+            return authorities.find(tool, paths, deps)
+        key = (os.path.dirname(tool.path), os.fspath(tool.root), paths)
+        found = self.nearest.get(key)
+        if found is None:
+            looked: set[str] = set()
+            found = self.nearest[key] = (authorities.find(tool, paths, looked), frozenset(looked))
+        deps.update(found[1])
+        return found[0]
 
     def chain(self, manager: Manager, tool: Tool, nearest: Authority, paths: tuple[SearchPath, ...]) -> Chain:
         """The chain of ``nearest`` (computed by its first tool; a failure is not kept).
@@ -188,7 +210,7 @@ def listed_params(manager: Manager, tool: Tool, paths: tuple[SearchPath, ...], d
     """
     if tool.path is not None:
         deps.add(str(tool.path))
-    nearest = manager.planner.authorities.find(tool, paths, deps)
+    nearest = listing.authority(manager, tool, paths, deps)
     chain = listing.chain(manager, tool, nearest, paths)
     deps.update(chain.deps)
     meta = tool.metadata
