@@ -1,9 +1,12 @@
-"""One in-process Ray for the whole test session (import ``ray_session`` from a test module).
+"""One in-process Ray for a test module (import ``ray_session`` from it: tests/test_ray.py does).
 
 Ray starts once, on 2 CPUs, without the dashboard, with usage stats off and
 ``HOME`` in a temporary folder (Ray writes an auth token there), and shuts
-down at the end of the session. ``ray start`` is never run. ``pool`` is a
-``RayExecutor`` of 2 actors shared by the tests that need no special actors.
+down when the module's last test ends: kept to the end of the session, its
+processes (GCS, raylet, the pool's actors) went on using ~3 s of CPU a minute
+on the worker's machine while other files ran. ``ray start`` is never run.
+``pool`` is a ``RayExecutor`` of 2 actors shared by the tests that need no
+special actors.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ async def main(ctx):
 """
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def shipped(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder Ray ships to every worker as the job's ``working_dir``: ``tools/where.py`` inside."""
     folder = tmp_path_factory.mktemp("shipped")
@@ -45,9 +48,9 @@ def shipped(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_session(shipped: Path) -> Iterator[Any]:
-    """``ray`` initialised in this process for the session, shipping ``shipped`` as its working_dir."""
+    """``ray`` initialised in this process for the module, shipping ``shipped`` as its working_dir."""
     home = tempfile.mkdtemp(prefix="ray-home-")
     saved = {key: os.environ.get(key) for key in (*ENV, "HOME")}
     os.environ.update(ENV)
@@ -78,7 +81,7 @@ def restore(saved: dict[str, str | None]) -> None:
             os.environ[key] = value
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def pool(ray_session: Any, shipped: Path) -> Iterator[Any]:
     """A RayExecutor of 2 actors, started once; folders under ``shipped`` travel as relative paths."""
     from orchestrator.cluster import RayExecutor

@@ -1,5 +1,5 @@
 # ruff: noqa: F811  (pytest fixtures imported from ray_fixture are parameters here)
-"""The Ray executor (issue 16), on one in-process Ray started once per session (tests/ray_fixture.py).
+"""The Ray executor (issue 16), on one in-process Ray started once for this file (tests/ray_fixture.py).
 
 Every test here is slow (Ray starts worker processes); together they stay
 within a few minutes on 2 cores. The two-node cluster runs in a subprocess,
@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 LIMIT = 120  # seconds any one test may take; nothing waits longer
 
-# First: the cluster needs a machine where the session's Ray has not started yet.
+# First: the cluster needs a machine where this file's Ray has not started yet.
 CLUSTER = """
     import json, sys
     import anyio, ray
