@@ -67,6 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from precompile import compile_project
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [
@@ -302,9 +303,15 @@ def run_document(document: str, text: str, folder: Path) -> list[str]:
 # -- the documents ------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def bytecode() -> None:
+    """The package's bytecode, written once: the commands run with PYTHONDONTWRITEBYTECODE=1 read it (precompile.py)."""
+    compile_project()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("document", DOCUMENTS)
-def test_document_blocks_run_and_print_what_they_show(document, tmp_path, not_run):
+def test_document_blocks_run_and_print_what_they_show(document, tmp_path, not_run, bytecode):
     text = (ROOT / document).read_text(encoding="utf-8")
     runnable = [b for b in parse_blocks(text) if b.language in {"console", "python", *SHELLS} or "file" in b.options]
     assert runnable, f"{document} has no block this harness runs: show a console, sh or python block"
