@@ -15,8 +15,6 @@ reason. An edit changes the arguments only: `$` keys in it are refused.
 See orchestrator/approval.py.
 """
 
-from orchestrator.approval import hold
-
 frontmatter = {
     "role": "middleware",
     "description": "Asks an approver before the call runs: approve, deny (the caller hears why) or edit the arguments.",
@@ -35,4 +33,7 @@ frontmatter = {
 
 
 async def main(ctx):
+    # Imported when called: a listing reads this file's frontmatter without it.
+    from orchestrator.approval import hold
+
     return await hold(ctx)

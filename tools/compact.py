@@ -18,8 +18,6 @@ them, as for `fallback`'s models (the agent authorizes both when it starts).
 
 import json
 
-from orchestrator.agent import parse_model
-
 frontmatter = {
     "description": "Trims (or summarises) an agent's oldest turns past a message or token budget.",
     "metadata": {
@@ -60,6 +58,9 @@ def cut(messages, max_messages, max_tokens):
 
 
 async def summary(ctx, spec, dropped):
+    # Imported when called: a listing reads this file's frontmatter without it.
+    from orchestrator.agent import parse_model
+
     parent = ctx.target.parent
     folder = parent.tool.path.parent if parent is not None and parent.tool.path else None
     model = parse_model(spec, tool=ctx.tool.name, folder=folder, aliases=ctx.target.meta.get("model-aliases"))

@@ -16,7 +16,6 @@
 """
 
 from orchestrator import ConfigurationError
-from orchestrator.executor import continuation, executor_for, on_worker
 
 frontmatter = {
     "description": "Replaces the tool's body with another tool, or runs the rest of its pipeline on an executor.",
@@ -37,6 +36,9 @@ frontmatter = {
 
 
 async def main(ctx):
+    # Imported when called: a listing reads this file's frontmatter without it.
+    from orchestrator.executor import continuation, executor_for, on_worker
+
     target = ctx.target
     spec = ctx.args
     if isinstance(spec, str):

@@ -13,7 +13,6 @@ program grants such a spec itself (`orchestrator.agent.model.grant_model`).
 """
 
 from orchestrator import ModelError
-from orchestrator.agent import parse_model
 
 frontmatter = {
     "description": "On a ModelError, runs the rest of a model-call chain again with the next fallback model.",
@@ -30,6 +29,9 @@ frontmatter = {
 
 
 async def main(ctx):
+    # Imported when called: a listing reads this file's frontmatter without it.
+    from orchestrator.agent import parse_model
+
     target = ctx.target
     mark = target.manager.checkpoint()
     models = [

@@ -26,10 +26,6 @@ entry (issue 29).
 """
 
 from orchestrator import ArgsValidationError
-from orchestrator.agent import provider_for
-from orchestrator.agent.answer import bounded
-from orchestrator.agent.clients import keeping
-from orchestrator.agent.model import add_usage, check_response
 
 frontmatter = {
     "description": "Sends one request to a model provider and returns its response.",
@@ -75,6 +71,12 @@ FIELDS = (
 
 
 async def main(ctx):
+    # Imported when called: a listing reads this file's frontmatter without it.
+    from orchestrator.agent import provider_for
+    from orchestrator.agent.answer import bounded
+    from orchestrator.agent.clients import keeping
+    from orchestrator.agent.model import add_usage, check_response
+
     problems = request_problems(ctx.args)
     if problems:
         raise ArgsValidationError(problems, tool="model-call")

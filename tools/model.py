@@ -5,8 +5,6 @@ level's AUTHORITY.md: `model-aliases: {local: ollama:qwen3}`) over the
 built-in table and `$TOOLCASCADE_MODEL_ALIASES`.
 """
 
-from orchestrator.agent import parse_model
-
 frontmatter = {
     "description": "Parses the `model` metadata ('provider:name' or a mapping) for agent-execute.",
     # Any value: parse_model reports a bad one naming the tool and key.
@@ -15,6 +13,9 @@ frontmatter = {
 
 
 async def main(ctx):
+    # Imported when called: a listing reads this file's frontmatter without it.
+    from orchestrator.agent import parse_model
+
     target = ctx.target
     folder = target.tool.path.parent if target.tool.path else None
     aliases = target.meta.get("model-aliases")  # the alias table's own entries (the user level's, say)
