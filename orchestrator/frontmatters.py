@@ -71,6 +71,7 @@ class _Shard:
 
 
 _shards: dict[str, _Shard] = {}
+_held = 0  # blocks _shards holds (read or added) since they were last forgotten: SHARD_MEMORY bounds it
 _shard_lock = threading.Lock()
 _shard_material: dict[str, Any] | None = None
 _flush_at_exit = False
@@ -88,7 +89,7 @@ if hasattr(os, "register_at_fork"):
 
 def _shard(folder: str) -> _Shard:
     """The kept blocks of ``folder`` (read from its file on first use); called under ``_shard_lock``."""
-    global _shard_material
+    global _shard_material, _held
     shard = _shards.get(folder)
     if shard is not None:
         return shard
@@ -113,18 +114,30 @@ def _shard(folder: str) -> _Shard:
             and type(data.get("blocks")) is dict
         ):
             blocks = data["blocks"]
+    _held += len(blocks)
     shard = _shards[folder] = _Shard(file, blocks)
     return shard
 
 
 def _key(block: str, first_line: int, limits: Any) -> str:
-    """The key of a block: its first line, ``limits`` and text, hashed (``repr(limits)`` made once per ``Limits``)."""
-    global _limits_text
+    """The key of a block: its first line, ``limits`` and text, hashed (``repr(limits)`` made once per ``Limits``).
+
+    The last key is remembered: a block that missed is kept next, under the same key.
+    """
+    global _limits_text, _last_key
+    last = _last_key
+    if last[0] is block and last[1] == first_line and last[2] is limits:
+        return last[3]  # type: ignore[no-any-return]
     held, text = _limits_text
     if held is not limits:
         text = repr(limits)
         _limits_text = (limits, text)
-    return hashlib.sha256(f"{first_line}\0{text}\0{block}".encode("utf-8", "surrogatepass")).hexdigest()
+    key = hashlib.sha256(f"{first_line}\0{text}\0{block}".encode("utf-8", "surrogatepass")).hexdigest()
+    _last_key = (block, first_line, limits, key)
+    return key
+
+
+_last_key: tuple[Any, ...] = (None, None, None, "")
 
 
 def kept_block(folder: str, block: str, first_line: int, limits: Any) -> tuple[FrozenDict, dict[str, int]] | None:
@@ -161,7 +174,7 @@ def keep_block(folder: str, block: str, first_line: int, limits: Any, data: Any,
     ``data`` is frozen here (a copy unless it already is): later changes by
     the caller never reach what is kept.
     """
-    global _flush_at_exit
+    global _flush_at_exit, _held
     frozen = freeze(data)
     if not plain(frozen, frozen=True):
         return  # a date, a set: not carried exactly
@@ -178,7 +191,8 @@ def keep_block(folder: str, block: str, first_line: int, limits: Any, data: Any,
 
             atexit.register(flush_blocks)
             _flush_at_exit = True
-        if sum(len(s.blocks) for s in _shards.values()) > SHARD_MEMORY:
+        _held += 1
+        if _held > SHARD_MEMORY:
             _write_shards(forget=True)
 
 
@@ -195,6 +209,7 @@ def _write_shards(forget: bool) -> None:
     edited since, or not read this time), only the most recent, as many as
     the folder has entries: its file stays within twice what the folder holds.
     """
+    global _held
     wrote = False
     for folder, shard in list(_shards.items()):
         if shard.added and shard.file is not None and len(shard.blocks) >= SHARD_SMALLEST:
@@ -216,6 +231,8 @@ def _write_shards(forget: bool) -> None:
             shard.added = False
         if forget:
             del _shards[folder]
+    if forget:
+        _held = 0
     if wrote:
         base = cache_folder()
         if base is not None:
