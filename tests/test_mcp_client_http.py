@@ -10,8 +10,10 @@ only where ``npx`` is missing.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -41,11 +43,23 @@ def folder(root: Path, servers: dict) -> Path:
 
 
 def started(command: list[str], port: int, env: dict[str, str]) -> subprocess.Popen:  # type: ignore[type-arg]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    """The server in a process group of its own: ``npx`` runs server-everything as its child (see ``stopped``)."""
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True
+    )
     if not listening(process, port, LIMIT):
-        stop(process)
+        stopped(process)
         raise RuntimeError(f"the server did not start: {process.stderr.read().decode()}")  # type: ignore[union-attr]
     return process
+
+
+def stopped(process: subprocess.Popen) -> None:  # type: ignore[type-arg]
+    """Stop the server's whole process group: terminating npx alone left its node child serving, orphaned."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    stop(process)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # what of the group outlived SIGTERM
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +78,7 @@ def ours(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        stop(process)
+        stopped(process)
         process.stderr.close()  # type: ignore[union-attr]
 
 
@@ -109,5 +123,5 @@ async def test_mcp_client_server_everything_over_streamable_http(tmp_path):
         with Manager([folder(tmp_path / "tools", {"everything": entry})]) as manager, anyio.fail_after(LIMIT):
             assert await manager.invoke("everything/get-sum", {"a": 2, "b": 3}) == "The sum of 2 and 3 is 5."
     finally:
-        stop(process)
+        stopped(process)
         process.stderr.close()  # type: ignore[union-attr]
