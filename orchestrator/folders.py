@@ -187,6 +187,29 @@ class Folders(Caches):
                 clashes.append((stem, held[0], path, "stem"))
         return Names(refs, tuple(clashes), count)
 
+    def note_formats(self, sp: SearchPath, names: Names) -> None:
+        """Note the format of each file ``names`` offers, as the folder's scan would (``format_of`` reads it).
+
+        For a folder whose names came from the on-disk index: a later lookup
+        of each of its tools (``check`` finds every one) then recognises no
+        file's format again.
+        """
+        fmts: dict[str, Any] | None = None  # only a folder holding other formats' files imports them
+        seen: dict[tuple[Path, SearchPath], Any] = {}
+        for path, fmt_name in names.refs.values():
+            if fmt_name is None:
+                seen[(path, sp)] = None
+                continue
+            if fmts is None:
+                fmts = {fmt.name: fmt for fmt in self.formats_for(sp)}
+            fmt = fmts.get(fmt_name, _UNKNOWN)
+            if fmt is not _UNKNOWN:
+                seen[(path, sp)] = fmt
+        with self.lock:  # as ``_scan`` adds them
+            if len(self._file_formats) + len(seen) > self.files_bound:
+                drop_oldest_half(self._file_formats)
+            self._file_formats.update(seen)
+
     def _declared_name(self, path: Path, ext: str, parse: SearchPath | None = None) -> str | None:
         """The name a markdown or python file declares, cached by its signature.
 

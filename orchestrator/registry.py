@@ -503,8 +503,10 @@ class Registry(Folders):
         """
         files, seen = self._files, self._seen
         ends = (refs[0][1], refs[-1][1])
-        if not any(path is not None and (os.fspath(path), "tool") in files for path in ends):
-            return  # nothing parsed here: the folder's names (and its rows) came from the on-disk index
+        parsed = any(path is not None and (os.fspath(path), "tool") in files for path in ends)
+        if not parsed and self.reading is None:
+            return  # the folder's names (and rows) came from the on-disk index, and no pass will find each ref
+        # Else (``check``'s read-only pass finds every ref next) the refs alone are kept: their tools are not loaded.
         generation = self.generation
         deps: set[str] = set()
         before: list[dict[str, tuple[Path, str | None]]] = []
@@ -531,12 +533,14 @@ class Registry(Folders):
             if any(last in offered for offered in before):
                 continue
             name = os.fspath(path)
-            entry = files.get((name, "tool"))
-            if entry is None or entry[0] != seen.get(name, UNSEEN) or not isinstance(entry[1], Tool):
-                continue
-            tool = entry[1]
-            if tool.name != last and stem(path, None) != last:
-                continue
+            tool = None
+            if parsed:
+                entry = files.get((name, "tool"))
+                if entry is None or entry[0] != seen.get(name, UNSEEN) or not isinstance(entry[1], Tool):
+                    continue
+                tool = entry[1]
+                if tool.name != last and stem(path, None) != last:
+                    continue
             try:
                 folder, file = os.path.split(name)
                 folders = self.real_folders
@@ -550,11 +554,12 @@ class Registry(Folders):
                         continue
             except (OSError, ValueError, RuntimeError):
                 continue
-            if tool.root != sp.root or tool.trusted != sp.trusted:
-                tool = self._as_found(path, tool, sp)
             refs_kept.append(((ref, paths), [(hit[0], sp), located, None]))
-            tools_kept.append(((ref, paths), [tool, located | {name}, None]))
-        if self.store_many("refs", refs_kept, generation):
+            if tool is not None:
+                if tool.root != sp.root or tool.trusted != sp.trusted:
+                    tool = self._as_found(path, tool, sp)
+                tools_kept.append(((ref, paths), [tool, located | {name}, None]))
+        if self.store_many("refs", refs_kept, generation) and tools_kept:
             self.store_many("tools", tools_kept, generation)
 
     def clashes(self, paths: tuple[SearchPath, ...]) -> Iterator[tuple[SearchPath, str, Path, Path, str]]:
