@@ -190,9 +190,9 @@ class Folders(Caches):
     def note_formats(self, sp: SearchPath, names: Names) -> None:
         """Note the format of each file ``names`` offers, as the folder's scan would (``format_of`` reads it).
 
-        For a folder whose names came from the on-disk index: a later lookup
-        of each of its tools (``check`` finds every one) then recognises no
-        file's format again.
+        For a folder whose names came from the on-disk index, in a read-only
+        pass (``check``, which finds every tool next): those lookups then
+        recognise no file's format again.
         """
         fmts: dict[str, Any] | None = None  # only a folder holding other formats' files imports them
         seen: dict[tuple[Path, SearchPath], Any] = {}
