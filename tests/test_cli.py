@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from precompile import compile_project
 from samples import GREET, SHOUT
 
 from orchestrator import Event, __version__
@@ -34,6 +35,12 @@ def environment() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")}
     env.update(NO_COLOR="1", COLUMNS="200", PYTHONWARNINGS="error")
     return env
+
+
+@pytest.fixture(scope="module", autouse=True)
+def bytecode() -> None:
+    """The processes below read the project's bytecode, written once (tests/precompile.py), not compile it each."""
+    compile_project()
 
 
 def toolcascade(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
