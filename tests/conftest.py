@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+from precompile import compile_project
 
 # Hypothesis's speed checks measure the machine, not the code: on a loaded CI runner one slow draw (a collection
 # pause, a busy core) failed a property test that holds. Properties are still checked on every example.
@@ -65,6 +66,12 @@ NOT_RUN = pytest.StashKey[list[str]]()
 def not_run(request: pytest.FixtureRequest) -> list[str]:
     """Documentation blocks a test could not run here, with why: listed once in the summary, not among the dots."""
     return request.config.stash.setdefault(NOT_RUN, [])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Write the project's bytecode once, before xdist starts its workers: the suite's child processes read it."""
+    if not hasattr(config, "workerinput"):  # the controller, or a run without xdist; not each worker again
+        compile_project()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
