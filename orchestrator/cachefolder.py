@@ -6,6 +6,9 @@ ignored (and rewritten when it can be), never an error. What lives here:
 - the listing index (``orchestrator.index``), one file per set of search paths;
 - the package's own parsed frontmatters (``kept_frontmatter``), by their
   text, so a first invoke plans through the built-ins without YAML;
+- every other tool folder's parsed frontmatters (``orchestrator.frontmatters``,
+  one ``blocks-*.json`` per folder), by their text, so a ``check`` after a
+  ``list`` parses no YAML;
 - the installed format plugins (``kept_entry_points``), by the signature of
   every ``sys.path`` folder, so a first invoke imports no ``importlib.metadata``.
 
