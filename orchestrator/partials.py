@@ -45,7 +45,7 @@ import jinja2
 from jinja2 import nodes
 
 from .errors import InterpolationError, OrchestratorError, SecurityError
-from .interpolate import has_templates_frozen
+from .frozen import FrozenDict, FrozenList
 from .limits import DEFAULT_LIMITS, Limits
 from .searchpath import SearchPath, builtin_tools, is_file, signature
 
@@ -245,9 +245,8 @@ def uses(tool: Tool, paths: tuple[SearchPath, ...]) -> list[Use]:
     if isinstance(tool.prompt, str) and "{%" in tool.prompt:  # partials are named by statements only
         sources.append(("prompt", tool.prompt, tool.prompt_line))
     for key, value in tool.metadata.items():
-        if str(key).startswith("$") or not has_templates_frozen(value) or not _has_statement(value):
-            continue  # annotations are never rendered; a value without a statement includes nothing (a shared
-            # value's templates are looked for once: ``has_templates_frozen``)
+        if str(key).startswith("$") or not _holds_statement(value):
+            continue  # annotations are never rendered; a value without a statement includes nothing
         for text in _strings(value):
             if "{%" in text:
                 sources.append((str(key), text, tool.line_of(str(key))))
@@ -320,6 +319,29 @@ def _follow(
 def _parser() -> jinja2.Environment:
     """A plain environment: parsing (what ``uses`` does) needs the syntax only, not the sandbox."""
     return jinja2.Environment(keep_trailing_newline=True)
+
+
+_STATEMENTS: dict[int, tuple[Any, bool]] = {}  # id(a frozen mapping or list) -> (it, _has_statement(it))
+_STATEMENTS_SIZE = 4096
+
+
+def _holds_statement(value: Any) -> bool:
+    """``_has_statement(value)``, remembered by identity for a frozen mapping or list.
+
+    Frozen values are shared (an authority's; equal ones read from the cache
+    folder, ``orchestrator.frontmatters``): a catalog's one ``params`` is walked once, not once per tool.
+    """
+    kind = type(value)
+    if kind is not FrozenDict and kind is not FrozenList:
+        return _has_statement(value)
+    hit = _STATEMENTS.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    found = _has_statement(value)
+    if len(_STATEMENTS) >= _STATEMENTS_SIZE:
+        _STATEMENTS.clear()
+    _STATEMENTS[id(value)] = (value, found)  # held: its id is no other's while it is here
+    return found
 
 
 def _has_statement(value: Any) -> bool:
