@@ -191,8 +191,8 @@ class Folders(Caches):
         """Note the format of each file ``names`` offers, as the folder's scan would (``format_of`` reads it).
 
         For a folder whose names came from the on-disk index, in a read-only
-        pass (``check``, which finds every tool next): those lookups then
-        recognise no file's format again.
+        pass (``check``) that finds every tool there (``Registry._keep_folder``):
+        those lookups then recognise no file's format again.
         """
         fmts: dict[str, Any] | None = None  # only a folder holding other formats' files imports them
         seen: dict[tuple[Path, SearchPath], Any] = {}

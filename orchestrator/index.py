@@ -272,8 +272,6 @@ class Index:
             checked.update(found[1])
         if registry.store(name, key, [*found, checked], generation):
             self.kept[(name, key)] = code
-            if name == "names" and registry.reading is not None:  # check's pass finds every tool next
-                registry.note_formats(key[0], found[0])  # what the folder's scan would have noted
         return found[0]
 
     def _entry(self, name: str, row: Any) -> tuple[Any, frozenset[str]] | None:

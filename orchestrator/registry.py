@@ -183,8 +183,25 @@ class Registry(Folders):
                 continue
             if not inside:
                 raise ToolNotFoundError(ref, [sp.root], reason=f"{candidate} resolves outside its search path")
+            if self.reading is not None:
+                self._keep_folder(paths, sp, prefix)
             return candidate, sp
         return None
+
+    def _keep_folder(self, paths: tuple[SearchPath, ...], sp: SearchPath, prefix: tuple[str, ...]) -> None:
+        """In a read-only pass (``check``, which finds every ref), the first ref located in a folder keeps the
+        location (and format) of every other ref there at once, as a listing that parsed the folder does
+        (``keep_found``): a folder the on-disk index served is not resolved and recognised file by file.
+        """
+        run = self.reading  # read once: this thread's pass
+        done = ("located", sp, prefix, paths)
+        if run is None or done in run.values:
+            return
+        run.values[done] = True
+        names = self.names(sp, prefix)
+        head = "/".join(prefix) + "/" if prefix else ""
+        self.note_formats(sp, names)
+        self.keep_found(paths, sp, prefix, [(head + last, path, sp) for last, (path, _fmt) in names.refs.items()], True)
 
     def _inside(self, path: Path, root: Path) -> bool:
         """Whether ``path.resolve()`` lies in ``root``; during a listing each folder is resolved once (``real_folders``).
@@ -490,9 +507,11 @@ class Registry(Folders):
         sp: SearchPath,
         prefix: tuple[str, ...],
         refs: list[tuple[str, Path | None, SearchPath | None]],
+        located: bool = False,
     ) -> None:
         """Keep each of ``refs`` (our own files a listing just parsed in folder ``prefix`` of ``sp``) as ``find``
         and ``locate`` would keep it, so the listing's describe step (and ``check``'s lookups) are cache hits.
+        ``located``: a lookup located one of them (``_keep_folder``): a folder not parsed keeps its refs alone.
 
         The entries are those a lookup would store: the folders the ref is
         resolved in (this folder in ``sp`` and in every search path before it,
@@ -504,9 +523,8 @@ class Registry(Folders):
         files, seen = self._files, self._seen
         ends = (refs[0][1], refs[-1][1])
         parsed = any(path is not None and (os.fspath(path), "tool") in files for path in ends)
-        if not parsed and self.reading is None:
-            return  # the folder's names (and rows) came from the on-disk index, and no pass will find each ref
-        # Else (``check``'s read-only pass finds every ref next) the refs alone are kept: their tools are not loaded.
+        if not (parsed or located):
+            return  # nothing parsed here: the folder's names (and its rows) came from the on-disk index
         generation = self.generation
         deps: set[str] = set()
         before: list[dict[str, tuple[Path, str | None]]] = []
@@ -519,7 +537,7 @@ class Registry(Folders):
             before.append(offered)
         else:
             return
-        located = frozenset(deps)
+        folders_deps = frozenset(deps)
         parent = os.path.split(os.fspath(ends[0]))[0] if ends[0] is not None else ""
         links = symlinks(parent)  # one read of the folder, not an lstat per file (``_inside``)
         plain_inside: bool | None = None  # whether the folder itself resolves into sp.root, once
@@ -554,11 +572,11 @@ class Registry(Folders):
                         continue
             except (OSError, ValueError, RuntimeError):
                 continue
-            refs_kept.append(((ref, paths), [(hit[0], sp), located, None]))
+            refs_kept.append(((ref, paths), [(hit[0], sp), folders_deps, None]))
             if tool is not None:
                 if tool.root != sp.root or tool.trusted != sp.trusted:
                     tool = self._as_found(path, tool, sp)
-                tools_kept.append(((ref, paths), [tool, located | {name}, None]))
+                tools_kept.append(((ref, paths), [tool, folders_deps | {name}, None]))
         if self.store_many("refs", refs_kept, generation) and tools_kept:
             self.store_many("tools", tools_kept, generation)
 

@@ -1,11 +1,11 @@
 """Issue 24, ``check`` after a listing: folders the on-disk index served need no second look per tool.
 
 ``check`` lists every folder (served from the index when unchanged) and
-then finds each ref. For a served folder, the listing notes each file's
-format and, in a read-only pass (``Registry.snapshot()``, as ``check``
-runs), keeps each ref's location in bulk, as a listing that parsed the
-folder does: the finds that follow resolve and recognise nothing again.
-A plain listing (``list``) keeps no locations for served folders: nothing finds them next.
+then finds each ref. In a read-only pass (``Registry.snapshot()``, as
+``check`` runs), the first ref located in a served folder keeps the
+location and format of every other ref there, as a listing that parsed the
+folder does: the finds that follow resolve and recognise nothing again. A
+listing alone (``list``, or ``check`` with its verdict kept) keeps nothing of the kind.
 """
 
 from __future__ import annotations
@@ -71,16 +71,19 @@ def test_a_read_only_pass_finds_served_refs_without_locating_or_recognising(
 ) -> None:
     manager = Manager([catalog])
     found = found_in_a_pass(manager)
-    assert counted == {"locate": 0, "recognise": 0}
+    folders = {path.parent for path in found.values() if path is not None}
+    assert counted == {"locate": len(folders), "recognise": 0}  # one lookup per folder, the rest kept with it
     assert found["a/t1"] == catalog / "a" / "t1.md" and found["alpha"] == catalog / "named.md"
     with monkeypatch.context() as patch:  # the same finds with no index: every ref located and read as before
         patch.setenv("TOOLCASCADE_INDEX", "off")
         assert found_in_a_pass(Manager([catalog])) == found
 
 
-def test_a_plain_listing_keeps_no_locations_for_served_folders(catalog: Path) -> None:
+def test_a_listing_alone_keeps_no_locations_for_served_folders(catalog: Path) -> None:
     manager = Manager([catalog])
     manager.list_tools()
+    with manager.registry.snapshot():  # check with its verdict kept: a read-only listing that finds nothing
+        list(manager.registry.discover(manager.paths, parse=True))
     located = manager.registry.derived.get("refs", {})
     assert not [key for key in located if key[0] in ("a/t0", "b/t2", "top")]
 
