@@ -27,8 +27,6 @@ from typing import Any
 import anyio
 import click
 
-from .annotations import described
-from .authorization import token_from_env
 from .collector import paused
 from .display import Usage, display, explanation_view, progress
 from .errors import InterpolationError
@@ -418,6 +416,8 @@ def show(
             explanation = manager.explain(tool, value, overrides=overrides or None, render=False)
             click.echo("note: metadata templates are shown unrendered; pass ARGS to render them", err=True)
     data = explanation.to_dict()
+    from .annotations import described  # here: only show reads it
+
     data["mcp"] = described(data)
     if as_json:
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))
@@ -564,6 +564,8 @@ def serve(
             click.echo(MCP_MISSING, err=True)
             sys.exit(1)
         raise
+    from .authorization import token_from_env  # here: only serve reads it
+
     folders = search_paths(paths)
     manager = command_manager(paths, runlog=record)
     if not any(info.error is None for info in manager.list_tools()):
