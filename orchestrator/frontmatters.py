@@ -189,17 +189,33 @@ def keep_block(folder: str, block: str, first_line: int, limits: Any, data: Any,
         if not _flush_at_exit:
             import atexit
 
-            atexit.register(flush_blocks)
+            atexit.register(_flush_at_exit_now)
             _flush_at_exit = True
         _held += 1
         if _held > SHARD_MEMORY:
             _write_shards(forget=True)
 
 
-def flush_blocks() -> None:
-    """Write every folder's newly kept blocks now (also done at exit); never raises."""
-    with _shard_lock:
+def flush_blocks(timeout: float = -1) -> None:
+    """Write every folder's newly kept blocks now (also done at exit); never raises.
+
+    ``timeout``: seconds to wait for another thread that is keeping a block (-1: as long as it takes); at
+    exit a daemon thread stopped mid-keep never releases it, and nothing is written rather than the exit hang.
+    """
+    if not _shard_lock.acquire(timeout=timeout):
+        return
+    try:
         _write_shards(forget=False)
+    finally:
+        _shard_lock.release()
+
+
+def _flush_at_exit_now() -> None:
+    flush_blocks(timeout=EXIT_WAIT)
+
+
+EXIT_WAIT = 2.0
+"""Seconds the exit waits for a thread keeping a block before it writes the kept blocks (else it writes none)."""
 
 
 def _write_shards(forget: bool) -> None:

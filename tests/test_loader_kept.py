@@ -289,3 +289,29 @@ def test_tools_sharing_one_kept_params_each_get_their_own_verdict(write: Any, ca
     assert templated.exists() and bad.exists()  # a templated params is only known with args: not reported
     first = run("check", folder, cache)  # and as a check that parsed nothing found it too
     assert first["problems"] == checked["problems"]
+
+
+HELD = """
+import sys, threading, time
+import orchestrator.frontmatters as frontmatters
+from orchestrator.limits import DEFAULT_LIMITS
+frontmatters.EXIT_WAIT = 0.2
+for n in range(8):
+    frontmatters.keep_block(sys.argv[1], f"v: {n}\\n", 2, DEFAULT_LIMITS, {"v": n}, {})
+threading.Thread(target=lambda: (frontmatters._shard_lock.acquire(), time.sleep(60)), daemon=True).start()
+time.sleep(0.1)
+"""
+
+
+def test_a_thread_stopped_while_keeping_never_hangs_the_exit(tmp_path: Path) -> None:
+    """A daemon thread that holds the store's lock at exit: the process exits (writing nothing), it never hangs."""
+    cache = tmp_path / "cache"
+    done = subprocess.run(
+        [sys.executable, "-c", HELD, str(tmp_path)],
+        env={**os.environ, "TOOLCASCADE_CACHE": str(cache)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    assert not list(cache.glob("blocks-*.json"))
