@@ -315,3 +315,45 @@ def test_a_thread_stopped_while_keeping_never_hangs_the_exit(tmp_path: Path) -> 
     )
     assert done.returncode == 0, done.stderr
     assert not list(cache.glob("blocks-*.json"))
+
+
+def nested(levels: int) -> dict[str, Any]:
+    """A frontmatter whose innermost list is ``levels`` containers below the frontmatter itself."""
+    value: Any = ["leaf"]
+    for _ in range(levels - 1):
+        value = [value]
+    return {"v": value}
+
+
+def test_what_is_written_is_compact_json_of_every_kept_value_and_nothing_deeper(store: Path, tmp_path: Path) -> None:
+    """The write checks no cycles (nothing kept holds one): a shared value, and one as deep as kept values go, are written.
+
+    A value nested past ``PLAIN_DEPTH`` or holding itself is not kept, and the folder's other blocks are still written.
+    """
+    from orchestrator.cachefolder import PLAIN_DEPTH
+
+    folder = str(tmp_path)
+    shared = {"type": "object"}
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    kept = {
+        "shared: 1\n": {"a": shared, "b": shared},
+        "deep: 1\n": nested(PLAIN_DEPTH - 1),
+        "n: 1\n": {"n": [1, True, 1.0, -0.0, None]},
+        "n: 2\n": {"n": "é\u2028"},
+    }
+    for block, data in kept.items():
+        frontmatters.keep_block(folder, block, 2, DEFAULT_LIMITS, data, {"n": 2})
+    frontmatters.keep_block(folder, "deeper: 1\n", 2, DEFAULT_LIMITS, nested(PLAIN_DEPTH), {})
+    frontmatters.keep_block(folder, "cyclic: 1\n", 2, DEFAULT_LIMITS, {"c": cyclic}, {})
+    forget()
+    (file,) = store.glob("blocks-*.json")
+    text = file.read_text(encoding="ascii")
+    written = json.loads(text)
+    assert text == json.dumps(written, separators=(",", ":"))  # one compact line, as before: older readers accept it
+    assert sorted((repr(data) for data, _lines in written["blocks"].values())) == sorted(map(repr, kept.values()))
+    for block, data in kept.items():
+        found = frontmatters.kept_block(folder, block, 2, DEFAULT_LIMITS)
+        assert found is not None and found == (data, {"n": 2}) and repr(found[0]) == repr(data)
+    assert frontmatters.kept_block(folder, "deeper: 1\n", 2, DEFAULT_LIMITS) is None
+    assert frontmatters.kept_block(folder, "cyclic: 1\n", 2, DEFAULT_LIMITS) is None
