@@ -55,17 +55,19 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     return found
 
 
-_before = {t.ident for t in threading.enumerate()}
-
-
 @pytest.fixture(autouse=True)
 def no_leaked_watchers() -> Iterator[None]:
-    """Every watcher thread a test started is gone once its managers are closed or collected."""
+    """Every watcher thread a test started is gone once its managers are closed or collected.
+
+    Threads alive when the test starts are not its own: a manager an earlier file in this worker left for
+    the collector still has its watcher, and the collection below walks only what this test made.
+    """
+    before = {t.ident for t in threading.enumerate()}
     with own_heap():  # the collection walks what the test made, not the worker's whole heap
         yield
         gc.collect()
     for thread in threading.enumerate():
-        if thread.name == "toolcascade-watcher" and thread.ident not in _before:
+        if thread.name == "toolcascade-watcher" and thread.ident not in before:
             thread.join(BOUND)
             assert not thread.is_alive(), "a watcher thread outlived its manager"
 
