@@ -12,7 +12,7 @@ saying to copy first. Copies (``dict(value)``, ``list(value)``,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 _MESSAGE = "{kind} is read-only: metadata is shared by every invocation; change a copy ({copy}(value))"
@@ -83,3 +83,25 @@ def thaw(value: Any) -> Any:
     if type(value) is tuple:
         return tuple(thaw(item) for item in value)
     return value
+
+
+def answer_by_identity(
+    cache: dict[int, tuple[Any, Any]], value: Any, compute: Callable[[Any], Any], size: int = 4096
+) -> Any:
+    """``compute(value)``, remembered in ``cache`` by identity when ``value`` is a frozen mapping or list.
+
+    Frozen values are shared (an authority's by every tool under it; equal ones read from the cache
+    folder by every tool that holds them, ``orchestrator.frontmatters``), so a catalog walks each once.
+    A value that can change is computed every time. ``cache`` is emptied when it reaches ``size``.
+    """
+    kind = type(value)
+    if kind is not FrozenDict and kind is not FrozenList:
+        return compute(value)
+    hit = cache.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    found = compute(value)
+    if len(cache) >= size:
+        cache.clear()
+    cache[id(value)] = (value, found)  # held: its id is no other's while it is here
+    return found

@@ -22,7 +22,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from .errors import InterpolationError, OrchestratorError, SecurityError
-from .frozen import FrozenDict, FrozenList
+from .frozen import answer_by_identity
 from .limits import Limits
 
 if TYPE_CHECKING:
@@ -98,28 +98,16 @@ _SCALARS = frozenset({bool, int, float})
 """Types that hold no string: ``has_templates`` answers them without the abstract ``Mapping`` check."""
 
 _FROZEN_TEMPLATES: dict[int, tuple[Any, bool]] = {}  # id(a frozen mapping or list) -> (it, has_templates(it))
-_FROZEN_TEMPLATES_SIZE = 4096
 
 
 def has_templates_frozen(value: Any) -> bool:
-    """``has_templates(value)``, remembered by identity for a frozen mapping or list (``orchestrator.frozen``).
+    """``has_templates(value)``, remembered by identity for a frozen mapping or list (``frozen.answer_by_identity``).
 
-    Frozen values are shared: an authority's by every tool under it, equal
-    ones read from the cache folder by every tool that holds them
-    (``orchestrator.frontmatters``), so planning and checking a catalog walk
-    each once. A value that can change is walked every time.
+    An authority's values are shared by every tool under it, and equal ones
+    read from the cache folder by every tool that holds them, so planning
+    and checking a catalog walk each once.
     """
-    kind = type(value)
-    if kind is not FrozenDict and kind is not FrozenList:
-        return has_templates(value)
-    hit = _FROZEN_TEMPLATES.get(id(value))
-    if hit is not None and hit[0] is value:
-        return hit[1]
-    found = has_templates(value)
-    if len(_FROZEN_TEMPLATES) >= _FROZEN_TEMPLATES_SIZE:
-        _FROZEN_TEMPLATES.clear()
-    _FROZEN_TEMPLATES[id(value)] = (value, found)  # held: its id is no other's while it is here
-    return found
+    return answer_by_identity(_FROZEN_TEMPLATES, value, has_templates)  # type: ignore[no-any-return]
 
 
 class ClosedEnv(dict):  # type: ignore[type-arg]

@@ -45,7 +45,7 @@ import jinja2
 from jinja2 import nodes
 
 from .errors import InterpolationError, OrchestratorError, SecurityError
-from .frozen import FrozenDict, FrozenList
+from .frozen import answer_by_identity
 from .limits import DEFAULT_LIMITS, Limits
 from .searchpath import SearchPath, builtin_tools, is_file, signature
 
@@ -322,26 +322,14 @@ def _parser() -> jinja2.Environment:
 
 
 _STATEMENTS: dict[int, tuple[Any, bool]] = {}  # id(a frozen mapping or list) -> (it, _has_statement(it))
-_STATEMENTS_SIZE = 4096
 
 
 def _holds_statement(value: Any) -> bool:
-    """``_has_statement(value)``, remembered by identity for a frozen mapping or list.
+    """``_has_statement(value)``, remembered by identity for a frozen mapping or list (``frozen.answer_by_identity``).
 
-    Frozen values are shared (an authority's; equal ones read from the cache
-    folder, ``orchestrator.frontmatters``): a catalog's one ``params`` is walked once, not once per tool.
+    A catalog's one shared ``params`` is walked once, not once per tool.
     """
-    kind = type(value)
-    if kind is not FrozenDict and kind is not FrozenList:
-        return _has_statement(value)
-    hit = _STATEMENTS.get(id(value))
-    if hit is not None and hit[0] is value:
-        return hit[1]
-    found = _has_statement(value)
-    if len(_STATEMENTS) >= _STATEMENTS_SIZE:
-        _STATEMENTS.clear()
-    _STATEMENTS[id(value)] = (value, found)  # held: its id is no other's while it is here
-    return found
+    return answer_by_identity(_STATEMENTS, value, _has_statement)  # type: ignore[no-any-return]
 
 
 def _has_statement(value: Any) -> bool:
