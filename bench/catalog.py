@@ -31,7 +31,13 @@ interpreter start and imports included, then ``check`` again (the verdict the fi
 markdown tools with a description, ``params`` and a few metadata keys, one
 in ten a python tool. Several rounds, medians::
 
-    .venv/bin/python -m bench.catalog --cpu [--rounds 5] [--count 10000 --folders 100]
+    .venv/bin/python -m bench.catalog --cpu [--rounds 5] [--count 10000 --folders 100] [--w4-catalogue]
+
+``--w4-catalogue`` measures the same processes over W4's lighter catalogue
+(``bench.toolsets.write_catalog``: no authorities, two params, no other
+metadata), the one the issue's "today" figures were taken on; with an
+earlier engine's snapshot (``--package``) it tells how this machine compares
+with the one that filed the issue.
 """
 
 from __future__ import annotations
@@ -380,16 +386,23 @@ CPU_CASES = ("floor", "help", "empty", "first", "again", "check", "recheck")
 """The processes of one round of ``cpu_table``, in the order they run (each round in a new ``XDG_CACHE_HOME``)."""
 
 
-def cpu_table(folder: Path, count: int, folders: int, rounds: int, package: Path | None = None) -> Table:
+def cpu_table(
+    folder: Path, count: int, folders: int, rounds: int, package: Path | None = None, w4: bool = False
+) -> Table:
     """Issue 24's list / list again / check CPU seconds over a realistic catalogue written under ``folder``.
 
     Each round also runs the floor (``FLOOR``: the work a first list cannot skip, no orchestrator) and the
     start-up: ``toolcascade --help`` and ``list`` of an empty folder (the built-ins only, their index kept).
     ``package``: a folder holding the ``orchestrator`` to run (an earlier ``snapshot``, to compare two
-    versions); None, a new snapshot of the one imported here.
+    versions); None, a new snapshot of the one imported here. ``w4``: W4's lighter catalogue instead.
     """
-    table = Table(f"L24 (issue 24): CPU seconds of a whole `toolcascade` process, {count:,} tools in {folders} folders")
-    catalog = write_trust_catalog(folder / "trust-catalog", count, folders)
+    shape = f"{count:,} tools in {folders} folders" + (" (W4's catalogue)" if w4 else "")
+    table = Table(f"L24 (issue 24): CPU seconds of a whole `toolcascade` process, {shape}")
+    if w4:
+        catalog = write_catalog(folder / "w4-catalog", count, folders)
+        age(catalog)
+    else:
+        catalog = write_trust_catalog(folder / "trust-catalog", count, folders)
     work = folder / "cwd"
     work.mkdir(exist_ok=True)
     empty = folder / "empty"
@@ -467,9 +480,10 @@ def main() -> None:
     parser.add_argument("--folders", type=int, default=FULL[1], help="--cpu: folders they are in")
     parser.add_argument("--keep", type=Path, help="--cpu: write the catalogue (and caches) here and keep them")
     parser.add_argument("--package", type=Path, help="--cpu: run the orchestrator in this folder (a kept snapshot)")
+    parser.add_argument("--w4-catalogue", action="store_true", help="--cpu: W4's lighter catalogue (the issue's)")
     options = parser.parse_args()
     if options.cpu:
-        shape = (options.count, options.folders, options.rounds, options.package)
+        shape = (options.count, options.folders, options.rounds, options.package, options.w4_catalogue)
         if options.keep is not None:
             options.keep.mkdir(parents=True, exist_ok=True)
             table = cpu_table(options.keep, *shape)
