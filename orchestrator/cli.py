@@ -554,6 +554,10 @@ def serve(
             raise click.BadParameter(f"{http!r} is not HOST:PORT", param_hint="'--http'")
     elif auth_token_env is not None:
         raise click.BadParameter("applies to --http only", param_hint="'--auth-token-env'")
+    from .authorization import token_from_env  # here: only serve reads it
+
+    with reporting(debug):  # an unset token variable is refused at once: before the SDK is imported, tools listed
+        token = token_from_env(auth_token_env) if http is not None else None
     if importlib.util.find_spec("mcp") is None:
         click.echo(MCP_MISSING, err=True)
         sys.exit(1)
@@ -564,8 +568,6 @@ def serve(
             click.echo(MCP_MISSING, err=True)
             sys.exit(1)
         raise
-    from .authorization import token_from_env  # here: only serve reads it
-
     folders = search_paths(paths)
     manager = command_manager(paths, runlog=record)
     if not any(info.error is None for info in manager.list_tools()):
@@ -576,7 +578,7 @@ def serve(
             serve_mcp(
                 manager,
                 http=http,
-                token=token_from_env(auth_token_env) if http is not None else None,
+                token=token,
                 allow_overrides=allow_overrides,
                 allow_sessions=allow_sessions,
                 max_timeout=max_timeout,

@@ -126,8 +126,9 @@ def test_mcp_a_token_without_http_is_a_configuration_error(tools):
 
 def test_mcp_serve_refuses_to_start_open_when_the_named_variable_is_unset(tools):
     command = [sys.executable, "-m", "orchestrator", "serve", "--path", str(tools)]
-    done = subprocess.run(
-        [*command, "--http", f"127.0.0.1:{free_port()}", "--auth-token-env", "TC_UNSET_VARIABLE"],
+    done = subprocess.run(  # -X importtime: the refusal comes before the MCP SDK is imported
+        [sys.executable, "-X", "importtime", *command[1:], "--http", f"127.0.0.1:{free_port()}"]
+        + ["--auth-token-env", "TC_UNSET_VARIABLE"],
         capture_output=True,
         text=True,
         timeout=LIMIT,
@@ -135,6 +136,8 @@ def test_mcp_serve_refuses_to_start_open_when_the_named_variable_is_unset(tools)
     )
     assert done.returncode == 1
     assert "TC_UNSET_VARIABLE" in done.stderr and "ConfigurationError" in done.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}
+    assert "orchestrator.cli" in imported and not {"mcp", "orchestrator.mcp"} & imported
     stdio = subprocess.run(
         [*command, "--auth-token-env", "X"], capture_output=True, text=True, timeout=LIMIT, stdin=subprocess.DEVNULL
     )
