@@ -305,10 +305,14 @@ def _freeze_plain(value: Any, depth: int) -> tuple[Any, Any]:
         if depth >= PLAIN_DEPTH:
             raise ValueError("too deep")
         parts: list[Any] = ["d" if kind is dict else "l"]
+        # A string is its own frozen value and key: taken inline, not by a call (most of a frontmatter's leaves).
         if kind is list:
             items = []
             for item in value:
-                frozen, key = _freeze_plain(item, depth + 1)
+                if type(item) is str:
+                    frozen = key = item
+                else:
+                    frozen, key = _freeze_plain(item, depth + 1)
                 items.append(frozen)
                 parts.append(key)
             made: Any = FrozenList(items)
@@ -317,7 +321,10 @@ def _freeze_plain(value: Any, depth: int) -> tuple[Any, Any]:
             for name, item in value.items():
                 if type(name) is not str:
                     raise ValueError("a key that is not a string")
-                out[name], key = _freeze_plain(item, depth + 1)
+                if type(item) is str:
+                    out[name] = key = item
+                else:
+                    out[name], key = _freeze_plain(item, depth + 1)
                 parts.append(name)
                 parts.append(key)
             made = FrozenDict(out)

@@ -60,10 +60,15 @@ class FrozenList(list):  # type: ignore[type-arg]
         return (list, (list(self),))
 
 
+_AS_THEY_ARE = frozenset({str, int, float, bool, type(None), FrozenDict, FrozenList})
+"""Types ``freeze`` returns unchanged, known by their type alone: a string is no ``Mapping``, but asking the ABC
+that costs a call into ``abc.__instancecheck__`` (most values a merge freezes are strings)."""
+
+
 def freeze(value: Any) -> Any:
     """``value`` with every mapping and list inside it read-only (already frozen parts are reused)."""
     kind = type(value)
-    if kind is FrozenDict or kind is FrozenList:
+    if kind in _AS_THEY_ARE:
         return value
     if isinstance(value, Mapping):
         return FrozenDict((key, freeze(item)) for key, item in value.items())

@@ -427,8 +427,8 @@ def _check_names(
                 f"({', '.join(plan.phases)}){suggest(name, phases)}",
             )
     for level in plan.levels:
-        if level.kind == "authority":
-            continue  # an authority declares keys for every tool it governs, set or not
+        if level.kind == "authority" or not level.annotations:
+            continue  # an authority declares keys for every tool it governs, set or not; no annotation names none
         for note in NAMED:
             value = level.annotations.get(note)
             for name in [value] if isinstance(value, str) else value or ():

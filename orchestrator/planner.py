@@ -78,8 +78,7 @@ class Planner:
     def _make_plan(self, tool: Tool, paths: tuple[SearchPath, ...], deps: set[str]) -> Plan:
         if tool.path is not None:
             deps.add(str(tool.path))
-        nearest = self.authorities.find(tool, paths, deps)
-        authorities = self.authorities.chain(nearest, paths, deps)
+        authorities = self.authorities.governing(tool, paths, deps)
 
         def find(name: str) -> Tool:
             try:

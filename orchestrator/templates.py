@@ -46,8 +46,6 @@ def check_reads(tool: Tool, plan: Plan, report: Report, templated: Iterable[str]
     values = plan.raw.values
     params = values.get("params")
     declared = _declared(params, tool, holds_template(tool, templated, "params", params))
-    variables: dict[str, Any] = dict.fromkeys(VARIABLES, ())
-    variables |= {"args": declared or (), "meta": values}
     for where, source, first, per_line in sources:
         try:
             found = reads(source)
@@ -67,6 +65,7 @@ def check_reads(tool: Tool, plan: Plan, report: Report, templated: Iterable[str]
                 continue
             else:
                 what = f"{where} reads meta.{read.key}, which no metadata of this tool sets"
+            variables = {**dict.fromkeys(VARIABLES, ()), "args": declared or (), "meta": values}  # for a hint only
             guess = meant(read.name, read.key, variables)
             hint = f"did you mean {guess!r}?" if guess else "declare it, or guard it (| default(...), is defined)"
             report.add(tool.path, line, f"{what}: every render of it fails; {hint}")

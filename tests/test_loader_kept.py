@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import orchestrator.frontmatters as frontmatters
-from orchestrator.frozen import FrozenDict
+from orchestrator.frozen import FrozenDict, FrozenList
 from orchestrator.limits import DEFAULT_LIMITS, Limits
 
 TOOL = """\
@@ -357,3 +357,23 @@ def test_what_is_written_is_compact_json_of_every_kept_value_and_nothing_deeper(
         assert found is not None and found == (data, {"n": 2}) and repr(found[0]) == repr(data)
     assert frontmatters.kept_block(folder, "deeper: 1\n", 2, DEFAULT_LIMITS) is None
     assert frontmatters.kept_block(folder, "cyclic: 1\n", 2, DEFAULT_LIMITS) is None
+
+
+def test_strings_read_back_keep_their_place_and_equal_values_are_shared(store: Path, tmp_path: Path) -> None:
+    """Strings are taken as they are wherever they sit (in a list, a mapping, deep down), beside the values that
+    need a key of their own (1, True and "1" stay apart), and equal deeper values come back as one object."""
+    folder = str(tmp_path / "tools")
+    os.makedirs(folder)
+    params = {"type": "object", "properties": {"topic": {"type": "string", "enum": ["a", "b", ["c", "d"]]}}}
+    for n in range(frontmatters.SHARD_SMALLEST):
+        data = {"description": f"d{n}", "metadata": {"params": params, "tags": ["x", n, True, "1", None]}}
+        frontmatters.keep_block(folder, f"{BLOCK}# {n}\n", 2, DEFAULT_LIMITS, data, {})
+    forget()
+    first = frontmatters.kept_block(folder, f"{BLOCK}# 0\n", 2, DEFAULT_LIMITS)
+    second = frontmatters.kept_block(folder, f"{BLOCK}# 1\n", 2, DEFAULT_LIMITS)
+    assert first is not None and second is not None
+    assert first[0] == {"description": "d0", "metadata": {"params": params, "tags": ["x", 0, True, "1", None]}}
+    assert [type(v) for v in second[0]["metadata"]["tags"]] == [str, int, bool, str, type(None)]
+    assert first[0]["metadata"]["params"] is second[0]["metadata"]["params"]
+    enum = first[0]["metadata"]["params"]["properties"]["topic"]["enum"]
+    assert type(enum) is FrozenList and type(enum[2]) is FrozenList and enum[2] == ["c", "d"]
