@@ -23,6 +23,9 @@ from .tool import ToolInfo
 _TEXTS = frozenset({str, type(None)})  # what ``_text`` accepts
 
 MISS: Any = UNSEEN  # what a lookup returns for nothing kept, and the signature of a path never looked at
+# ``json.dumps(value, ensure_ascii=False)`` made once: with an option, each dumps call builds an encoder (a third of
+# numbering a listing's 10,000 params).
+_SHAPE = json.JSONEncoder(ensure_ascii=False)
 
 
 def _text(value: Any) -> bool:
@@ -38,7 +41,7 @@ class Encoder:
 
     def number(self, params: Any, frozen: bool) -> int:
         """The number ``params`` is written under (equal values share one; key order kept: it shows in listings)."""
-        shape = (json.dumps(params, ensure_ascii=False), frozen)
+        shape = (_SHAPE.encode(params), frozen)
         found = self._numbers.get(shape)
         if found is None:
             found = self._numbers[shape] = len(self.values)
@@ -54,7 +57,9 @@ class Encoder:
             texts = (info.description, info.role, info.format)
             if not (type(info.ref) is str and type(info.name) is str and type(info.kind) is str):
                 return MISS
-            if type(info.hidden) is not bool or not all(_text(v) for v in texts):
+            if type(info.hidden) is not bool or not (
+                type(texts[0]) in _TEXTS and type(texts[1]) in _TEXTS and type(texts[2]) in _TEXTS
+            ):  # tested inline, as ``Decoder.described`` does: a generator per row
                 return MISS
             frozen = plain(info.params, True)
             if not (frozen or plain(info.params)):

@@ -561,3 +561,23 @@ def test_a_path_read_from_the_index_is_the_path_of_its_text(text: str) -> None:
     made = decoder.path(text)
     assert made == Path(text) and str(made) == str(Path(text)) and made.parts == Path(text).parts
     assert decoder.path(text) is made
+
+
+def test_equal_params_are_written_once_as_written_and_unequal_ones_apart() -> None:
+    # The index numbers each params value by its JSON text (non-ASCII kept as written): equal values share one.
+    from orchestrator.frozen import freeze
+    from orchestrator.indexcodec import Encoder
+
+    def row(params: Any) -> ToolInfo:
+        return ToolInfo("t", "t", "markdown", "café ☕", False, freeze(params), Path("/x/t.md"))
+
+    encoder = Encoder()
+    first = encoder.encode("described", row({"type": "object", "title": "Thé ☕"}))
+    again = encoder.encode("described", row({"type": "object", "title": "Thé ☕"}))
+    other = encoder.encode("described", row({"type": "object", "title": "The"}))
+    assert first[5] == again[5] != other[5]
+    assert encoder.values == [[{"type": "object", "title": "Thé ☕"}, True], [{"type": "object", "title": "The"}, True]]
+    assert first[3] == "café ☕"
+    for texts in (("d", 1, None), ("d", None, ["f"])):  # a description, role or format JSON would not carry as text
+        bad = ToolInfo("t", "t", "markdown", texts[0], False, None, None, None, texts[1], texts[2])  # type: ignore[arg-type]
+        assert encoder.encode("described", bad) is orchestrator.index.MISS

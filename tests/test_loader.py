@@ -359,20 +359,22 @@ def test_a_markdown_tool_is_read_into_frozen_values_once(write, tools):
     assert params == {"type": "object", "properties": {"a": {"type": "array", "items": [1, {"b": 2}]}}}
 
 
+def exact_depth_bound(text: str, depth_limit: int) -> bool:
+    """``_plain``'s depth test measured line by line: what its quick bounds must decide as."""
+    depth = text.count("[") + text.count("{") + 2
+    deepest = 0
+    for line in text.split("\n"):
+        rest = line.lstrip(" \t")
+        deepest = max(deepest, 2 * (len(line) - len(rest) + rest.count("-") + rest.count("?") + rest.count(":")))
+    return depth + deepest <= depth_limit
+
+
 def test_the_quick_depth_bound_decides_as_the_line_by_line_one():
     """``_plain`` first tries a looser bound (all indicators as if on one line); it must never admit more."""
     import dataclasses
 
     from orchestrator.documents import _plain
     from orchestrator.limits import DEFAULT_LIMITS
-
-    def exact(text: str, depth_limit: int) -> bool:
-        depth = text.count("[") + text.count("{") + 2
-        deepest = 0
-        for line in text.split("\n"):
-            rest = line.lstrip(" \t")
-            deepest = max(deepest, 2 * (len(line) - len(rest) + rest.count("-") + rest.count("?") + rest.count(":")))
-        return depth + deepest <= depth_limit
 
     texts = [
         *(t for t in PLAIN_DOCUMENTS if not any(c in t for c in "&*!")),
@@ -384,4 +386,30 @@ def test_the_quick_depth_bound_decides_as_the_line_by_line_one():
     for text in texts:
         for depth_limit in (4, 8, 12, 20, 40, 100):
             limits = dataclasses.replace(DEFAULT_LIMITS, yaml_depth=depth_limit)
-            assert _plain(text, limits) == exact(text, depth_limit), (text, depth_limit)
+            assert _plain(text, limits) == exact_depth_bound(text, depth_limit), (text, depth_limit)
+
+
+def test_the_quick_depth_bound_at_its_edge_decides_as_the_line_by_line_one():
+    """The deepest indentation is bounded by two substring searches (no tab): one column either side of the bound."""
+    import dataclasses
+
+    from orchestrator.documents import _plain
+    from orchestrator.limits import DEFAULT_LIMITS
+
+    decided = set()
+    for depth_limit in (8, 9, 20, 21, 100):
+        limits = dataclasses.replace(DEFAULT_LIMITS, yaml_depth=depth_limit)
+        for columns in range(12):
+            pad = " " * columns
+            for text in (
+                f"a:\n{pad}b\n",  # indented continuation on a later line
+                f"{pad}a\n",  # on the first line
+                f"a: x\nb: y\n{pad}c\n",  # two indicators elsewhere
+                f"a:\n\t{pad}b\n",  # a tab: measured line by line
+                f"[x]\n{pad}y\n",
+                f"{pad}a:\n",  # the indentation and the only indicator on one line: the quick bound is exact
+                f"a\n{pad}- b\n",
+            ):
+                assert _plain(text, limits) == exact_depth_bound(text, depth_limit), (text, depth_limit)
+                decided.add(_plain(text, limits))
+    assert decided == {True, False}
