@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .authorities import DEFAULT_PHASES, Authorities
 from .cascade import Level, Merged, Plan, guard_managed, managed_keys, merge_levels, tool_levels
@@ -230,10 +230,14 @@ class Planner:
         key = (tool.uri, paths, tuple(merged.values), merged.static, merged.dynamic, merged.attach)
 
         def compute(deps: set[str]) -> tuple[Verdict, ...]:
-            from .pipeline import Verdict  # the running layer's (a pipeline binds calls); only on a miss
+            shape = self._keys_shape(merged, paths, deps)
+            usual = _usual_verdicts(shape)
+            if usual is not None and tool.name not in usual.names and not any(tool.uri in c for c in usual.cycles):
+                return usual.verdicts  # every key's usual verdict: the tool names itself in no key, is in no cycle
+            from .pipeline import Verdict  # the running layer's (a pipeline binds calls); only for such a tool
 
             verdicts: list[Verdict] = []
-            for name, static, common, asks, cycle in self._keys_shape(merged, paths, deps):
+            for name, static, common, asks, cycle in shape:
                 if static:
                     verdicts.append(common)  # type: ignore[arg-type]  # a static key's is never None
                 elif name == tool.name:
@@ -478,6 +482,43 @@ def _sibling_hint(tool: Tool, name: str) -> str:
             ref = beside.relative_to(tool.root).with_suffix("").as_posix()
             return f"; refs start at the search path: did you mean {ref!r}?"
     return ""
+
+
+class _Usual(NamedTuple):
+    """A key shape's verdicts for a tool that no key names and that is in no cycle with one (``_usual_verdicts``)."""
+
+    names: frozenset[str]  # the keys
+    cycles: tuple[frozenset[str], ...]  # the SCCs of the tools the keys that a cycle decides name
+    verdicts: tuple[Verdict, ...]
+
+
+# A shape's _Usual by its identity: (the shape, kept alive so no identity is reused, and it). At most _USUAL_SIZE.
+_USUAL: dict[int, tuple[tuple[Shape, ...], _Usual | None]] = {}
+_USUAL_SIZE = 1024
+
+
+def _usual_verdicts(shape: tuple[Shape, ...]) -> _Usual | None:
+    """What ``toolkeys`` gives most tools of ``shape`` (a catalog's tools share a few), worked out once per shape.
+
+    None when some key needs the tool itself: a ``$dynamic`` key naming no tool (raised for the tool), or a
+    key whose named tool's SCC is unknown here (``_in_cycle`` asks for the tool).
+    """
+    hit = _USUAL.get(id(shape))
+    if hit is not None and hit[0] is shape:
+        return hit[1]
+    usual = None
+    if all(
+        static or (common is not None and (not asks or cycle is not None)) for _n, static, common, asks, cycle in shape
+    ):
+        usual = _Usual(
+            frozenset(name for name, *_rest in shape),
+            tuple(cycle for _n, _s, _c, asks, cycle in shape if asks and cycle),
+            tuple(common for _n, _s, common, _a, _c in shape),  # type: ignore[misc]  # never None here
+        )
+    if len(_USUAL) >= _USUAL_SIZE:
+        _USUAL.clear()
+    _USUAL[id(shape)] = (shape, usual)
+    return usual
 
 
 def order_strays(merged: Merged, exists: Callable[[str], bool]) -> Iterator[tuple[str, str]]:

@@ -24,8 +24,8 @@ T = TypeVar("T")
 # (the levels, kept alive so no identity is reused, and what was made of them). At most _PREFIXES_SIZE entries each.
 _PREFIXES: dict[tuple[int, ...], tuple[tuple[Level, ...], Merged]] = {}  # their merge
 _PREFIX_KEYS: dict[
-    tuple[int, ...], tuple[tuple[Level, ...], tuple[dict[str, None], set[str]]]
-] = {}  # key sets (copied on use)
+    tuple[int, ...], tuple[tuple[Level, ...], tuple[dict[str, None], set[str], list[str]]]
+] = {}  # key sets (copied on use), and the keys they leave
 _PREFIXES_SIZE = 1024
 _SHARED_KINDS = frozenset({"authority", "managed"})
 
@@ -129,9 +129,19 @@ def static_keys(levels: Sequence[Level]) -> list[str]:
         keys, static = _key_sets(levels)
     else:
         prefix = levels[:shared]
-        prefix_keys, prefix_static = _kept(_PREFIX_KEYS, prefix, lambda: _key_sets(prefix))
+        prefix_keys, prefix_static, left = _kept(_PREFIX_KEYS, prefix, lambda: _prefix_key_sets(prefix))
+        if shared == len(levels) - 1 and not levels[-1].annotations:
+            # Most tools' own level: its new keys follow the prefix's (no $remove, $static or $dynamic to apply),
+            # without copying the prefix's sets for each tool.
+            return left + [k for k in levels[-1].data if k not in prefix_keys and k not in prefix_static]
         keys, static = _key_sets(levels[shared:], dict(prefix_keys), set(prefix_static))
     return [k for k in keys if k not in static]
+
+
+def _prefix_key_sets(prefix: Sequence[Level]) -> tuple[dict[str, None], set[str], list[str]]:
+    """``_key_sets(prefix)``, and the keys they leave (those not listed in ``$static``)."""
+    keys, static = _key_sets(prefix)
+    return keys, static, [k for k in keys if k not in static]
 
 
 def _key_sets(

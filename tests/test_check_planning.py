@@ -87,3 +87,55 @@ def test_a_tools_own_annotation_that_names_nothing_is_still_reported(write: Any,
     write("tools/typo.md", "---\nmetadata:\n  tone: dry\n  $static: [tnoe]\n---\nx\n")
     problems = [(Path(p.path).name, p.message) for p in check(Manager([tools])) if "$static names" in p.message]
     assert len(problems) == 1 and problems[0][0] == "typo.md" and "'tnoe'" in problems[0][1]
+
+
+def verdicts_of(manager: Manager, ref: str) -> dict[str, tuple[bool, str]]:
+    tool = manager.registry.find(ref, manager.paths)
+    found = manager.planner.toolkeys(tool, plan_of(manager, ref).raw, manager.paths)
+    return {v.key: (v.middleware, v.why) for v in found}
+
+
+def test_tools_with_the_same_keys_still_get_their_own_verdicts(write: Any, tools: Path) -> None:
+    """The tools share one key shape; the usual verdicts serve those that neither name themselves nor are in a
+    cycle with a key's tool, and each of the others gets its own."""
+    write("tools/b.md", "---\nmetadata: {a: {}}\n---\nx\n")  # a -> b -> a: a cycle
+    write("tools/a.md", "---\nmetadata: {b: {}}\n---\nx\n")
+    write("tools/c.md", "---\nmetadata: {b: {}}\n---\nx\n")
+    write("tools/d.md", "---\nmetadata: {b: {}}\n---\nx\n")
+    manager = Manager([tools])
+    assert verdicts_of(manager, "c")["b"] == verdicts_of(manager, "d")["b"] == (True, "names a tool (tools/b.md)")
+    assert verdicts_of(manager, "a")["b"] == (False, "auto-static: b is in a dependency cycle with a")
+    assert verdicts_of(manager, "c")["b"] == (True, "names a tool (tools/b.md)")
+    write("tools/e.md", "---\nmetadata: {e: 1, b: {}}\n---\nx\n")
+    write("tools/f.md", "---\nmetadata: {e: 1, b: {}}\n---\nx\n")
+    manager = Manager([tools])
+    assert verdicts_of(manager, "f")["e"] == (True, "names a tool (tools/e.md)")
+    assert verdicts_of(manager, "e")["e"] == (False, "self-reference")
+    assert verdicts_of(manager, "f")["e"] == (True, "names a tool (tools/e.md)")
+
+
+def test_a_dynamic_key_naming_no_tool_is_each_tools_error(write: Any, tools: Path) -> None:
+    write("tools/AUTHORITY.md", "---\nmetadata: {ghost: 1, $dynamic: [ghost]}\n---\n")
+    write("tools/one.md", "x\n")
+    write("tools/two.md", "x\n")
+    manager = Manager([tools])
+    for ref in ("one", "two"):
+        with pytest.raises(ConfigurationError) as info:
+            verdicts_of(manager, ref)
+        assert info.value.tool == ref and info.value.key == "ghost"
+
+
+def test_a_tools_static_keys_follow_its_authorities_and_its_own(write: Any, tools: Path) -> None:
+    """R-CAS-8's key set: the levels' keys in order of first appearance, less ``$static`` and ``$remove``."""
+    write("tools/AUTHORITY.md", "---\nmetadata: {tone: dry, tools: [x], model: m}\n---\n")
+    write("tools/plain.md", "---\nmetadata: {tone: wet, extra: 1, tools: [y], zeta: 2}\n---\nx\n")
+    write("tools/noted.md", "---\nmetadata: {extra: 1, $remove: [tone], $static: [extra]}\n---\nx\n")
+    manager = Manager([tools])
+    plan = plan_of(manager, "plain")
+    static = {name for level in plan.levels for name in level.annotations.get("$static", ())}
+    assert "tools" in static  # the default authority lists it
+    every = dict.fromkeys(key for level in plan.levels for key in level.data)
+    assert plan.keys == tuple(key for key in every if key not in static)
+    assert plan.keys[-2:] == ("extra", "zeta") and plan.keys.index("tone") < plan.keys.index("model")
+    noted = plan_of(manager, "noted").keys
+    assert "tone" not in noted and "extra" not in noted and "model" in noted
