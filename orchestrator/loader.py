@@ -184,7 +184,8 @@ def _check_python_keys(value: Any, path: Path, limits: Limits) -> None:
     current = value
     while True:
         nodes += 1
-        if isinstance(current, str):
+        kind = type(current)
+        if kind is str or (kind not in _SCALARS and isinstance(current, str)):
             size += len(current)
         if nodes > limits.yaml_nodes or size > limits.yaml_bytes:
             what = f"{limits.yaml_nodes} values" if nodes > limits.yaml_nodes else f"{limits.yaml_bytes} characters"
@@ -193,21 +194,21 @@ def _check_python_keys(value: Any, path: Path, limits: Limits) -> None:
                 "shorten it or raise Limits.yaml_nodes/yaml_bytes",
                 path=path,
             )
-        if isinstance(current, Mapping | list):
+        # A plain scalar is told by its exact type (the ABC check of ``Mapping`` was a third of the walk).
+        if kind not in _SCALARS and isinstance(current, _CONTAINERS):
+            mapping = kind is dict or (kind is not list and isinstance(current, Mapping))
             if id(current) in inside:
                 raise ToolDefinitionError(f"{_spell(frames)} contains itself; metadata must be a tree", path=path)
             if len(frames) >= limits.yaml_depth:
                 raise ToolDefinitionError(
                     f"{_spell(frames)} nests more than {limits.yaml_depth} levels deep; flatten it", path=path
                 )
-            if isinstance(current, Mapping):
-                for key in current:
-                    if not isinstance(key, str):
-                        raise ToolDefinitionError(f"key {key!r} in {_spell(frames)} is not a string", path=path)
+            for key in current if mapping else ():
+                if not isinstance(key, str):
+                    raise ToolDefinitionError(f"key {key!r} in {_spell(frames)} is not a string", path=path)
             inside.add(id(current))
-            frames.append(
-                [id(current), iter(current.items() if isinstance(current, Mapping) else enumerate(current)), None]
-            )
+            items = current.items() if mapping else enumerate(current)  # type: ignore[union-attr]  # a Mapping
+            frames.append([id(current), iter(items), None])
         while frames:  # the next value: the top frame's next item, or close the frame
             frame = frames[-1]
             step = next(frame[1], None)
@@ -218,6 +219,10 @@ def _check_python_keys(value: Any, path: Path, limits: Limits) -> None:
             inside.discard(frame[0])
         else:
             return
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})  # exact types: neither a Mapping nor a list
+_CONTAINERS = (Mapping, list)
 
 
 def _spell(frames: list[list[Any]]) -> str:
@@ -321,8 +326,9 @@ def read_text(path: Path, limits: Limits = DEFAULT_LIMITS) -> str:
                 raise ToolDefinitionError(too_big, path=path)
             # Read what the stat promised, then on in chunks should the file have grown since:
             # never more than cap + 1 bytes, and no cap-sized buffer for a small file.
-            data = _read_all(fd, min(info.st_size, cap) + 1)
-            while len(data) <= cap and (more := _read_all(fd, min(1 << 16, cap + 1 - len(data)))):
+            data, ended = _read_all(fd, min(info.st_size, cap) + 1)
+            while not ended and len(data) <= cap:
+                more, ended = _read_all(fd, min(1 << 16, cap + 1 - len(data)))
                 data += more
         finally:
             os.close(fd)
@@ -353,8 +359,9 @@ def read_text(path: Path, limits: Limits = DEFAULT_LIMITS) -> str:
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
 
 
-def _read_all(fd: int, size: int) -> bytes:
-    """Up to ``size`` bytes from ``fd``, fewer only at the end of the file (``os.read`` may return less).
+def _read_all(fd: int, size: int) -> tuple[bytes, bool]:
+    """(up to ``size`` bytes from ``fd``, whether a read met the end of the file): fewer bytes only at the end
+    (``os.read`` may return less). Told of the end, a caller reads no more (a third of a listing's reads).
 
     Raises:
         OSError: the read failed.
@@ -363,9 +370,9 @@ def _read_all(fd: int, size: int) -> bytes:
     while 0 < len(data) < size:
         more = os.read(fd, size - len(data))
         if not more:
-            break
+            return data, True
         data += more
-    return data
+    return data, not data
 
 
 def load_python(path: Path, root: Path | None = None, trusted: bool = True, limits: Limits = DEFAULT_LIMITS) -> Tool:

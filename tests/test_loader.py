@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -413,3 +414,66 @@ def test_the_quick_depth_bound_at_its_edge_decides_as_the_line_by_line_one():
                 assert _plain(text, limits) == exact_depth_bound(text, depth_limit), (text, depth_limit)
                 decided.add(_plain(text, limits))
     assert decided == {True, False}
+
+
+def test_a_tool_file_is_read_in_two_reads_its_text_and_its_end(tmp_path: Path, monkeypatch) -> None:
+    """A listing reads 10,000 files: the read that meets the end is the last (a third read only said it again)."""
+    import orchestrator.loader as loader
+
+    file = tmp_path / "t.md"
+    file.write_text("---\ndescription: d\n---\nbody\n", encoding="utf-8")
+    reads: list[int] = []
+    real = os.read
+
+    def counted(fd: int, size: int) -> bytes:
+        reads.append(size)
+        return real(fd, size)
+
+    monkeypatch.setattr(loader.os, "read", counted)
+    assert loader.read_text(file) == "---\ndescription: d\n---\nbody\n"
+    assert len(reads) == 2
+
+
+@pytest.mark.parametrize("told", [0, 5, 30, 10_000])
+def test_a_file_that_grew_or_shrank_after_its_stat_is_read_whole_within_the_cap(
+    tmp_path: Path, monkeypatch, told: int
+) -> None:
+    import orchestrator.loader as loader
+    from orchestrator.limits import Limits
+
+    file = tmp_path / "t.md"
+    text = "---\ndescription: d\n---\n" + "x" * 40 + "\n"
+    file.write_text(text, encoding="utf-8")
+    real = os.fstat
+
+    def stale(fd: int) -> os.stat_result:  # the size the stat saw, before the file changed
+        found = real(fd)
+        return os.stat_result((*found[:6], told, *found[7:10]))
+
+    monkeypatch.setattr(loader.os, "fstat", stale)
+    assert loader.read_text(file) == text
+    with pytest.raises(ToolDefinitionError, match="bigger than the 30 bytes"):
+        loader.read_text(file, Limits(file_bytes=30))
+
+
+@pytest.mark.parametrize(
+    ("source", "needle"),
+    [  # containers and strings of other types than dict, list and str are walked as theirs are
+        ("import types\nfrontmatter = {'metadata': {'x': types.MappingProxyType({1: 'a'})}}\n", "key 1 in"),
+        ("import collections\nfrontmatter = {'metadata': collections.UserDict({2: 'b'})}\n", "key 2 in"),
+        ("class S(str):\n    pass\nfrontmatter = {'metadata': {'long': S('x' * 5_000_000)}}\n", "4000000 characters"),
+        (
+            "class L(list):\n    pass\nloop = L()\nloop.append(loop)\nfrontmatter = {'metadata': {'x': loop}}\n",
+            "itself",
+        ),
+    ],
+)
+def test_python_frontmatter_of_other_mapping_list_and_str_types_is_held_to_the_tree_rules(
+    tmp_path: Path, source: str, needle: str
+) -> None:
+    from orchestrator.loader import load_python
+
+    path = tmp_path / "odd.py"
+    path.write_text(source + "\ndef main(ctx):\n    return 'never'\n", encoding="utf-8")
+    with pytest.raises(ToolDefinitionError, match=needle):
+        load_python(path)
