@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from .authorities import Authority
+from .authorities import DEFAULT_PHASES, Authority
 from .errors import ConfigurationError
 from .frozen import freeze
 from .interpolate import has_templates, has_templates_frozen, render_value
@@ -273,6 +273,42 @@ def _authority_level(authority: Authority, hide_private: bool) -> Level:
     return level
 
 
+class Governed(NamedTuple):
+    """What the authorities over a tool give its plan: the same for every tool under them (``governed``)."""
+
+    levels: tuple[Level, ...]  # theirs, root-most first (the nearest one's ``$private`` keys kept)
+    managed: frozenset[str]  # the keys their managed levels lock (``managed_keys``)
+    phases: tuple[str, ...]  # the nearest phases any of them declares
+    names: tuple[str, ...]
+
+
+# Governed by the authority chain's identity: (the chain, kept alive so no identity is reused, and it).
+_GOVERNED: dict[int, tuple[tuple[Authority, ...], Governed]] = {}
+_GOVERNED_SIZE = 1024
+
+
+def governed(authorities: Sequence[Authority]) -> Governed:
+    """What ``authorities`` (a chain, root-most first) give each tool's plan, worked out once per chain.
+
+    The tools of a folder share their chain (``Authorities.governing``): planning 10,000 of them made its
+    levels, phases and names 10,000 times. A chain that is no tuple (one that could change) is worked out anew.
+
+    Raises:
+        ConfigurationError: a malformed ``$locked`` in a managed level.
+    """
+    hit = _GOVERNED.get(id(authorities))
+    if hit is not None and hit[0] is authorities:
+        return hit[1]
+    levels = tuple(_authority_level(a, hide_private=i < len(authorities) - 1) for i, a in enumerate(authorities))
+    phases = next((a.phases for a in reversed(authorities) if a.phases is not None), DEFAULT_PHASES)
+    found = Governed(levels, managed_keys(levels), phases, tuple(a.name for a in authorities))
+    if type(authorities) is tuple:
+        if len(_GOVERNED) >= _GOVERNED_SIZE:
+            _GOVERNED.clear()
+        _GOVERNED[id(authorities)] = (authorities, found)
+    return found
+
+
 def tool_levels(tool: Tool, authorities: Sequence[Authority], find: Callable[[str], Tool]) -> list[Level]:
     """Levels 1-3 for ``tool``; ``authorities`` is its authority chain, root-most first, nearest last."""
     if tool.metadata.get("$inherit") is False:  # no authority, but a managed level's policy holds all the same
@@ -281,7 +317,7 @@ def tool_levels(tool: Tool, authorities: Sequence[Authority], find: Callable[[st
             *managed,
             make_level(tool.name, "tool", tool.metadata, hide_private=False, path=tool.path, lines=tool.lines),
         ]
-    levels = [_authority_level(a, hide_private=i < len(authorities) - 1) for i, a in enumerate(authorities)]
+    levels = list(governed(authorities).levels)
     levels.extend(inherit_levels(tool, find))
     levels.append(make_level(tool.name, "tool", tool.metadata, hide_private=False, path=tool.path, lines=tool.lines))
     return levels

@@ -146,7 +146,7 @@ def _check_tool(
     malformed = _check_shorthands(tool, report)
     near_misses(manager, tool.metadata, tool.path, tool.lines, near, report, run)
     try:
-        plan = manager.planner.plan(tool, manager.paths, run)
+        plan = manager.planner.plan_once(tool, manager.paths, run)  # planned once per check: not kept
         merged = plan.raw
         verdicts = manager.planner.toolkeys(tool, merged, manager.paths, run)
         _check_chain(tool, merged, verdicts, plan.phases, run)

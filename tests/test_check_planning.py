@@ -139,3 +139,35 @@ def test_a_tools_static_keys_follow_its_authorities_and_its_own(write: Any, tool
     assert plan.keys[-2:] == ("extra", "zeta") and plan.keys.index("tone") < plan.keys.index("model")
     noted = plan_of(manager, "noted").keys
     assert "tone" not in noted and "extra" not in noted and "model" in noted
+
+
+def test_plan_once_is_the_plan_and_names_its_files(write: Any, tmp_path: Path) -> None:
+    """A check's plan of a tool is what ``plan`` makes, its files join the run's (the kept verdict stats them),
+    and a plan cached already is the one served."""
+    write("proj/tools/AUTHORITY.md", "---\nname: top\nmetadata: {owner: top}\n---\n")
+    path = write("proj/tools/a.md", "---\nmetadata: {tone: dry}\n---\nx\n")
+    manager = Manager([tmp_path / "proj/tools"])
+    tool = manager.registry.find("a", manager.paths)
+    checked: set[str] = set()
+    once = manager.planner.plan_once(tool, manager.paths, checked)
+    assert {str(path), str(tmp_path / "proj/tools/AUTHORITY.md")} <= checked
+    kept = manager.planner.plan(tool, manager.paths)
+    assert once is not kept and once.raw.values == kept.raw.values and once.levels == kept.levels
+    assert once.keys == kept.keys and once.authorities == kept.authorities == ("default", "top")
+    assert manager.planner.plan_once(tool, manager.paths, set()) is kept
+
+
+def test_each_folders_tools_get_their_authorities_phases_and_names(write: Any, tmp_path: Path) -> None:
+    write("proj/tools/AUTHORITY.md", "---\nname: top\nphases: [$first, $execute, $last]\n---\n")
+    write("proj/tools/sub/AUTHORITY.md", "---\nname: sub\nmetadata: {tone: dry}\n---\n")
+    write("proj/tools/other/AUTHORITY.md", "---\nname: other\nphases: [$only, $execute]\n---\n")
+    for ref in ("a", "sub/b", "sub/c", "other/d"):
+        write(f"proj/tools/{ref}.md", "x\n")
+    write("proj/tools/sub/alone.md", "---\nmetadata: {$inherit: false, tone: wet}\n---\nx\n")
+    manager = Manager([tmp_path / "proj/tools"])
+    plans = {ref: plan_of(manager, ref) for ref in ("a", "sub/b", "sub/c", "other/d", "sub/alone")}
+    assert plans["a"].phases == plans["sub/b"].phases == plans["sub/c"].phases == ("$first", "$execute", "$last")
+    assert plans["other/d"].phases == ("$only", "$execute")
+    assert plans["sub/b"].authorities == plans["sub/c"].authorities == ("default", "top", "sub")
+    assert plans["sub/alone"].authorities == () and [lv.kind for lv in plans["sub/alone"].levels] == ["tool"]
+    assert plans["sub/c"].raw.values["tone"] == "dry" and plans["sub/alone"].raw.values == {"tone": "wet"}
