@@ -138,6 +138,8 @@ def _key(block: str, first_line: int, limits: Any) -> str:
 
 
 _last_key: tuple[Any, ...] = (None, None, None, "")
+_STR = frozenset({str})
+_INT = frozenset({int})
 
 
 def kept_block(folder: str, block: str, first_line: int, limits: Any) -> tuple[FrozenDict, dict[str, int]] | None:
@@ -158,8 +160,8 @@ def kept_block(folder: str, block: str, first_line: int, limits: Any) -> tuple[F
         if type(data) is not FrozenDict:  # as read from the file: checked and frozen once
             if type(data) is not dict or type(lines) is not dict:
                 return None
-            if not all(type(k) is str and type(v) is int for k, v in lines.items()):
-                return None
+            if not (set(map(type, lines)) <= _STR and set(map(type, lines.values())) <= _INT):
+                return None  # the line of each key: a string to an int (never a bool), checked in C
             data = _frozen(data)
             if data is None:
                 return None

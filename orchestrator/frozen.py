@@ -73,6 +73,8 @@ def freeze(value: Any) -> Any:
     if isinstance(value, Mapping):
         return FrozenDict((key, freeze(item)) for key, item in value.items())
     if isinstance(value, list):
+        if all(type(item) in _AS_THEY_ARE for item in value):
+            return FrozenList(value)  # a list of strings (tags): nothing inside to freeze
         return FrozenList(freeze(item) for item in value)
     if kind is tuple:
         return tuple(freeze(item) for item in value)

@@ -176,14 +176,31 @@ def _check_chain(
     remembered for the run by those objects' identities (held, so no identity
     is reused); one that fails is built again for each tool, whose error names it.
     """
-    keys = tuple(key for key, middleware, _why in verdicts if middleware)
-    specs = tuple(merged.order.get(key) for key in keys)
+    keys = _middleware_keys(verdicts)
+    specs = tuple(map(merged.order.get, keys))
     memo = ("chain", keys, tuple(map(id, specs)), phases)
     known = run.values.get(memo)
     if known is not None and all(map(operator.is_, known, specs)):
         return
     build_chain(tool, merged, verdicts, [], phases, {})
     run.values[memo] = specs
+
+
+def _middleware_keys(verdicts: Iterable[tuple[str, bool, str]]) -> tuple[str, ...]:
+    """The keys ``verdicts`` runs as middleware: by the verdicts' identity when shared (a key shape's usual ones,
+    ``Planner.toolkeys``), so a catalog's tools pick them out once."""
+    hit = _MIDDLEWARE_KEYS.get(id(verdicts))
+    if hit is not None and hit[0] is verdicts:
+        return hit[1]
+    keys = tuple(key for key, middleware, _why in verdicts if middleware)
+    if type(verdicts) is tuple:
+        if len(_MIDDLEWARE_KEYS) >= 1024:
+            _MIDDLEWARE_KEYS.clear()
+        _MIDDLEWARE_KEYS[id(verdicts)] = (verdicts, keys)  # held: its id is no other's while it is here
+    return keys
+
+
+_MIDDLEWARE_KEYS: dict[int, tuple[tuple[tuple[str, bool, str], ...], tuple[str, ...]]] = {}
 
 
 def _added_folders(tool: Tool, plan: Plan, looked: set[str] | None = None) -> list[Path]:

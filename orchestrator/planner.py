@@ -78,15 +78,14 @@ class Planner:
     def plan_once(self, tool: Tool, paths: tuple[SearchPath, ...], checked: set[str]) -> Plan:
         """``plan``, for a pass that plans each tool once (``check``): a plan not cached already is not kept.
 
-        The files it was made from join ``checked`` as ``plan`` adds them. Keeping 10,000 plans nobody asks
-        for again cost a ``check`` a cache entry and a set of its files each, about a fifth of planning.
+        Keeping 10,000 plans nobody asks for again cost a ``check`` a cache entry and a set of its files each,
+        about a fifth of planning. A plan not kept needs no files of its own: those it reads are the run's
+        (``checked``), so each lookup it makes (its authorities, the tools its ``$order`` names) is served as the
+        run's, verified once per run, and the files join the run's as ``plan`` adds them.
         """
         if own(tool, paths) in self.registry.cache("plans"):
             return self.plan(tool, paths, checked)  # cached: served once its files are seen unchanged
-        deps: set[str] = set()
-        made = self._make_plan(tool, paths, deps)
-        checked.update(deps)
-        return made
+        return self._make_plan(tool, paths, checked)
 
     def _make_plan(self, tool: Tool, paths: tuple[SearchPath, ...], deps: set[str]) -> Plan:
         if tool.path is not None:

@@ -80,6 +80,10 @@ def test_freeze_takes_scalars_as_they_are_and_freezes_containers() -> None:
     assert type(frozen["a"][2]) is tuple and type(frozen["a"][2][1]) is FrozenList
     assert frozen["c"] is text
     assert freeze(frozen) is frozen
+    tags = ["a", "b", 1, None]
+    kept = freeze(tags)
+    tags.append("c")  # the caller's own list: what was frozen is a copy
+    assert type(kept) is FrozenList and kept == ["a", "b", 1, None]
 
 
 def test_a_tools_own_annotation_that_names_nothing_is_still_reported(write: Any, tools: Path) -> None:

@@ -377,3 +377,26 @@ def test_strings_read_back_keep_their_place_and_equal_values_are_shared(store: P
     assert first[0]["metadata"]["params"] is second[0]["metadata"]["params"]
     enum = first[0]["metadata"]["params"]["properties"]["topic"]["enum"]
     assert type(enum) is FrozenList and type(enum[2]) is FrozenList and enum[2] == ["c", "d"]
+
+
+@pytest.mark.parametrize("lines", [{"description": True}, {"description": "2"}, {"description": 2.0}, [["d", 2]]])
+def test_a_row_whose_key_lines_are_not_ints_by_name_is_ignored(store: Path, tmp_path: Path, lines: Any) -> None:
+    folder = str(tmp_path / "tools")
+    os.makedirs(folder)
+    for n in range(frontmatters.SHARD_SMALLEST):
+        frontmatters.keep_block(folder, f"{BLOCK}# {n}\n", 2, DEFAULT_LIMITS, {"description": f"d{n}"}, {"n": 2})
+    forget()
+    (file,) = store.glob("blocks-*.json")
+    data = json.loads(file.read_text())
+    for row in data["blocks"].values():
+        row[1] = lines
+    file.write_text(json.dumps(data))
+    assert frontmatters.kept_block(folder, f"{BLOCK}# 0\n", 2, DEFAULT_LIMITS) is None
+    frontmatters._shards.clear()
+    for row in data["blocks"].values():
+        row[1] = {"description": 2}
+    file.write_text(json.dumps(data))
+    assert frontmatters.kept_block(folder, f"{BLOCK}# 0\n", 2, DEFAULT_LIMITS) == (
+        {"description": "d0"},
+        {"description": 2},
+    )
