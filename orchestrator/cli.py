@@ -32,7 +32,7 @@ from .display import Usage, display, explanation_view, progress
 from .errors import InterpolationError
 from .exits import INTERRUPTED as INTERRUPTED
 from .exits import SUSPENDED as SUSPENDED
-from .exits import ending_within, fail, leave, reporting, resume_options, warnings_as_written
+from .exits import ending_within, fail, leave, reporting, resume_options, skip_final_collection, warnings_as_written
 from .flags import chosen_formats, debug_option, json_option, parse_args, path_option, search_paths, set_option
 from .manager import Manager
 from .outputs import output_option, show_result
@@ -596,5 +596,6 @@ def main() -> None:
     try:
         cli(prog_name="toolcascade")
     except SystemExit as ending:
+        skip_final_collection()
         leave(ending.code)
         raise

@@ -4,6 +4,8 @@ holds, and the process's end past a thread stuck in a sync tool.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import json
 import logging
 import os
@@ -168,6 +170,24 @@ def trimmed_traceback(exc: BaseException) -> str:
         pending.extend(x for x in (item.__cause__, item.__context__) if x is not None)
         pending.extend(item.exceptions or ())
     return "".join(report.format())
+
+
+def skip_final_collection() -> None:
+    """Spare the ending process the interpreter's last full garbage collection.
+
+    The interpreter's last act is a collection that walks every object the
+    command made: 0.65 s of CPU after a first ``list`` of 10,000 tools (a
+    fifth of the command), 0.9 s after ``check``. All it could free are
+    cycles of a process that is ending, so what is alive when the exit
+    handlers run is frozen then (``gc.freeze``: the collection skips it).
+    Registered last, it runs first; the handlers registered before it (the
+    kept frontmatters' write, a temporary folder's removal) run after it as
+    before. What the command must finish (the run log, sessions, files it
+    writes) it closes itself before this: nothing relies on a collector's
+    finalizer at exit. A program that calls ``main()`` and goes on collects as before.
+    """
+    atexit.unregister(gc.freeze)  # once, however often main() runs in one process
+    atexit.register(gc.freeze)
 
 
 def leave(code: object, wait: float = 0.5) -> None:
