@@ -128,15 +128,31 @@ def plugin_folders(root: Path, looked: list[Path] | None = None) -> list[Path]:
 
 
 def _folders(folder: Path) -> list[Path]:
-    """``folder``'s subfolders, sorted, without hidden and dependency folders (none when it cannot be read)."""
+    """``folder``'s subfolders, sorted, without hidden and dependency folders (none when it cannot be read).
+
+    Read with ``os.scandir``: a directory entry knows whether it is a folder without a stat (a symlink is
+    followed, as ``Path.is_dir`` follows it), and only the folders become Paths. The search path's top level
+    looks into each of its folders for manifests: with ``iterdir`` that was a Path and a stat for every tool
+    file of a 10,000-tool catalogue (63 ms of a first ``list``; 8 ms so).
+    """
     try:
-        return sorted(
-            entry
-            for entry in folder.iterdir()
-            if entry.is_dir() and not entry.name.startswith(".") and entry.name not in SKIPPED
-        )
+        with os.scandir(folder) as entries:
+            names = sorted(
+                entry.name
+                for entry in entries
+                if not entry.name.startswith(".") and entry.name not in SKIPPED and _entry_folder(entry)
+            )
     except OSError:
         return []
+    return [folder / name for name in names]
+
+
+def _entry_folder(entry: os.DirEntry[str]) -> bool:
+    """``entry`` is a folder, or a symlink to one; False when that cannot be told (as ``Path.is_dir``)."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _manifests(top: list[Path], looked: list[Path] | None) -> list[Path]:
