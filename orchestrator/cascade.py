@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from .authorities import DEFAULT_PHASES, Authority
 from .errors import ConfigurationError
@@ -273,13 +273,22 @@ def _authority_level(authority: Authority, hide_private: bool) -> Level:
     return level
 
 
-class Governed(NamedTuple):
-    """What the authorities over a tool give its plan: the same for every tool under them (``governed``)."""
+class Governed:
+    """What the authorities over a tool give its plan: the same for every tool under them (``governed``).
 
-    levels: tuple[Level, ...]  # theirs, root-most first (the nearest one's ``$private`` keys kept)
-    managed: frozenset[str]  # the keys their managed levels lock (``managed_keys``)
-    phases: tuple[str, ...]  # the nearest phases any of them declares
-    names: tuple[str, ...]
+    A slotted class, not a NamedTuple or dataclass: building one of those at import costs every process
+    (``list`` imports this module) about a million instructions.
+    """
+
+    __slots__ = ("levels", "managed", "names", "phases")
+
+    def __init__(
+        self, levels: tuple[Level, ...], managed: frozenset[str], phases: tuple[str, ...], names: tuple[str, ...]
+    ) -> None:
+        self.levels = levels  # theirs, root-most first (the nearest one's ``$private`` keys kept)
+        self.managed = managed  # the keys their managed levels lock (``managed_keys``)
+        self.phases = phases  # the nearest phases any of them declares
+        self.names = names
 
 
 # Governed by the authority chain's identity: (the chain, kept alive so no identity is reused, and it).

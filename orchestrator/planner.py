@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from .authorities import Authorities
 from .cascade import Level, Merged, Plan, governed, guard_managed, merge_levels, tool_levels
@@ -502,12 +502,20 @@ def _sibling_hint(tool: Tool, name: str) -> str:
     return ""
 
 
-class _Usual(NamedTuple):
-    """A key shape's verdicts for a tool that no key names and that is in no cycle with one (``_usual_verdicts``)."""
+class _Usual:
+    """A key shape's verdicts for a tool that no key names and that is in no cycle with one (``_usual_verdicts``).
 
-    names: frozenset[str]  # the keys
-    cycles: tuple[frozenset[str], ...]  # the SCCs of the tools the keys that a cycle decides name
-    verdicts: tuple[Verdict, ...]
+    A slotted class: a NamedTuple built at import would cost every process that imports the planner.
+    """
+
+    __slots__ = ("cycles", "names", "verdicts")
+
+    def __init__(
+        self, names: frozenset[str], cycles: tuple[frozenset[str], ...], verdicts: tuple[Verdict, ...]
+    ) -> None:
+        self.names = names  # the keys
+        self.cycles = cycles  # the SCCs of the tools the keys that a cycle decides name
+        self.verdicts = verdicts
 
 
 # A shape's _Usual by its identity: (the shape, kept alive so no identity is reused, and it). At most _USUAL_SIZE.
