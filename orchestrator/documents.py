@@ -53,25 +53,39 @@ class _Loader(SafeLoader):  # type: ignore[misc,valid-type]
         return super().construct_object(node, deep)
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-        if kind is _SCALAR and implicit[0] and type(value) is str:
-            tag = _TAGS.get(value)
-            if tag is None:
-                tag = super().resolve(kind, value, implicit)
-                if len(value) <= _TAGGED_LENGTH:
-                    if len(_TAGS) >= _TAGGED:
-                        _TAGS.clear()  # only a shortcut: a tag is worked out again
-                    _TAGS[value] = tag
-            return tag
+        # Without path resolvers the safe resolver gives a mapping, a sequence and a quoted (or ``!``) scalar
+        # their default tag whatever they hold: answered here, not by a second Python frame (a frontmatter's eight
+        # collections and quoted scalars were a tenth of composing it).
+        if kind is _SCALAR:
+            if not implicit[0]:
+                return _STR
+            if type(value) is str:
+                tag = _TAGS.get(value)
+                if tag is None:
+                    tag = super().resolve(kind, value, implicit)
+                    if len(value) <= _TAGGED_LENGTH:
+                        if len(_TAGS) >= _TAGGED:
+                            _TAGS.clear()  # only a shortcut: a tag is worked out again
+                        _TAGS[value] = tag
+                return tag
+        elif kind is _MAPPING:
+            return _MAP
+        elif kind is _SEQUENCE:
+            return _SEQ
         return super().resolve(kind, value, implicit)
 
 
 _SCALAR = yaml.ScalarNode
+_MAPPING = yaml.MappingNode
+_SEQUENCE = yaml.SequenceNode
 _TAGS: dict[str, str] = {}  # a plain scalar's text -> the tag the safe resolver gives it
 _TAGGED = 8_192  # texts remembered at most ...
 _TAGGED_LENGTH = 64  # ... each at most this long
 
 
 _STR = "tag:yaml.org,2002:str"
+_MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
 # Key tags the safe constructor rewrites before they become dict keys: '<<' merges, '=' becomes a string.
 _KEY_TAGS = frozenset({_STR, "tag:yaml.org,2002:merge", "tag:yaml.org,2002:value"})
 
@@ -400,8 +414,6 @@ def _parse_plain(text: str, frozen: bool = False) -> tuple[Any, yaml.Node | None
     return data, node
 
 
-_MAP = "tag:yaml.org,2002:map"
-_SEQ = "tag:yaml.org,2002:seq"
 _INT = "tag:yaml.org,2002:int"
 _FLOAT = "tag:yaml.org,2002:float"
 _BOOL = "tag:yaml.org,2002:bool"

@@ -320,6 +320,42 @@ nested: {a: [x, {b: no}]}
 """
 
 
+TAGGED = """\
+map: {a: 1, "b": '2', c: [x, "y", !!str 3, ! 4]}
+seq: [[1, 2], {k: v}, "quoted", 'single', !!int "5", ! plain]
+block:
+  - !!map {q: 1}
+  - !!seq [1]
+  - "yes"
+  - no
+  - |
+    literal
+  - >
+    folded
+explicit: !!str yes
+"""
+
+
+@pytest.mark.parametrize("document", [TAGGED, SCALARS])
+def test_every_node_gets_the_tag_the_pure_python_safe_composer_gives_it(document: str) -> None:
+    """``_Loader.resolve`` answers mappings, sequences and quoted scalars itself: the tags stay the safe resolver's."""
+    import yaml
+
+    from orchestrator.documents import parse_yaml
+
+    def tags(node: yaml.Node) -> list[object]:
+        if isinstance(node, yaml.MappingNode):
+            return [node.tag, [(tags(key), tags(value)) for key, value in node.value]]
+        if isinstance(node, yaml.SequenceNode):
+            return [node.tag, [tags(item) for item in node.value]]
+        return [node.tag, node.value]
+
+    want = yaml.compose(document, Loader=yaml.SafeLoader)  # PyYAML's own composer and resolver, in Python
+    for _ in range(2):  # the second read meets the remembered tags
+        node = parse_yaml(document, Path("doc.yaml"))[1]
+        assert node is not None and tags(node) == tags(want)
+
+
 def test_every_scalar_has_the_value_the_safe_loader_gives_it_however_often_it_is_read(tmp_path: Path) -> None:
     import yaml
 
