@@ -563,6 +563,47 @@ def test_a_path_read_from_the_index_is_the_path_of_its_text(text: str) -> None:
     assert decoder.path(text) is made
 
 
+def test_params_share_a_number_exactly_when_their_json_texts_are_equal() -> None:
+    # Numbered by repr (cheaper than encoding): it must part and join values as their JSON texts do.
+    from orchestrator.frozen import freeze
+    from orchestrator.indexcodec import Encoder
+
+    values: list[Any] = [
+        1,
+        1.0,
+        True,
+        "1",
+        None,
+        "None",
+        -0.0,
+        0.0,
+        0,
+        1e16,
+        float("nan"),
+        [1, "2"],
+        ["1", 2],
+        {"a": 1, "b": [True]},
+        {"b": [True], "a": 1},  # key order shows in listings: apart
+        {"a": 1, "b": [1]},
+        {"a": "x'y", "b": 'x"y'},
+        {"a": 'x"y', "b": "x'y"},
+        {"a": {"b": None}},
+        {"a": {"b": "None"}},
+        "\ud800",  # a lone surrogate, as JSON text read back may hold
+    ]
+    for frozen in (False, True):
+        encoder = Encoder()
+        numbers = [encoder.number(freeze(v) if frozen else v, frozen) for v in values]
+        texts = [json.dumps(v, ensure_ascii=False) for v in values]
+        for i, a in enumerate(texts):
+            for j, b in enumerate(texts):
+                assert (numbers[i] == numbers[j]) == (a == b), (values[i], values[j])
+    encoder = Encoder()
+    kept = {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}
+    read_back = json.loads(json.dumps(kept))  # a value of the old file, carried: plain dicts
+    assert encoder.number(freeze(kept), True) == encoder.number(read_back, True) != encoder.number(read_back, False)
+
+
 def test_equal_params_are_written_once_as_written_and_unequal_ones_apart() -> None:
     # The index numbers each params value by its JSON text (non-ASCII kept as written): equal values share one.
     from orchestrator.frozen import freeze
