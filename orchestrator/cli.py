@@ -558,10 +558,9 @@ def serve(
 
     with reporting(debug):  # an unset token variable is refused at once: before the SDK is imported, tools listed
         token = token_from_env(auth_token_env) if http is not None else None
-    if importlib.util.find_spec("mcp") is None:
-        click.echo(MCP_MISSING, err=True)
-        sys.exit(1)
     try:
+        if importlib.util.find_spec("mcp") is None:  # orchestrator.mcp imports the SDK only when it serves
+            raise ModuleNotFoundError("No module named 'mcp'", name="mcp")
         from .mcp import serve as serve_mcp
     except ModuleNotFoundError as exc:
         if exc.name == "mcp" or (exc.name or "").startswith("mcp."):
