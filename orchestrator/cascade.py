@@ -15,7 +15,7 @@ from typing import Any
 
 from .authorities import DEFAULT_PHASES, Authority
 from .errors import ConfigurationError
-from .frozen import freeze
+from .frozen import TUPLE, answer_by_identity, freeze
 from .interpolate import has_templates, has_templates_frozen, render_value
 from .names import names
 from .tool import Tool
@@ -291,9 +291,7 @@ class Governed:
         self.names = names
 
 
-# Governed by the authority chain's identity: (the chain, kept alive so no identity is reused, and it).
-_GOVERNED: dict[int, tuple[tuple[Authority, ...], Governed]] = {}
-_GOVERNED_SIZE = 1024
+_GOVERNED: dict[int, tuple[Any, Any]] = {}  # id(an authority chain) -> (it, its Governed)
 
 
 def governed(authorities: Sequence[Authority]) -> Governed:
@@ -305,17 +303,13 @@ def governed(authorities: Sequence[Authority]) -> Governed:
     Raises:
         ConfigurationError: a malformed ``$locked`` in a managed level.
     """
-    hit = _GOVERNED.get(id(authorities))
-    if hit is not None and hit[0] is authorities:
-        return hit[1]
+    return answer_by_identity(_GOVERNED, authorities, _governed, 1024, TUPLE)  # type: ignore[no-any-return]
+
+
+def _governed(authorities: Sequence[Authority]) -> Governed:
     levels = tuple(_authority_level(a, hide_private=i < len(authorities) - 1) for i, a in enumerate(authorities))
     phases = next((a.phases for a in reversed(authorities) if a.phases is not None), DEFAULT_PHASES)
-    found = Governed(levels, managed_keys(levels), phases, tuple(a.name for a in authorities))
-    if type(authorities) is tuple:
-        if len(_GOVERNED) >= _GOVERNED_SIZE:
-            _GOVERNED.clear()
-        _GOVERNED[id(authorities)] = (authorities, found)
-    return found
+    return Governed(levels, managed_keys(levels), phases, tuple(a.name for a in authorities))
 
 
 def tool_levels(tool: Tool, authorities: Sequence[Authority], find: Callable[[str], Tool]) -> list[Level]:

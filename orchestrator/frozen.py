@@ -92,17 +92,29 @@ def thaw(value: Any) -> Any:
     return value
 
 
+FROZEN = frozenset({FrozenDict, FrozenList})
+"""The kinds of value ``answer_by_identity`` remembers by default: mappings and lists that cannot change."""
+
+TUPLE = frozenset({tuple})
+"""For ``answer_by_identity``: a tuple a module builds of values that never change (a chain, a shape)."""
+
+
 def answer_by_identity(
-    cache: dict[int, tuple[Any, Any]], value: Any, compute: Callable[[Any], Any], size: int = 4096
+    cache: dict[int, tuple[Any, Any]],
+    value: Any,
+    compute: Callable[[Any], Any],
+    size: int = 4096,
+    kinds: frozenset[type] = FROZEN,
 ) -> Any:
-    """``compute(value)``, remembered in ``cache`` by identity when ``value`` is a frozen mapping or list.
+    """``compute(value)``, remembered in ``cache`` by identity when ``value``'s exact type is one of ``kinds``.
 
     Frozen values are shared (an authority's by every tool under it; equal ones read from the cache
-    folder by every tool that holds them, ``orchestrator.frontmatters``), so a catalog walks each once.
-    A value that can change is computed every time. ``cache`` is emptied when it reaches ``size``.
+    folder by every tool that holds them, ``orchestrator.frontmatters``), so a catalog walks each once;
+    so are the tuples the cascade and the planner hand every tool of a folder. A value of another type
+    is computed every time. ``cache`` holds each value it answers for (so its id is no other's while
+    there) and is emptied when it reaches ``size``. A ``compute`` that raises is not remembered.
     """
-    kind = type(value)
-    if kind is not FrozenDict and kind is not FrozenList:
+    if type(value) not in kinds:
         return compute(value)
     hit = cache.get(id(value))
     if hit is not None and hit[0] is value:

@@ -22,13 +22,14 @@ import operator
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .authorities import FOLDER_FILE, load_authority
 from .cascade import make_level
 from .collisions import check_collisions, check_middleware_args, check_replaced
 from .errors import OrchestratorError, SecurityError, ToolNotFoundError
 from .formats.rendering import leniency_note
+from .frozen import TUPLE, answer_by_identity
 from .interpolate import has_templates, is_template
 from .loader import KNOWN_KEYS, read_text, split_frontmatter
 from .ordering import build_chain
@@ -189,18 +190,12 @@ def _check_chain(
 def _middleware_keys(verdicts: Iterable[tuple[str, bool, str]]) -> tuple[str, ...]:
     """The keys ``verdicts`` runs as middleware: by the verdicts' identity when shared (a key shape's usual ones,
     ``Planner.toolkeys``), so a catalog's tools pick them out once."""
-    hit = _MIDDLEWARE_KEYS.get(id(verdicts))
-    if hit is not None and hit[0] is verdicts:
-        return hit[1]
-    keys = tuple(key for key, middleware, _why in verdicts if middleware)
-    if type(verdicts) is tuple:
-        if len(_MIDDLEWARE_KEYS) >= 1024:
-            _MIDDLEWARE_KEYS.clear()
-        _MIDDLEWARE_KEYS[id(verdicts)] = (verdicts, keys)  # held: its id is no other's while it is here
-    return keys
+    return answer_by_identity(  # type: ignore[no-any-return]
+        _MIDDLEWARE_KEYS, verdicts, lambda v: tuple(key for key, middleware, _why in v if middleware), 1024, TUPLE
+    )
 
 
-_MIDDLEWARE_KEYS: dict[int, tuple[tuple[tuple[str, bool, str], ...], tuple[str, ...]]] = {}
+_MIDDLEWARE_KEYS: dict[int, tuple[Any, Any]] = {}  # id(a tool's verdicts) -> (they, their middleware keys)
 
 
 def _added_folders(tool: Tool, plan: Plan, looked: set[str] | None = None) -> list[Path]:

@@ -23,6 +23,7 @@ from .authorities import Authorities
 from .cascade import Level, Merged, Plan, governed, guard_managed, merge_levels, tool_levels
 from .conditions import Start, condition, idle_prefix, possible
 from .errors import ConfigurationError, OrchestratorError, ToolDefinitionError, ToolNotFoundError
+from .frozen import TUPLE, answer_by_identity
 from .graph import reachable_components
 from .ordering import Entry, build_chain, with_args, with_when
 from .prefixes import merge_plain, static_keys
@@ -518,9 +519,7 @@ class _Usual:
         self.verdicts = verdicts
 
 
-# A shape's _Usual by its identity: (the shape, kept alive so no identity is reused, and it). At most _USUAL_SIZE.
-_USUAL: dict[int, tuple[tuple[Shape, ...], _Usual | None]] = {}
-_USUAL_SIZE = 1024
+_USUAL: dict[int, tuple[Any, Any]] = {}  # id(a key shape) -> (it, its _Usual or None)
 
 
 def _usual_verdicts(shape: tuple[Shape, ...]) -> _Usual | None:
@@ -529,22 +528,19 @@ def _usual_verdicts(shape: tuple[Shape, ...]) -> _Usual | None:
     None when some key needs the tool itself: a ``$dynamic`` key naming no tool (raised for the tool), or a
     key whose named tool's SCC is unknown here (``_in_cycle`` asks for the tool).
     """
-    hit = _USUAL.get(id(shape))
-    if hit is not None and hit[0] is shape:
-        return hit[1]
-    usual = None
-    if all(
+    return answer_by_identity(_USUAL, shape, _usual, 1024, TUPLE)  # type: ignore[no-any-return]
+
+
+def _usual(shape: tuple[Shape, ...]) -> _Usual | None:
+    if not all(
         static or (common is not None and (not asks or cycle is not None)) for _n, static, common, asks, cycle in shape
     ):
-        usual = _Usual(
-            frozenset(name for name, *_rest in shape),
-            tuple(cycle for _n, _s, _c, asks, cycle in shape if asks and cycle),
-            tuple(common for _n, _s, common, _a, _c in shape),  # type: ignore[misc]  # never None here
-        )
-    if len(_USUAL) >= _USUAL_SIZE:
-        _USUAL.clear()
-    _USUAL[id(shape)] = (shape, usual)
-    return usual
+        return None
+    return _Usual(
+        frozenset(name for name, *_rest in shape),
+        tuple(cycle for _n, _s, _c, asks, cycle in shape if asks and cycle),
+        tuple(common for _n, _s, common, _a, _c in shape),  # type: ignore[misc]  # never None here
+    )
 
 
 def order_strays(merged: Merged, exists: Callable[[str], bool]) -> Iterator[tuple[str, str]]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 
 from .errors import ConfigurationError
-from .frozen import FrozenDict
+from .frozen import FrozenDict, answer_by_identity
 from .interpolate import has_templates, has_templates_frozen, is_template
 from .problems import Report
 from .reads import reads
@@ -80,20 +80,12 @@ def _declared(params: Any, tool: Tool, templated: bool) -> list[str] | None:
     """
     if templated:
         return None
-    shared = type(params) is FrozenDict
-    hit = _DECLARED.get(id(params)) if shared else None
-    if hit is not None and hit[0] is params:
-        return hit[1]
-    found = _declared_names(params, tool)
-    if shared:
-        if len(_DECLARED) >= _DECLARED_SIZE:
-            _DECLARED.clear()
-        _DECLARED[id(params)] = (params, found)  # held: its id is no other's while it is here
-    return found
+    declared = answer_by_identity(_DECLARED, params, lambda p: _declared_names(p, tool), 1024, _FROZEN_DICT)
+    return declared  # type: ignore[no-any-return]
 
 
-_DECLARED: dict[int, tuple[Any, list[str] | None]] = {}
-_DECLARED_SIZE = 1024
+_DECLARED: dict[int, tuple[Any, Any]] = {}  # id(a frozen params) -> (it, its declared arg names)
+_FROZEN_DICT = frozenset({FrozenDict})
 
 
 def _declared_names(params: Any, tool: Tool) -> list[str] | None:
