@@ -301,14 +301,11 @@ class Index:
         used: set[int] = set()  # the rows of every path served: numbers, joined as texts once at the end
         valid, texts, count, paths = self._valid, self.texts, len(self.rows), registry.paths
         described = self.decoder.described
-        # ``_entry`` inlined, and the decoder's row method called directly: this loop runs once per tool.
+        # ``_entry`` inlined (its checks the same), the decoder's row method called directly: once per tool.
         for code, row in self.entries.get("described", {}).items():
             try:
                 data, ids = row
-                if type(ids) is not list or (
-                    ids and (set(map(type, ids)) != _INT or min(ids) < 0 or max(ids) >= count)
-                ):
-                    raise ValueError("malformed row numbers")
+                ids = self._ids(ids, count)
                 if not all(map(valid.__getitem__, ids)):
                     self.stale = True
                     continue
