@@ -2,7 +2,8 @@
 
 Kept entries are trusted only for files older than the "racy" window, so
 tests age their files with ``os.utime``; ``Loads`` counts the files a
-registry reads, to show what a kept entry spared.
+registry reads, to show what a kept entry spared; ``tools_asked`` the tools
+a method (a lookup, a plan) was asked about, to show what a listing spared.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 
 def age(*roots: Path, seconds: float = 60.0) -> None:
@@ -36,3 +39,16 @@ class Loads:
             return real(path, *args, **kwargs)
 
         return counted
+
+
+def tools_asked(monkeypatch: pytest.MonkeyPatch, owner: type, method: str) -> list[str]:
+    """The names of the tools ``owner.method`` is called with (its first argument) from now on, in order."""
+    seen: list[str] = []
+    real = getattr(owner, method)
+
+    def counted(self: object, tool: object, *args: object, **kwargs: object) -> object:
+        seen.append(getattr(tool, "name", "?"))
+        return real(self, tool, *args, **kwargs)
+
+    monkeypatch.setattr(owner, method, counted)
+    return seen

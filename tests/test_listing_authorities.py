@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cache_helpers import tools_asked
 
 import orchestrator.authorities as authorities_module
 from orchestrator import Manager
@@ -32,15 +33,7 @@ def authority(properties: dict[str, object]) -> str:
 @pytest.fixture
 def finds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The tools whose nearest authority was looked up from now on, by name."""
-    seen: list[str] = []
-    find = authorities_module.Authorities.find
-
-    def counted(self: authorities_module.Authorities, tool: object, *args: object, **kwargs: object) -> object:
-        seen.append(getattr(tool, "name", "?"))
-        return find(self, tool, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(authorities_module.Authorities, "find", counted)
-    return seen
+    return tools_asked(monkeypatch, authorities_module.Authorities, "find")
 
 
 @pytest.fixture

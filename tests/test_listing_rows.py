@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cache_helpers import tools_asked
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -32,15 +33,7 @@ Write = Callable[[str, str], Path]
 @pytest.fixture
 def plans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The tools planned from now on, by name."""
-    seen: list[str] = []
-    plan = planner_module.Planner.plan
-
-    def counted(self: planner_module.Planner, tool: object, *args: object, **kwargs: object) -> object:
-        seen.append(getattr(tool, "name", "?"))
-        return plan(self, tool, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(planner_module.Planner, "plan", counted)
-    return seen
+    return tools_asked(monkeypatch, planner_module.Planner, "plan")
 
 
 def front(data: dict[str, object], body: str = "Say hi.") -> str:
